@@ -1,0 +1,33 @@
+"""Sagacity: the saga pattern for AI agents.
+
+Every tool call in a saga is journaled in an append-only SHA-256 hash chain; on failure the
+declared compensations run in reverse; irreversible tools wait for a named human; the journal can
+be exported and verified by anyone.
+"""
+
+from __future__ import annotations
+
+from sagacity._sagacity import Sagacity
+from sagacity.chain import Verification
+from sagacity.errors import SagacityError
+from sagacity.model import ApprovalRequest, Entry, Phase, Reversibility, SagaStatus
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalRequest",
+    "Entry",
+    "Phase",
+    "Reversibility",
+    "SagaStatus",
+    "Sagacity",
+    "SagacityError",
+    "Verification",
+    "__version__",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if hasattr(_obj, "__module__") and _name != "__version__":
+        _obj.__module__ = "sagacity"
+del _name, _obj

@@ -1,0 +1,67 @@
+"""JSON Lines out (SPEC §7 field names), and back in for offline verification."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import Any
+
+from sagacity import chain
+from sagacity.model import Entry
+
+EXPORT_FIELDS = ("sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash")
+
+
+def export_lines(entries: Iterable[Entry]) -> Iterator[str]:
+    """One compact JSON object per entry, in the order given, without a trailing newline."""
+    for entry in entries:
+        yield json.dumps(entry.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+
+def parse_line(line: str) -> Entry:
+    """One export line back to an :class:`Entry`; ``ValueError`` says what is wrong with it."""
+    try:
+        data: Any = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    missing = [name for name in EXPORT_FIELDS if name not in data]
+    if missing:
+        raise ValueError(f"missing field(s) {', '.join(missing)}")
+    for name in EXPORT_FIELDS:
+        expected = int if name == "seq" else str
+        if not isinstance(data[name], expected) or isinstance(data[name], bool):
+            raise ValueError(f"field {name} must be {expected.__name__}")
+    try:
+        ts = datetime.strptime(data["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ")
+    except ValueError as exc:
+        raise ValueError(f"timestamp {data['timestamp']!r} is not YYYY-MM-DDTHH:MM:SS.ffffffZ") from exc
+    return Entry(
+        data["sagaId"], data["seq"], data["toolName"], data["phase"], data["input"],
+        data["payload"], ts, data["hash"],
+    )
+
+
+def verify_lines(lines: Iterable[str]) -> chain.Verification:
+    """Verify one saga's export offline, streaming. Blank lines are ignored; a line that is not a
+    well-formed entry is a break at its position, like an entry whose hash is wrong."""
+    malformed: list[str] = []
+
+    def entries() -> Iterator[Entry]:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield parse_line(line)
+            except ValueError as exc:
+                malformed.append(f"line {number}: {exc}")
+                return
+
+    result = chain.verify(entries())
+    if malformed and result.valid:
+        # The chain read so far was whole; the malformed line is the next entry.
+        count = result.entry_count
+        return chain.Verification(False, count + 1, count, malformed[0])
+    return result

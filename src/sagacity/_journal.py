@@ -1,0 +1,186 @@
+"""The only writer of journal rows: seq assignment, hashing, and the bounded retry of SPEC §4.
+
+The common case costs one round trip. Each saga's tail (seq, hash) is cached in the process, so an
+append builds the next row and inserts it directly. The store's primary key on (saga_id, seq) is
+what orders writers: an insert that finds its seq taken (another thread, process or machine got
+there first) writes nothing, and the append re-reads the tail and tries again with the next seq,
+up to ``max_append_attempts`` times. An append is never dropped silently: it lands or raises.
+
+A saga this process has not seen starts optimistically at seq 1; if the saga exists the insert
+loses once and the tail is read. An insert whose connection died is *in doubt*: it is resolved by
+reading the row back (ours, by hash: done; another's: lost the race; none: insert again).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+from sagacity import chain
+from sagacity._json import escape_text, require_storable
+from sagacity.errors import AppendConflictError, InvalidValueError, SagaNotFoundError, StoreUnavailableError
+from sagacity.model import Entry, Phase
+from sagacity.stores.base import Store
+
+T = TypeVar("T")
+
+#: Default bound on lost races per append: generous, since a loss means another append landed.
+DEFAULT_APPEND_ATTEMPTS = 1000
+#: Default bound on attempts when the database connection fails.
+DEFAULT_RECONNECT_ATTEMPTS = 6
+_STRIPES = 1024
+_TAIL_CACHE_SIZE = 100_000
+
+
+class Journal:
+    """Appends and reads hash-chained entries in one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        max_append_attempts: int = DEFAULT_APPEND_ATTEMPTS,
+        reconnect_attempts: int = DEFAULT_RECONNECT_ATTEMPTS,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        if max_append_attempts < 1 or reconnect_attempts < 1:
+            raise InvalidValueError("max_append_attempts and reconnect_attempts must be at least 1")
+        self.store = store
+        self.max_append_attempts = max_append_attempts
+        self.reconnect_attempts = reconnect_attempts
+        self._clock = clock
+        # Same-saga appends from this process queue on a stripe lock instead of racing through
+        # the database; different sagas rarely share a stripe.
+        self._stripes = [threading.Lock() for _ in range(_STRIPES)]
+        self._tails: OrderedDict[str, tuple[int, str]] = OrderedDict()
+        self._tails_lock = threading.Lock()
+
+    # -- writing ---------------------------------------------------------------------------------
+    def append(
+        self,
+        saga_id: str,
+        tool_name: str,
+        phase: Phase,
+        input: str = "",  # noqa: A002 - the column's name
+        payload: str = "",
+    ) -> Entry:
+        """Durably append one entry to ``saga_id``'s chain and return it as stored.
+
+        ``payload`` may be any string (NUL and unpaired surrogates are escaped, see
+        ``sagacity._json.escape_text``); the identifiers and input must be storable as they are.
+        """
+        require_storable("saga_id", saga_id)
+        require_storable("tool_name", tool_name)
+        require_storable("input", input)
+        if not saga_id:
+            raise InvalidValueError("saga_id must not be empty")
+        phase = Phase(phase)
+        stored_payload = escape_text(payload)
+        with self._stripes[hash(saga_id) % _STRIPES]:
+            seq, prev = self._cached_tail(saga_id)
+            for attempt in range(self.max_append_attempts):
+                entry = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
+                if self._insert(entry):
+                    self._remember(entry)
+                    return entry
+                seq, prev = self._read_tail(saga_id)
+                if attempt >= 3:
+                    # Heavy contention: back off a little, with jitter, so writers spread out.
+                    time.sleep(random.uniform(0, min(0.05, 0.0005 * attempt)))
+        raise AppendConflictError(
+            f"append to saga {saga_id!r} ({tool_name} {phase}) lost the race for the next seq "
+            f"{self.max_append_attempts} times; nothing was written"
+        )
+
+    def _build(
+        self, saga_id: str, seq: int, prev: str, tool_name: str, phase: Phase, input: str, payload: str  # noqa: A002
+    ) -> Entry:
+        ts = chain.to_utc_micros(self._clock())
+        digest = chain.entry_hash(prev, saga_id, seq, tool_name, phase, input, payload, ts)
+        return Entry(saga_id, seq, tool_name, str(phase), input, payload, ts, digest)
+
+    def _insert(self, entry: Entry) -> bool:
+        """Insert; True if this entry is now stored, False if another took its seq."""
+        failure: StoreUnavailableError | None = None
+        for attempt in range(self.reconnect_attempts):
+            if failure is not None:
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+                try:
+                    existing = self.store.get_entry(entry.saga_id, entry.seq)
+                except StoreUnavailableError as exc:
+                    failure = exc
+                    continue
+                if existing is not None:
+                    # The lost connection did commit (our hash), or another writer won (theirs).
+                    return existing.hash == entry.hash
+            try:
+                return self.store.insert_entry(entry)
+            except StoreUnavailableError as exc:
+                failure = exc
+        assert failure is not None
+        raise StoreUnavailableError(
+            f"append to saga {entry.saga_id!r} seq {entry.seq} ({entry.tool_name} {entry.phase}) "
+            f"not confirmed after {self.reconnect_attempts} attempts: {failure}"
+        ) from failure
+
+    # -- tail cache ------------------------------------------------------------------------------
+    def _cached_tail(self, saga_id: str) -> tuple[int, str]:
+        with self._tails_lock:
+            tail = self._tails.get(saga_id)
+            if tail is not None:
+                self._tails.move_to_end(saga_id)
+                return tail
+        return 0, chain.GENESIS_HASH
+
+    def _read_tail(self, saga_id: str) -> tuple[int, str]:
+        entry = self.read(self.store.tail, saga_id)
+        return (0, chain.GENESIS_HASH) if entry is None else (entry.seq, entry.hash)
+
+    def _remember(self, entry: Entry) -> None:
+        with self._tails_lock:
+            self._tails[entry.saga_id] = (entry.seq, entry.hash)
+            self._tails.move_to_end(entry.saga_id)
+            if len(self._tails) > _TAIL_CACHE_SIZE:
+                self._tails.popitem(last=False)
+
+    # -- reading ---------------------------------------------------------------------------------
+    def read(self, operation: Callable[..., T], *args: object) -> T:
+        """Run an idempotent store read, retrying while the database is unreachable."""
+        for attempt in range(self.reconnect_attempts):
+            try:
+                return operation(*args)
+            except StoreUnavailableError:
+                if attempt + 1 == self.reconnect_attempts:
+                    raise
+                time.sleep(min(2.0, 0.05 * 2 ** (attempt + 1)))
+        raise AssertionError("unreachable")
+
+    def iter_entries(self, saga_id: str, batch: int = 1000) -> Iterator[Entry]:
+        """Every entry of a saga in seq order, ``batch`` rows at a time: memory stays flat."""
+        after = 0
+        while True:
+            rows = self.read(self.store.read_entries, saga_id, after, batch)
+            yield from rows
+            if len(rows) < batch:
+                return
+            after = rows[-1].seq
+
+    def entries(self, saga_id: str) -> list[Entry]:
+        """Every entry of a saga in seq order (an empty list for an unknown saga)."""
+        return self.read(self.store.read_entries, saga_id, 0, None)
+
+    def require_saga(self, saga_id: str) -> None:
+        """Raise ``SagaNotFoundError`` unless the saga has at least one entry."""
+        if self.read(self.store.get_entry, saga_id, 1) is None and self.read(self.store.tail, saga_id) is None:
+            raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
+
+    def verify(self, saga_id: str) -> chain.Verification:
+        """Recompute the saga's chain from the store, streaming."""
+        result = chain.verify(self.iter_entries(saga_id))
+        if result.entry_count == 0:
+            raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
+        return result

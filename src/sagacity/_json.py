@@ -1,0 +1,82 @@
+"""The one canonical encoder: call arguments to journal input, results to payload, and the escape
+that keeps any Python string storable on every backend."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sagacity.errors import InvalidValueError
+
+#: Prefix of a payload that had to be escaped to be storable.
+ESCAPED_PREFIX = "sagacity-escaped:"
+
+
+def compact(value: Any) -> str:
+    """Compact JSON (no spaces, UTF-8 kept), as SPEC §5 shows inputs: ``{"sku":"SKU-9"}``.
+
+    Non-JSON values (dates, decimals, objects) fall back to ``str``, so journaling never fails on
+    an argument the tool itself accepts.
+    """
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def encode_result(value: Any) -> str:
+    """A tool's result as payload: a ``str`` as is, ``None`` as empty, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return compact(value)
+
+
+def storable(value: str) -> bool:
+    """Whether every store can hold ``value`` verbatim.
+
+    PostgreSQL TEXT refuses U+0000 and no UTF-8 column holds an unpaired surrogate. A value that
+    already starts with the escape prefix is escaped again, or reading it back would change it.
+    """
+    if "\x00" in value or value.startswith(ESCAPED_PREFIX):
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def escape_text(value: str) -> str:
+    """The journaled form of a payload: itself when storable, else prefix + a JSON string literal.
+
+    Applied identically for every store *before* hashing, so the hash covers the stored bytes and
+    any verifier, reading any store or an export, recomputes it without knowing about the escape.
+    """
+    if storable(value):
+        return value
+    return ESCAPED_PREFIX + json.dumps(value, ensure_ascii=True)
+
+
+def unescape_text(value: str) -> str:
+    """Undo :func:`escape_text`."""
+    if value.startswith(ESCAPED_PREFIX):
+        decoded = json.loads(value[len(ESCAPED_PREFIX) :])
+        if isinstance(decoded, str):
+            return decoded
+    return value
+
+
+def require_storable(field: str, value: str) -> str:
+    """Refuse, before anything runs, an identifier or input that no store could keep verbatim.
+
+    Inputs are JSON, and JSON escapes NUL inside strings, so a raw NUL only reaches here from a
+    caller's own malformed text; saga ids and tool names are names, never escaped.
+    """
+    if not isinstance(value, str):
+        raise InvalidValueError(f"{field} must be a str, not {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidValueError(f"{field} contains a NUL character, which no journal can store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidValueError(f"{field} is not valid Unicode text: {exc.reason}") from exc
+    return value

@@ -1,0 +1,109 @@
+"""Every exception Sagacity raises, in one tree.
+
+::
+
+    SagacityError
+    ├── ConfigurationError          bad URL, unknown scheme, missing extra, bad option
+    ├── InvalidValueError           (also ValueError) a value no journal can hold, bad arguments
+    ├── StoreError                  the database failed; the driver's error is chained (``from``)
+    │   ├── StoreUnavailableError   connection refused or lost and not recovered within the bound
+    │   └── AppendConflictError     every retry of an append lost the race; nothing was written
+    ├── SagaNotFoundError           (also LookupError) no entries for that saga id
+    ├── ToolError
+    │   ├── ToolRegistrationError   a different function under a name already taken
+    │   ├── UnknownToolError        (also LookupError) a journal names a tool not imported here
+    │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
+    ├── SagaStateError              the saga is not in a state that allows the call
+    └── ApprovalError
+        ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
+        ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
+        └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
+
+Messages name the saga, seq and tool involved. Callers never see ``sqlite3`` or ``psycopg`` types:
+each store translates driver errors at one boundary.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AppendConflictError",
+    "ApprovalError",
+    "ApprovalNotFoundError",
+    "ApprovalRefusedError",
+    "ConfigurationError",
+    "InvalidValueError",
+    "IrreversibleToolError",
+    "PayloadMismatchError",
+    "SagaNotFoundError",
+    "SagaStateError",
+    "SagacityError",
+    "StoreError",
+    "StoreUnavailableError",
+    "ToolError",
+    "ToolRegistrationError",
+    "UnknownToolError",
+]
+
+
+class SagacityError(Exception):
+    """Base of every error Sagacity raises."""
+
+
+class ConfigurationError(SagacityError):
+    """Sagacity was set up wrongly: a bad URL, an unknown scheme, a missing optional extra."""
+
+
+class InvalidValueError(SagacityError, ValueError):
+    """A value that cannot be journaled or an argument out of range; nothing was written."""
+
+
+class StoreError(SagacityError):
+    """The database failed. The driver's exception is chained as ``__cause__``."""
+
+
+class StoreUnavailableError(StoreError):
+    """The database could not be reached, or the connection was lost and not recovered."""
+
+
+class AppendConflictError(StoreError):
+    """Every bounded retry of an append lost the race for the next seq; nothing was written."""
+
+
+class SagaNotFoundError(SagacityError, LookupError):
+    """No journal entries exist for the saga id."""
+
+
+class ToolError(SagacityError):
+    """A tool was declared or called wrongly."""
+
+
+class ToolRegistrationError(ToolError):
+    """A different function was registered under a tool name already taken."""
+
+
+class UnknownToolError(ToolError, LookupError):
+    """The journal names a tool that no imported module registered."""
+
+
+class IrreversibleToolError(ToolError):
+    """An IRREVERSIBLE tool was called outside a saga without an explicit opt-out."""
+
+
+class SagaStateError(SagacityError):
+    """The saga's journal does not allow the call (e.g. it was already compensated)."""
+
+
+class ApprovalError(SagacityError):
+    """An approval decision or resume was refused."""
+
+
+class ApprovalNotFoundError(ApprovalError, LookupError):
+    """There is no pending approval request for that saga and seq."""
+
+
+class ApprovalRefusedError(ApprovalError):
+    """The decision or resume is not allowed: decided already, not approved, expired or void."""
+
+
+class PayloadMismatchError(ApprovalError):
+    """The payload to resume differs (by SHA-256) from the payload that was approved."""

@@ -1,0 +1,52 @@
+"""Journal stores, chosen by URL.
+
+=========================  ============================================================
+``memory://``              in-process, lock-protected; for tests and experiments
+``sqlite:///path.db``      the embedded default: one durable file, no server
+``postgresql://...``       PostgreSQL through psycopg 3 and a pool (``sagacity[postgres]``)
+=========================  ============================================================
+
+Backends are imported only when their scheme is asked for, so the core install needs no driver.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from sagacity.errors import ConfigurationError
+from sagacity.stores.base import Store
+
+__all__ = ["DEFAULT_URL", "Store", "default_url", "open_store"]
+
+DEFAULT_URL = "sqlite:///sagacity.db"
+
+
+def default_url() -> str:
+    """``$SAGACITY_URL`` if set, else ``sqlite:///sagacity.db`` in the working directory."""
+    return os.environ.get("SAGACITY_URL") or DEFAULT_URL
+
+
+def open_store(url: str | None = None, **options: Any) -> Store:
+    """Open (not yet initialise) the store a URL names; ``options`` go to its constructor."""
+    url = url or default_url()
+    scheme = url.split(":", 1)[0].lower()
+    if scheme == "memory":
+        from sagacity.stores.memory import MemoryStore
+
+        return MemoryStore(url, **options)
+    if scheme == "sqlite":
+        from sagacity.stores.sqlite import SQLiteStore
+
+        return SQLiteStore(url, **options)
+    if scheme in {"postgresql", "postgres"}:
+        try:
+            from sagacity.stores.postgres import PostgresStore
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"{url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'sagacity[postgres]'"
+            ) from exc
+        return PostgresStore(url, **options)
+    raise ConfigurationError(
+        f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db or postgresql://..."
+    )

@@ -1,0 +1,217 @@
+"""Code shared by the SQL stores: statements, row mapping, approval requests.
+
+Dialects differ only in a few hooks: the placeholder, how a timestamp is written and read, how a
+cursor (plain or inside a transaction) is obtained, and how driver errors are translated. Every
+statement is written once, with ``?`` placeholders.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from importlib import resources
+from typing import Any, Protocol
+
+from sagacity.model import ApprovalRequest, Entry
+
+JOURNAL = "side_effect_journal"
+APPROVALS = "sagacity_approval_request"
+EXPIRY = "sagacity_approval_expiry"
+ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
+
+
+class Cursor(Protocol):
+    """The DB-API cursor subset both drivers share."""
+
+    rowcount: int
+
+    def execute(self, sql: Any, params: Sequence[Any] = ..., /) -> Any: ...
+    def fetchone(self) -> Any: ...
+    def fetchall(self) -> list[Any]: ...
+
+
+def load_ddl(dialect: str) -> str:
+    """The DDL shipped as package data (``stores/sql/<dialect>.sql``)."""
+    return resources.files("sagacity.stores").joinpath(f"sql/{dialect}.sql").read_text("utf-8")
+
+
+def split_statements(ddl: str) -> list[str]:
+    """Split DDL into statements, keeping trigger bodies (``BEGIN ... END;``) whole."""
+    statements: list[str] = []
+    current: list[str] = []
+    in_body = False
+    for line in ddl.splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("--")):
+            continue
+        current.append(line)
+        upper = line.upper()
+        if "BEGIN" in upper.split():
+            in_body = True
+        if line.rstrip().endswith(";") and (not in_body or upper.rstrip().endswith("END;")):
+            statements.append("\n".join(current).rstrip().rstrip(";"))
+            current, in_body = [], False
+    return statements
+
+
+class SQLStore(ABC):
+    """A store over a DB-API driver; subclasses supply connections and the dialect hooks."""
+
+    url: str
+    placeholder = "?"
+
+    # -- dialect hooks -----------------------------------------------------------------------
+    @abstractmethod
+    def _cursor(self, transaction: bool = False) -> AbstractContextManager[Cursor]:
+        """A cursor in autocommit (one statement, one durable commit) or in one transaction.
+
+        Driver errors raised inside are translated to ``sagacity.errors`` here and only here.
+        """
+
+    @abstractmethod
+    def _ts_out(self, moment: datetime) -> Any:
+        """A naive UTC datetime as the driver should bind it."""
+
+    @abstractmethod
+    def _ts_in(self, value: Any) -> datetime:
+        """A stored timestamp as a naive UTC datetime."""
+
+    def _sql(self, statement: str) -> str:
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    # -- journal -------------------------------------------------------------------------------
+    def _entry(self, row: Sequence[Any]) -> Entry:
+        saga_id, seq, tool_name, phase, input_, payload, timestamp, hash_ = row
+        return Entry(
+            saga_id, int(seq), tool_name, phase, input_, payload, self._ts_in(timestamp), hash_
+        )
+
+    def _entry_params(self, entry: Entry) -> tuple[Any, ...]:
+        return (
+            entry.saga_id,
+            entry.seq,
+            entry.tool_name,
+            str(entry.phase),
+            entry.input,
+            entry.payload,
+            self._ts_out(entry.timestamp),
+            entry.hash,
+        )
+
+    INSERT_ENTRY = (
+        f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (saga_id, seq) DO NOTHING"
+    )
+
+    def insert_entry(self, entry: Entry) -> bool:
+        # ON CONFLICT DO NOTHING turns a lost race into rowcount 0 instead of an error: no
+        # aborted transaction, no error in the server log, and still one round trip.
+        with self._cursor() as cur:
+            cur.execute(self._sql(self.INSERT_ENTRY), self._entry_params(entry))
+            return cur.rowcount == 1
+
+    def tail(self, saga_id: str) -> Entry | None:
+        with self._cursor() as cur:
+            cur.execute(
+                self._sql(
+                    f"SELECT {ENTRY_COLUMNS} FROM {JOURNAL} WHERE saga_id = ? "
+                    "ORDER BY seq DESC LIMIT 1"
+                ),
+                (saga_id,),
+            )
+            row = cur.fetchone()
+        return None if row is None else self._entry(row)
+
+    def get_entry(self, saga_id: str, seq: int) -> Entry | None:
+        with self._cursor() as cur:
+            cur.execute(
+                self._sql(f"SELECT {ENTRY_COLUMNS} FROM {JOURNAL} WHERE saga_id = ? AND seq = ?"),
+                (saga_id, seq),
+            )
+            row = cur.fetchone()
+        return None if row is None else self._entry(row)
+
+    def read_entries(self, saga_id: str, after_seq: int = 0, limit: int | None = None) -> list[Entry]:
+        sql = f"SELECT {ENTRY_COLUMNS} FROM {JOURNAL} WHERE saga_id = ? AND seq > ? ORDER BY seq"
+        params: tuple[Any, ...] = (saga_id, after_seq)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (limit,)
+        with self._cursor() as cur:
+            cur.execute(self._sql(sql), params)
+            rows = cur.fetchall()
+        return [self._entry(row) for row in rows]
+
+    def saga_ids(self) -> list[str]:
+        with self._cursor() as cur:
+            cur.execute(f"SELECT DISTINCT saga_id FROM {JOURNAL} ORDER BY saga_id")
+            return [row[0] for row in cur.fetchall()]
+
+    # -- approval requests (working state) ------------------------------------------------------
+    def put_approval_request(self, request: ApprovalRequest) -> None:
+        key = (request.saga_id, request.journal_seq)
+        with self._cursor(transaction=True) as cur:
+            cur.execute(
+                self._sql(
+                    f"INSERT INTO {APPROVALS} "
+                    "(saga_id, journal_seq, tool_name, input, input_hash, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (saga_id, journal_seq) DO UPDATE SET "
+                    "tool_name = excluded.tool_name, input = excluded.input, "
+                    "input_hash = excluded.input_hash, created_at = excluded.created_at"
+                ),
+                (*key, request.tool_name, request.input, request.input_hash,
+                 self._ts_out(request.created_at)),
+            )
+            cur.execute(self._sql(f"DELETE FROM {EXPIRY} WHERE saga_id = ? AND journal_seq = ?"), key)
+            if request.expires_at is not None:
+                cur.execute(
+                    self._sql(f"INSERT INTO {EXPIRY} (saga_id, journal_seq, expires_at) VALUES (?, ?, ?)"),
+                    (*key, self._ts_out(request.expires_at)),
+                )
+
+    _SELECT_REQUESTS = (
+        f"SELECT r.saga_id, r.journal_seq, r.tool_name, r.input, r.input_hash, r.created_at, "
+        f"e.expires_at FROM {APPROVALS} r LEFT JOIN {EXPIRY} e "
+        "ON e.saga_id = r.saga_id AND e.journal_seq = r.journal_seq"
+    )
+
+    def _request(self, row: Sequence[Any]) -> ApprovalRequest:
+        saga_id, seq, tool_name, input_, input_hash, created_at, expires_at = row
+        return ApprovalRequest(
+            saga_id,
+            int(seq),
+            tool_name,
+            input_,
+            input_hash.strip(),
+            self._ts_in(created_at),
+            None if expires_at is None else self._ts_in(expires_at),
+        )
+
+    def get_approval_request(self, saga_id: str, journal_seq: int) -> ApprovalRequest | None:
+        with self._cursor() as cur:
+            cur.execute(
+                self._sql(self._SELECT_REQUESTS + " WHERE r.saga_id = ? AND r.journal_seq = ?"),
+                (saga_id, journal_seq),
+            )
+            row = cur.fetchone()
+        return None if row is None else self._request(row)
+
+    def list_approval_requests(self, saga_id: str | None = None) -> list[ApprovalRequest]:
+        order = " ORDER BY r.created_at, r.saga_id, r.journal_seq"
+        with self._cursor() as cur:
+            if saga_id is None:
+                cur.execute(self._SELECT_REQUESTS + order)
+            else:
+                cur.execute(self._sql(self._SELECT_REQUESTS + " WHERE r.saga_id = ?" + order), (saga_id,))
+            rows = cur.fetchall()
+        return [self._request(row) for row in rows]
+
+    def delete_approval_request(self, saga_id: str, journal_seq: int) -> bool:
+        key = (saga_id, journal_seq)
+        with self._cursor(transaction=True) as cur:
+            cur.execute(self._sql(f"DELETE FROM {APPROVALS} WHERE saga_id = ? AND journal_seq = ?"), key)
+            deleted = cur.rowcount == 1
+            cur.execute(self._sql(f"DELETE FROM {EXPIRY} WHERE saga_id = ? AND journal_seq = ?"), key)
+        return deleted
+

@@ -1,0 +1,83 @@
+"""``memory://``: an in-process journal behind one lock; the fastest backend for tests.
+
+Each ``memory://`` store is its own journal: two stores opened with the same URL share nothing,
+and everything is gone when the process ends.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from sagacity.errors import StoreError
+from sagacity.model import ApprovalRequest, Entry
+
+__all__ = ["MemoryStore"]
+
+
+class MemoryStore:
+    """A journal held in dicts; one lock makes every operation atomic."""
+
+    def __init__(self, url: str = "memory://") -> None:
+        self.url = url
+        self._lock = threading.Lock()
+        self._entries: dict[str, list[Entry]] = {}
+        self._requests: dict[tuple[str, int], ApprovalRequest] = {}
+
+    def init_schema(self) -> None:
+        """Nothing to create."""
+
+    def insert_entry(self, entry: Entry) -> bool:
+        with self._lock:
+            chain = self._entries.setdefault(entry.saga_id, [])
+            if entry.seq <= len(chain):
+                return False  # the (saga_id, seq) row exists: a lost race, as on SQL stores
+            if entry.seq != len(chain) + 1:
+                raise StoreError(
+                    f"memory store: seq {entry.seq} for saga {entry.saga_id!r} would leave a gap "
+                    f"after {len(chain)}"
+                )
+            chain.append(entry)
+            return True
+
+    def tail(self, saga_id: str) -> Entry | None:
+        with self._lock:
+            chain = self._entries.get(saga_id)
+            return chain[-1] if chain else None
+
+    def get_entry(self, saga_id: str, seq: int) -> Entry | None:
+        with self._lock:
+            chain = self._entries.get(saga_id, [])
+            return chain[seq - 1] if 1 <= seq <= len(chain) else None
+
+    def read_entries(self, saga_id: str, after_seq: int = 0, limit: int | None = None) -> list[Entry]:
+        with self._lock:
+            chain = self._entries.get(saga_id, [])
+            end = len(chain) if limit is None else after_seq + limit
+            return chain[max(after_seq, 0) : end]
+
+    def saga_ids(self) -> list[str]:
+        with self._lock:
+            return sorted(self._entries)
+
+    def put_approval_request(self, request: ApprovalRequest) -> None:
+        with self._lock:
+            self._requests[(request.saga_id, request.journal_seq)] = request
+
+    def get_approval_request(self, saga_id: str, journal_seq: int) -> ApprovalRequest | None:
+        with self._lock:
+            return self._requests.get((saga_id, journal_seq))
+
+    def list_approval_requests(self, saga_id: str | None = None) -> list[ApprovalRequest]:
+        with self._lock:
+            found = [r for r in self._requests.values() if saga_id is None or r.saga_id == saga_id]
+        return sorted(found, key=lambda r: (r.created_at, r.saga_id, r.journal_seq))
+
+    def delete_approval_request(self, saga_id: str, journal_seq: int) -> bool:
+        with self._lock:
+            return self._requests.pop((saga_id, journal_seq), None) is not None
+
+    def close(self) -> None:
+        """Nothing to release; the entries stay readable."""
+
+    def __repr__(self) -> str:
+        return f"MemoryStore({self.url!r})"

@@ -1,0 +1,135 @@
+"""PostgreSQL through psycopg 3 and a connection pool (``pip install 'sagacity[postgres]'``).
+
+Choices, and what breaks without each:
+
+- Autocommit connections: an append is one ``INSERT ... ON CONFLICT DO NOTHING``, one round trip
+  and one durable commit. Seq order is kept by the primary key, not by a lock: a writer whose
+  cached tail was stale gets rowcount 0, re-reads the tail and retries (``sagacity._journal``).
+  Wrapping the insert in BEGIN/tail read/COMMIT would cost ~2.4x the physical floor.
+- Concurrent commits on different connections share WAL flushes, so many sagas in parallel cost
+  little more than one.
+- ``synchronous_commit`` is left as the server has it (``on`` by default): never turned off.
+- ``init_schema`` holds a transaction-scoped advisory lock: two processes running
+  ``CREATE TABLE IF NOT EXISTS`` at once on an empty database can otherwise fail with a
+  unique violation on ``pg_type``.
+- A dead connection (server restart, ``pg_terminate_backend``) raises ``StoreUnavailableError``
+  after the pool has been told to drop dead idle connections; the journal retries, and resolves
+  an insert whose commit it never heard about by reading the row back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from sagacity.errors import StoreError, StoreUnavailableError
+from sagacity.stores._sql import APPROVALS, EXPIRY, JOURNAL, Cursor, SQLStore, load_ddl
+
+__all__ = ["PostgresStore", "safe_url"]
+
+# An arbitrary constant: the advisory lock key that serialises schema creation.
+_SCHEMA_LOCK_KEY = 0x5A6AC17
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password replaced by ``***``, for messages and logs."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+class PostgresStore(SQLStore):
+    """A journal in PostgreSQL (``postgresql://user@host/db``)."""
+
+    placeholder = "%s"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_connections: int = 1,
+        max_connections: int = 10,
+        connect_timeout: float = 10.0,
+    ) -> None:
+        self.url = url
+        try:
+            self._pool = ConnectionPool(
+                url,
+                min_size=min_connections,
+                max_size=max_connections,
+                kwargs={"autocommit": True},
+                timeout=connect_timeout,
+                name="sagacity",
+                open=False,
+            )
+            self._pool.open(wait=False)
+        except psycopg.Error as exc:
+            raise StoreUnavailableError(f"PostgreSQL at {safe_url(url)}: {exc}") from exc
+
+    @contextmanager
+    def _cursor(self, transaction: bool = False) -> Iterator[Cursor]:
+        try:
+            with self._pool.connection() as conn:
+                if transaction:
+                    with conn.transaction():
+                        yield conn.cursor()
+                else:
+                    yield conn.cursor()
+        except PoolTimeout as exc:
+            raise StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: no connection: {exc}") from exc
+        except psycopg.OperationalError as exc:
+            # The pool drops the connection that failed; have it test the idle ones too, so the
+            # retry does not pick another connection the same server restart killed.
+            self._pool.check()
+            raise StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}") from exc
+        except psycopg.Error as exc:
+            raise StoreError(f"PostgreSQL: {exc}") from exc
+
+    def _ts_out(self, moment: datetime) -> datetime:
+        return moment
+
+    def _ts_in(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value
+
+    def init_schema(self) -> None:
+        with self._cursor(transaction=True) as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+            cur.execute(load_ddl("postgres").encode())
+
+    def grant_append_only(self, role: str) -> None:
+        """The privilege split: ``role`` may read and append to the journal, never change it.
+
+        It keeps full use of the approval-request tables (working state, not evidence). The
+        table owner can still do anything: run the application as ``role``, not as the owner.
+        """
+        ident = sql.Identifier(role)
+        journal, approvals, expiry = (sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY))
+        statements = [
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self._schema()), ident),
+            sql.SQL("REVOKE ALL ON {} FROM {}").format(journal, ident),
+            sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(journal, ident),
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {} TO {}").format(approvals, expiry, ident),
+        ]
+        with self._cursor(transaction=True) as cur:
+            for statement in statements:
+                cur.execute(statement)
+
+    def _schema(self) -> str:
+        with self._cursor() as cur:
+            cur.execute("SELECT current_schema()")
+            row = cur.fetchone()
+        if row is None or row[0] is None:
+            raise StoreError("PostgreSQL: no current schema (is search_path empty?)")
+        return str(row[0])
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({safe_url(self.url)!r})"

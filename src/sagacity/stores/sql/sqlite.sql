@@ -1,0 +1,19 @@
+-- SPEC §2 with SQLite's nearest types; timestamps are UTC TEXT 'YYYY-MM-DD HH:MM:SS.ffffff'.
+CREATE TABLE IF NOT EXISTS side_effect_journal (
+    saga_id TEXT NOT NULL, seq INTEGER NOT NULL, tool_name TEXT NOT NULL, phase TEXT NOT NULL,
+    input TEXT NOT NULL DEFAULT '', payload TEXT NOT NULL DEFAULT '', timestamp TEXT NOT NULL,
+    hash TEXT NOT NULL, PRIMARY KEY (saga_id, seq));
+CREATE INDEX IF NOT EXISTS idx_journal_saga_id ON side_effect_journal (saga_id);
+CREATE TABLE IF NOT EXISTS sagacity_approval_request (
+    saga_id TEXT NOT NULL, journal_seq INTEGER NOT NULL, tool_name TEXT NOT NULL,
+    input TEXT NOT NULL DEFAULT '', input_hash TEXT NOT NULL, created_at TEXT NOT NULL,
+    PRIMARY KEY (saga_id, journal_seq));
+CREATE TABLE IF NOT EXISTS sagacity_approval_expiry (
+    saga_id TEXT NOT NULL, journal_seq INTEGER NOT NULL, expires_at TEXT NOT NULL,
+    PRIMARY KEY (saga_id, journal_seq));
+-- The journal is append-only: the library never updates or deletes a row, and these triggers
+-- make SQLite refuse anyone else who tries through SQL.
+CREATE TRIGGER IF NOT EXISTS side_effect_journal_no_update BEFORE UPDATE ON side_effect_journal
+BEGIN SELECT RAISE(ABORT, 'side_effect_journal is append-only: UPDATE refused'); END;
+CREATE TRIGGER IF NOT EXISTS side_effect_journal_no_delete BEFORE DELETE ON side_effect_journal
+BEGIN SELECT RAISE(ABORT, 'side_effect_journal is append-only: DELETE refused'); END;
