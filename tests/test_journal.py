@@ -34,7 +34,9 @@ def test_append_verify_export(store_url: str) -> None:
         assert [e.seq for e in entries] == [1, 2]
         assert entries[1].payload_text == "x\x00y é"
         v = sg.verify("o1")
-        assert v.valid and v.entry_count == 2 and v.break_at_index == -1
+        assert v.valid
+        assert v.entry_count == 2
+        assert v.break_at_index == -1
         assert len(list(sg.export("o1"))) == 2
     finally:
         sg.close()
@@ -44,6 +46,7 @@ def test_threads_race_gap_free(store_url: str) -> None:
     """Eight threads appending to one saga all land, gap-free, with a valid chain."""
     sg = Sagacity(store_url)
     try:
+
         def work() -> None:
             for _ in range(20):
                 sg.journal.append("race", "t", Phase.INTENT)

@@ -39,8 +39,14 @@ def parse_line(line: str) -> Entry:
     except ValueError as exc:
         raise ValueError(f"timestamp {data['timestamp']!r} is not YYYY-MM-DDTHH:MM:SS.ffffffZ") from exc
     return Entry(
-        data["sagaId"], data["seq"], data["toolName"], data["phase"], data["input"],
-        data["payload"], ts, data["hash"],
+        data["sagaId"],
+        data["seq"],
+        data["toolName"],
+        data["phase"],
+        data["input"],
+        data["payload"],
+        ts,
+        data["hash"],
     )
 
 

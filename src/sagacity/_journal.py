@@ -65,7 +65,7 @@ class Journal:
         saga_id: str,
         tool_name: str,
         phase: Phase,
-        input: str = "",  # noqa: A002 - the column's name
+        input: str = "",
         payload: str = "",
     ) -> Entry:
         """Durably append one entry to ``saga_id``'s chain and return it as stored.
@@ -97,7 +97,14 @@ class Journal:
         )
 
     def _build(
-        self, saga_id: str, seq: int, prev: str, tool_name: str, phase: Phase, input: str, payload: str  # noqa: A002
+        self,
+        saga_id: str,
+        seq: int,
+        prev: str,
+        tool_name: str,
+        phase: Phase,
+        input: str,
+        payload: str,
     ) -> Entry:
         ts = chain.to_utc_micros(self._clock())
         digest = chain.entry_hash(prev, saga_id, seq, tool_name, phase, input, payload, ts)
@@ -175,7 +182,10 @@ class Journal:
 
     def require_saga(self, saga_id: str) -> None:
         """Raise ``SagaNotFoundError`` unless the saga has at least one entry."""
-        if self.read(self.store.get_entry, saga_id, 1) is None and self.read(self.store.tail, saga_id) is None:
+        if (
+            self.read(self.store.get_entry, saga_id, 1) is None
+            and self.read(self.store.tail, saga_id) is None
+        ):
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
 
     def verify(self, saga_id: str) -> chain.Verification:

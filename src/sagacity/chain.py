@@ -92,7 +92,7 @@ def entry_hash(
     seq: int,
     tool_name: str,
     phase: str,
-    input: str,  # noqa: A002 - the column's name in SPEC §2
+    input: str,
     payload: str,
     timestamp: datetime,
 ) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "Verification",
 ]
 
+
 class Phase(StrEnum):
     """What an entry records (SPEC §2)."""
 

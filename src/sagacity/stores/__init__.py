@@ -12,12 +12,13 @@ Backends are imported only when their scheme is asked for, so the core install n
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from sagacity.errors import ConfigurationError
 from sagacity.stores.base import Store
 
-__all__ = ["DEFAULT_URL", "Store", "default_url", "open_store"]
+__all__ = ["DEFAULT_URL", "Store", "default_url", "open_store", "safe_url"]
 
 DEFAULT_URL = "sqlite:///sagacity.db"
 
@@ -50,3 +51,8 @@ def open_store(url: str | None = None, **options: Any) -> Store:
     raise ConfigurationError(
         f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db or postgresql://..."
     )
+
+
+def safe_url(url: str) -> str:
+    """The URL with any password replaced by ``***``, for messages and logs."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)

@@ -25,7 +25,8 @@ ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash
 class Cursor(Protocol):
     """The DB-API cursor subset both drivers share."""
 
-    rowcount: int
+    @property
+    def rowcount(self) -> int: ...
 
     def execute(self, sql: Any, params: Sequence[Any] = ..., /) -> Any: ...
     def fetchone(self) -> Any: ...
@@ -83,9 +84,7 @@ class SQLStore(ABC):
     # -- journal -------------------------------------------------------------------------------
     def _entry(self, row: Sequence[Any]) -> Entry:
         saga_id, seq, tool_name, phase, input_, payload, timestamp, hash_ = row
-        return Entry(
-            saga_id, int(seq), tool_name, phase, input_, payload, self._ts_in(timestamp), hash_
-        )
+        return Entry(saga_id, int(seq), tool_name, phase, input_, payload, self._ts_in(timestamp), hash_)
 
     def _entry_params(self, entry: Entry) -> tuple[Any, ...]:
         return (
@@ -115,8 +114,7 @@ class SQLStore(ABC):
         with self._cursor() as cur:
             cur.execute(
                 self._sql(
-                    f"SELECT {ENTRY_COLUMNS} FROM {JOURNAL} WHERE saga_id = ? "
-                    "ORDER BY seq DESC LIMIT 1"
+                    f"SELECT {ENTRY_COLUMNS} FROM {JOURNAL} WHERE saga_id = ? ORDER BY seq DESC LIMIT 1"
                 ),
                 (saga_id,),
             )
@@ -160,8 +158,13 @@ class SQLStore(ABC):
                     "tool_name = excluded.tool_name, input = excluded.input, "
                     "input_hash = excluded.input_hash, created_at = excluded.created_at"
                 ),
-                (*key, request.tool_name, request.input, request.input_hash,
-                 self._ts_out(request.created_at)),
+                (
+                    *key,
+                    request.tool_name,
+                    request.input,
+                    request.input_hash,
+                    self._ts_out(request.created_at),
+                ),
             )
             cur.execute(self._sql(f"DELETE FROM {EXPIRY} WHERE saga_id = ? AND journal_seq = ?"), key)
             if request.expires_at is not None:
@@ -214,4 +217,3 @@ class SQLStore(ABC):
             deleted = cur.rowcount == 1
             cur.execute(self._sql(f"DELETE FROM {EXPIRY} WHERE saga_id = ? AND journal_seq = ?"), key)
         return deleted
-

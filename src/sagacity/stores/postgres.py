@@ -19,7 +19,6 @@ Choices, and what breaks without each:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -30,17 +29,13 @@ from psycopg import sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from sagacity.errors import StoreError, StoreUnavailableError
+from sagacity.stores import safe_url
 from sagacity.stores._sql import APPROVALS, EXPIRY, JOURNAL, Cursor, SQLStore, load_ddl
 
 __all__ = ["PostgresStore", "safe_url"]
 
 # An arbitrary constant: the advisory lock key that serialises schema creation.
 _SCHEMA_LOCK_KEY = 0x5A6AC17
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password replaced by ``***``, for messages and logs."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
 
 
 class PostgresStore(SQLStore):

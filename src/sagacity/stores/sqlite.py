@@ -202,4 +202,3 @@ class SQLiteStore(SQLStore):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.url!r})"
-

@@ -1,0 +1,24 @@
+"""The ``sagacity`` command line: one click group, one module per command group.
+
+Each command is a thin shell over the public library API; what a command can do, a program can do
+through :class:`sagacity.Sagacity` too.
+"""
+
+from __future__ import annotations
+
+import click
+
+from sagacity import __version__
+from sagacity.cli import db, evidence
+
+__all__ = ["main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(__version__, prog_name="sagacity")
+def main() -> None:
+    """Sagacity: journaled, compensating, human-approved tool calls for AI agents."""
+
+
+for command in (db.db, evidence.verify, evidence.export):
+    main.add_command(command)

@@ -1,0 +1,5 @@
+"""``python -m sagacity.cli``."""
+
+from sagacity.cli import main
+
+main()

@@ -1,0 +1,40 @@
+"""``sagacity db``: create the schema, apply the privilege split."""
+
+from __future__ import annotations
+
+import click
+
+from sagacity.cli._common import CommandError, console, db_option, open_sagacity
+from sagacity.stores import safe_url
+
+
+@click.group()
+def db() -> None:
+    """Set up the journal database."""
+
+
+@db.command()
+@db_option
+def init(db_url: str) -> None:
+    """Create the journal tables if missing (idempotent; safe when several processes race)."""
+    with open_sagacity(db_url, init_schema=True) as sg:
+        console().print(f"schema ready in {safe_url(sg.url)}")
+
+
+@db.command()
+@db_option
+@click.option("--role", required=True, help="The database role the application connects as.")
+def grant(db_url: str, role: str) -> None:
+    """PostgreSQL privilege split: ROLE may SELECT and INSERT journal rows, never UPDATE or DELETE.
+
+    Run it as the tables' owner; then run the application as ROLE. The role must exist.
+    """
+    with open_sagacity(db_url, init_schema=True) as sg:
+        grant_append_only = getattr(sg.store, "grant_append_only", None)
+        if grant_append_only is None:
+            raise CommandError(
+                f"the privilege split needs PostgreSQL; {type(sg.store).__name__} enforces "
+                "append-only otherwise (SQLite: triggers refuse UPDATE and DELETE)"
+            )
+        grant_append_only(role)
+        console().print(f"role {role!r}: SELECT, INSERT on the journal; no UPDATE, no DELETE")
