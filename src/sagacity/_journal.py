@@ -168,6 +168,7 @@ class Journal:
 
     def iter_entries(self, saga_id: str, batch: int = 1000) -> Iterator[Entry]:
         """Every entry of a saga in seq order, ``batch`` rows at a time: memory stays flat."""
+        require_storable("saga_id", saga_id)
         after = 0
         while True:
             rows = self.read(self.store.read_entries, saga_id, after, batch)
@@ -178,10 +179,12 @@ class Journal:
 
     def entries(self, saga_id: str) -> list[Entry]:
         """Every entry of a saga in seq order (an empty list for an unknown saga)."""
+        require_storable("saga_id", saga_id)  # PostgreSQL would refuse a NUL with a driver error
         return self.read(self.store.read_entries, saga_id, 0, None)
 
     def require_saga(self, saga_id: str) -> None:
         """Raise ``SagaNotFoundError`` unless the saga has at least one entry."""
+        require_storable("saga_id", saga_id)
         if (
             self.read(self.store.get_entry, saga_id, 1) is None
             and self.read(self.store.tail, saga_id) is None
