@@ -10,15 +10,29 @@ import sagacity
 #: The public names at the time this pin was last updated. Adding or removing an export is an API
 #: change: update this list in the same commit (and CHANGELOG.md).
 EXPECTED_ALL = [
+    "ApprovalDecision",
     "ApprovalRequest",
+    "CompensationContext",
+    "CompensationOutcome",
+    "CompensationStep",
     "Entry",
+    "InDoubtCall",
     "Phase",
+    "Retry",
     "Reversibility",
+    "SagaResult",
+    "SagaScope",
     "SagaStatus",
     "Sagacity",
     "SagacityError",
+    "Tool",
+    "ToolCall",
     "Verification",
     "__version__",
+    "allow_irreversible",
+    "current_call",
+    "in_current_saga",
+    "tool",
 ]
 
 

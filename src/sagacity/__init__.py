@@ -7,23 +7,51 @@ be exported and verified by anyone.
 
 from __future__ import annotations
 
-from sagacity._sagacity import Sagacity
+from sagacity._context import ToolCall, allow_irreversible, current_call, in_current_saga
+from sagacity._sagacity import Sagacity, SagaScope
 from sagacity.chain import Verification
 from sagacity.errors import SagacityError
-from sagacity.model import ApprovalRequest, Entry, Phase, Reversibility, SagaStatus
+from sagacity.model import (
+    ApprovalDecision,
+    ApprovalRequest,
+    CompensationContext,
+    CompensationOutcome,
+    CompensationStep,
+    Entry,
+    InDoubtCall,
+    Phase,
+    Reversibility,
+    SagaResult,
+    SagaStatus,
+)
+from sagacity.tools import Retry, Tool, tool
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "ApprovalDecision",
     "ApprovalRequest",
+    "CompensationContext",
+    "CompensationOutcome",
+    "CompensationStep",
     "Entry",
+    "InDoubtCall",
     "Phase",
+    "Retry",
     "Reversibility",
+    "SagaResult",
+    "SagaScope",
     "SagaStatus",
     "Sagacity",
     "SagacityError",
+    "Tool",
+    "ToolCall",
     "Verification",
     "__version__",
+    "allow_irreversible",
+    "current_call",
+    "in_current_saga",
+    "tool",
 ]
 
 for _name in __all__:

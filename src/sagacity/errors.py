@@ -14,6 +14,7 @@
     │   ├── UnknownToolError        (also LookupError) a journal names a tool not imported here
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
+    ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     └── ApprovalError
         ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
         ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
@@ -30,6 +31,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalNotFoundError",
     "ApprovalRefusedError",
+    "BlockingCallError",
     "ConfigurationError",
     "InvalidValueError",
     "IrreversibleToolError",
@@ -107,3 +109,7 @@ class ApprovalRefusedError(ApprovalError):
 
 class PayloadMismatchError(ApprovalError):
     """The payload to resume differs (by SHA-256) from the payload that was approved."""
+
+
+class BlockingCallError(SagacityError, RuntimeError):
+    """A blocking facade method was called inside a running event loop; use its ``_async`` twin."""

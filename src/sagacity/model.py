@@ -7,8 +7,8 @@ memory either.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -16,12 +16,16 @@ from sagacity._json import unescape_text
 from sagacity.chain import Verification
 
 __all__ = [
+    "ApprovalDecision",
     "ApprovalRequest",
+    "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
     "Entry",
+    "InDoubtCall",
     "Phase",
     "Reversibility",
+    "SagaResult",
     "SagaStatus",
     "Verification",
 ]
@@ -48,10 +52,16 @@ class Reversibility(StrEnum):
 
 
 class SagaStatus(StrEnum):
-    """A saga's state, derived from its journal alone."""
+    """A saga's state, derived from its journal alone.
+
+    ``RUNNING`` is only ever reported for a saga live in this process; ``COMPENSATING`` means a
+    compensation run began and has not finished (``Sagacity.recover`` finishes it); ``IN_DOUBT``
+    means a call or compensation started and has no journaled outcome: a human must resolve it.
+    """
 
     RUNNING = "RUNNING"
     COMPLETED = "COMPLETED"
+    COMPENSATING = "COMPENSATING"
     COMPENSATED = "COMPENSATED"
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
@@ -125,3 +135,78 @@ class CompensationStep:
     tool_name: str
     outcome: CompensationOutcome
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CompensationContext:
+    """What a compensation receives: the original call, as journaled.
+
+    ``seq`` is the seq of the original call's INTENT (its idempotency key derives from it) and
+    ``executed_seq`` the seq of the EXECUTED entry being undone; ``input`` is the journaled JSON,
+    ``args`` the same decoded, ``result`` the journaled payload.
+    """
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    input: str
+    args: dict[str, Any]
+    result: str
+    executed_seq: int
+    idempotency_key: str
+
+
+@dataclass(frozen=True, slots=True)
+class SagaResult:
+    """How a saga ended. ``run`` returns it instead of raising for the work's failures.
+
+    ``value`` is what the work (or a resumed tool) returned; ``error`` the exception that made the
+    saga compensate; ``report`` one step per executed call met by compensation, in the order
+    compensated; ``awaiting`` the approval requests the saga is suspended on.
+    """
+
+    saga_id: str
+    status: SagaStatus
+    value: Any = None
+    error: BaseException | None = None
+    report: tuple[CompensationStep, ...] = ()
+    awaiting: tuple[ApprovalRequest, ...] = field(default=())
+
+    @property
+    def ok(self) -> bool:
+        """True when the saga completed without compensating."""
+        return self.status is SagaStatus.COMPLETED
+
+
+@dataclass(frozen=True, slots=True)
+class InDoubtCall:
+    """A call (or compensation) whose INTENT has no journaled outcome: its effect is unknown.
+
+    ``kind`` is ``"call"`` or ``"compensation"``; for a compensation, ``compensates_seq`` names
+    the EXECUTED entry it was undoing.
+    """
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    input: str
+    started_at: datetime
+    age: timedelta
+    kind: str = "call"
+    compensates_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalDecision:
+    """A journaled APPROVED or REJECTED decision on one gate.
+
+    ``result`` is set for a rejection: how the saga's compensation went.
+    """
+
+    saga_id: str
+    journal_seq: int
+    approved: bool
+    approver: str
+    decided_at: datetime
+    reason: str = ""
+    result: SagaResult | None = None

@@ -1,0 +1,125 @@
+"""Where the live saga and the running call are kept: context variables, entered with tokens.
+
+Context variables follow ``await``, tasks created inside the saga and ``asyncio.to_thread``, but
+not ``threading.Thread`` or an executor's ``submit``: :func:`in_current_saga` carries them there.
+Entering keeps the token and leaving resets it, so nested and concurrent sagas each restore
+exactly what was current before them.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
+
+from sagacity.chain import frame
+from sagacity.errors import SagaStateError
+
+if TYPE_CHECKING:
+    from sagacity._saga import SagaRun
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_run: contextvars.ContextVar[SagaRun | None] = contextvars.ContextVar("sagacity_run", default=None)
+_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar("sagacity_call", default=None)
+_irreversible_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "sagacity_irreversible_allowed", default=False
+)
+
+
+def idempotency_key(saga_id: str, seq: int) -> str:
+    """The stable key of the call whose INTENT is (saga_id, seq).
+
+    ``"sgc_"`` + the first 40 hex digits of SHA-256 over the framed saga id and seq (the chain's
+    framing, so ids holding any character cannot collide). 44 ASCII characters: short enough for
+    payment APIs' idempotency headers, the same on every retry and after a restart.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(b"sagacity-idempotency:" + frame(saga_id) + frame(str(seq))).hexdigest()
+    return "sgc_" + digest[:40]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """The journaled call now running in this context (see :func:`current_call`)."""
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    attempt: int = 1
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across retries and restarts: pass it to APIs that deduplicate requests."""
+        return idempotency_key(self.saga_id, self.seq)
+
+
+def current_call() -> ToolCall | None:
+    """The journaled tool call running here, or None outside one (a tool run outside a saga)."""
+    return _call.get()
+
+
+def current_run() -> SagaRun | None:
+    """The saga live in this context, if any."""
+    return _run.get()
+
+
+@contextmanager
+def entered(run: SagaRun) -> Iterator[SagaRun]:
+    """Make ``run`` the live saga for the block, restoring what was live before."""
+    token = _run.set(run)
+    try:
+        yield run
+    finally:
+        _run.reset(token)
+
+
+@contextmanager
+def calling(call: ToolCall) -> Iterator[ToolCall]:
+    """Mark ``call`` as the running call for the block."""
+    token = _call.set(call)
+    try:
+        yield call
+    finally:
+        _call.reset(token)
+
+
+def irreversible_allowed() -> bool:
+    """Whether the caller opted out of the outside-a-saga refusal for IRREVERSIBLE tools."""
+    return _irreversible_allowed.get()
+
+
+@contextmanager
+def allow_irreversible() -> Iterator[None]:
+    """Let IRREVERSIBLE tools run *outside* a saga inside this block, unjournaled.
+
+    Inside a saga they still wait for approval: this opt-out never skips a gate.
+    """
+    token = _irreversible_allowed.set(True)
+    try:
+        yield
+    finally:
+        _irreversible_allowed.reset(token)
+
+
+def in_current_saga(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` wrapped to run inside the saga (and call) current *now*, from any thread.
+
+    For ``threading.Thread(target=in_current_saga(work))`` or
+    ``executor.submit(in_current_saga(tool), ...)``. Each call runs in its own copy of the
+    captured context, so one wrapper may run in several threads at once.
+    """
+    captured = contextvars.copy_context()
+    if captured.get(_run) is None:
+        raise SagaStateError("in_current_saga() needs a live saga; call it inside `sg.saga(...)` or `sg.run`")
+
+    @functools.wraps(fn)
+    def run_in_saga(*args: P.args, **kwargs: P.kwargs) -> R:
+        return captured.copy().run(fn, *args, **kwargs)
+
+    return run_in_saga

@@ -1,0 +1,269 @@
+"""A saga's state folded from its journal alone: calls, gates, compensations, status.
+
+Pure: entries in, a :class:`SagaState` out. Status, compensation planning, approval checks,
+recovery and the doctor all read the journal through this one fold, so they can never disagree.
+
+How entries are linked (documented in docs/journal.md):
+
+* An EXECUTED or FAILED entry closes the oldest open INTENT with the same tool name and input
+  (concurrent calls interleave; identical concurrent calls are interchangeable).
+* A compensation's INTENT has the payload ``compensates seq=<n>`` and its COMPENSATED or
+  COMPENSATION_FAILED entry the payload ``compensated effect seq=<n>`` (the Java library's
+  wording) / ``compensation of effect seq=<n> failed: <error>``; ``n`` is the EXECUTED entry's seq.
+* A resumed call's INTENT has the payload ``resumes seq=<n>``, ``n`` the AWAITING_APPROVAL seq.
+* Decisions (tool ``approval-gate``) name what they decide in their input:
+  ``{"seq":n,"inputHash":h}`` for a gate, ``{"seq":n,"resolution":"EXECUTED"|"FAILED"|...}`` for a
+  human resolving an in-doubt INTENT (the outcome entry follows it).
+* Saga-level entries (tool ``saga``): FAILED marks the start of compensation with the reason;
+  COMPENSATED or COMPENSATION_FAILED marks its end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sagacity.model import Entry, Phase, SagaStatus
+
+#: tool_name of saga-level entries (start and end of compensation).
+SAGA_TOOL = "saga"
+#: tool_name of decision entries (SPEC §2).
+GATE_TOOL = "approval-gate"
+#: Names no user tool may take.
+RESERVED_TOOL_NAMES = frozenset({SAGA_TOOL, GATE_TOOL})
+
+COMPENSATES = "compensates seq="
+RESUMES = "resumes seq="
+_EFFECT_SEQ = re.compile(r"effect seq=(\d+)")
+
+
+def sha256_hex(text: str) -> str:
+    """SHA-256 of the UTF-8 bytes, lowercase hex: the approval request's ``input_hash``."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def compensated_payload(executed_seq: int) -> str:
+    return f"compensated effect seq={executed_seq}"
+
+
+def compensation_failed_payload(executed_seq: int, error: str) -> str:
+    return f"compensation of effect seq={executed_seq} failed: {error}"
+
+
+def decision_input(seq: int, input_hash: str) -> str:
+    return json.dumps({"seq": seq, "inputHash": input_hash}, separators=(",", ":"))
+
+
+def resolution_input(seq: int, outcome: Phase) -> str:
+    return json.dumps({"seq": seq, "resolution": str(outcome)}, separators=(",", ":"))
+
+
+def decision_payload(approver: str, reason: str = "") -> str:
+    """``approver=<identity>`` and/or ``reason=<text>``, one per line."""
+    lines = [f"approver={approver}"] if approver else []
+    if reason:
+        lines.append(f"reason={reason}")
+    return "\n".join(lines)
+
+
+def parse_decision_payload(payload: str) -> tuple[str, str]:
+    """(approver, reason) from a decision entry's payload."""
+    approver, _, rest = payload.partition("\n") if payload.startswith("approver=") else ("", "", payload)
+    return approver.removeprefix("approver="), rest.removeprefix("reason=")
+
+
+@dataclass
+class Call:
+    """One tool call: its INTENT and, once known, its outcome."""
+
+    intent: Entry
+    outcome: Entry | None = None
+    gate_seq: int | None = None
+    resolved_by: str = ""
+
+    @property
+    def executed(self) -> bool:
+        return self.outcome is not None and self.outcome.phase == Phase.EXECUTED
+
+
+@dataclass
+class Compensation:
+    """The compensation of one EXECUTED entry: its INTENT and, once known, its outcome."""
+
+    executed_seq: int
+    intent: Entry | None = None
+    outcome: Entry | None = None
+
+
+@dataclass
+class Gate:
+    """An AWAITING_APPROVAL entry and the decisions naming it."""
+
+    entry: Entry
+    approvals: dict[str, list[str]] = field(default_factory=dict)  # input hash -> approvers
+    rejection: Entry | None = None
+    resumed: Call | None = None
+
+    @property
+    def input_hash(self) -> str:
+        return sha256_hex(self.entry.input)
+
+    def approvers(self, input_hash: str) -> list[str]:
+        return self.approvals.get(input_hash, [])
+
+    @property
+    def open(self) -> bool:
+        """Neither rejected nor resumed: still waiting for a decision or a resume."""
+        return self.rejection is None and self.resumed is None
+
+
+@dataclass
+class SagaState:
+    """Everything the journal says about one saga."""
+
+    saga_id: str
+    entry_count: int = 0
+    calls: list[Call] = field(default_factory=list)
+    gates: dict[int, Gate] = field(default_factory=dict)
+    compensations: dict[int, Compensation] = field(default_factory=dict)
+    failure: Entry | None = None
+    finished: Entry | None = None
+    orphans: list[Entry] = field(default_factory=list)
+    last_timestamp: datetime | None = None
+
+    @property
+    def executed(self) -> list[Call]:
+        """Calls that executed, in order of execution (their EXECUTED seq)."""
+        done = [c for c in self.calls if c.executed]
+        return sorted(done, key=lambda c: c.outcome.seq if c.outcome else 0)
+
+    @property
+    def open_calls(self) -> list[Call]:
+        """Calls with an INTENT and no outcome: in doubt once their process is gone."""
+        return [c for c in self.calls if c.outcome is None]
+
+    @property
+    def open_compensations(self) -> list[Compensation]:
+        return [c for c in self.compensations.values() if c.intent is not None and c.outcome is None]
+
+    @property
+    def open_gates(self) -> list[Gate]:
+        return [g for g in self.gates.values() if g.open]
+
+    @property
+    def failed_calls(self) -> list[Call]:
+        return [c for c in self.calls if c.outcome is not None and c.outcome.phase == Phase.FAILED]
+
+    @property
+    def compensating(self) -> bool:
+        """Compensation started (or is due after a failed call) and has not finished."""
+        return self.finished is None and (self.failure is not None or bool(self.failed_calls))
+
+    @property
+    def status(self) -> SagaStatus:
+        if self.open_calls or self.open_compensations:
+            return SagaStatus.IN_DOUBT
+        if self.finished is not None:
+            return SagaStatus(self.finished.phase)
+        if self.compensating:
+            return SagaStatus.COMPENSATING
+        if self.open_gates:
+            return SagaStatus.AWAITING_APPROVAL
+        return SagaStatus.COMPLETED
+
+
+def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
+    """Read a saga's entries (seq order) into its state."""
+    state = SagaState(saga_id)
+    resolving: dict[int, str] = {}  # in-doubt INTENT seq -> resolver
+    for entry in entries:
+        state.entry_count += 1
+        state.last_timestamp = entry.timestamp
+        if entry.tool_name == SAGA_TOOL and entry.phase != Phase.INTENT:
+            if entry.phase == Phase.FAILED and state.failure is None:
+                state.failure = entry
+            elif entry.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
+                state.finished = entry
+            continue
+        if entry.tool_name == GATE_TOOL:
+            _decide(state, entry, resolving)
+            continue
+        phase = entry.phase
+        if phase == Phase.INTENT:
+            _intent(state, entry)
+        elif phase in (Phase.EXECUTED, Phase.FAILED):
+            _outcome(state, entry, resolving)
+        elif phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
+            match = _EFFECT_SEQ.search(entry.payload)
+            if match is None:
+                state.orphans.append(entry)
+                continue
+            comp = state.compensations.setdefault(int(match.group(1)), Compensation(int(match.group(1))))
+            comp.outcome = entry
+        elif phase == Phase.AWAITING_APPROVAL:
+            state.gates[entry.seq] = Gate(entry)
+    return state
+
+
+def _intent(state: SagaState, entry: Entry) -> None:
+    if entry.payload.startswith(COMPENSATES):
+        executed_seq = _int(entry.payload.removeprefix(COMPENSATES))
+        if executed_seq is None:
+            state.orphans.append(entry)
+            return
+        state.compensations.setdefault(executed_seq, Compensation(executed_seq)).intent = entry
+        return
+    call = Call(entry)
+    if entry.payload.startswith(RESUMES):
+        call.gate_seq = _int(entry.payload.removeprefix(RESUMES))
+        gate = state.gates.get(call.gate_seq) if call.gate_seq is not None else None
+        if gate is not None:
+            gate.resumed = call
+    state.calls.append(call)
+
+
+def _outcome(state: SagaState, entry: Entry, resolving: dict[int, str]) -> None:
+    candidates = [
+        c
+        for c in state.calls
+        if c.outcome is None and c.intent.tool_name == entry.tool_name and c.intent.input == entry.input
+    ]
+    if not candidates:
+        state.orphans.append(entry)
+        return
+    resolved = [c for c in candidates if c.intent.seq in resolving]
+    call = resolved[0] if resolved else candidates[0]
+    call.outcome = entry
+    call.resolved_by = resolving.pop(call.intent.seq, "")
+
+
+def _decide(state: SagaState, entry: Entry, resolving: dict[int, str]) -> None:
+    try:
+        decided = json.loads(entry.input)
+    except ValueError:
+        decided = None
+    if not isinstance(decided, dict) or not isinstance(decided.get("seq"), int):
+        state.orphans.append(entry)
+        return
+    seq: int = decided["seq"]
+    approver, _ = parse_decision_payload(entry.payload)
+    if "resolution" in decided:
+        resolving[seq] = approver
+        return
+    gate = state.gates.get(seq)
+    if gate is None:
+        state.orphans.append(entry)
+    elif entry.phase == Phase.APPROVED:
+        approvers = gate.approvals.setdefault(str(decided.get("inputHash", "")), [])
+        if approver not in approvers:
+            approvers.append(approver)
+    elif entry.phase == Phase.REJECTED and gate.rejection is None:
+        gate.rejection = entry
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.isdigit() else None

@@ -1,0 +1,333 @@
+"""``@tool``: declare a tool call that a saga journals, compensates and, if irreversible, gates.
+
+A decorated tool is a plain function again (same signature, annotations, docstring and
+``__name__``, and a coroutine function when the original was), so agent frameworks introspect it
+as they would the original. Outside a saga it just runs; inside one, each call is journaled.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import json
+import random
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
+
+from sagacity import _context
+from sagacity._json import compact
+from sagacity._state import RESERVED_TOOL_NAMES
+from sagacity.errors import (
+    InvalidValueError,
+    IrreversibleToolError,
+    ToolRegistrationError,
+    UnknownToolError,
+)
+from sagacity.model import CompensationContext, Reversibility
+
+__all__ = ["Retry", "Tool", "ToolRegistry", "ToolSpec", "registry", "tool"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+C = TypeVar("C", bound=Callable[[CompensationContext], Any])
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Opt-in retries: up to ``attempts`` tries in all, on the listed exception types only.
+
+    The delay before try *n + 1* is ``backoff * 2**(n - 1)`` capped at ``max_backoff``, scaled by
+    a random factor in [0.5, 1] when ``jitter`` is on (so that many sagas do not retry in step).
+    Every try reuses the call's idempotency key; the journal keeps one INTENT and the final outcome.
+    """
+
+    on: tuple[type[BaseException], ...]
+    attempts: int = 3
+    backoff: float = 0.1
+    max_backoff: float = 10.0
+    jitter: bool = True
+
+    def __post_init__(self) -> None:
+        if self.attempts < 1:
+            raise InvalidValueError("Retry.attempts must be at least 1")
+        if not self.on:
+            raise InvalidValueError("Retry.on must name the exception types to retry on")
+
+    def should_retry(self, exc: BaseException, attempt: int) -> bool:
+        return attempt < self.attempts and isinstance(exc, self.on)
+
+    def delay(self, attempt: int) -> float:
+        base = float(min(self.max_backoff, self.backoff * 2 ** (attempt - 1)))
+        return base * random.uniform(0.5, 1.0) if self.jitter else base
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    """Everything Sagacity knows about one tool; ``Tool.spec`` of a decorated function."""
+
+    name: str
+    fn: Callable[..., Any]
+    reversibility: Reversibility = Reversibility.COMPENSATABLE
+    retry: Retry | None = None
+    approval_ttl: timedelta | None = None
+    approvals_required: int = 1
+    compensation: Callable[[CompensationContext], Any] | None = None
+    compensation_idempotent: bool = False
+    signature: inspect.Signature = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.signature = inspect.signature(self.fn)
+
+    @property
+    def irreversible(self) -> bool:
+        return self.reversibility is Reversibility.IRREVERSIBLE
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.fn)
+
+    @property
+    def origin(self) -> str:
+        return f"{self.fn.__module__}.{self.fn.__qualname__}"
+
+    def encode_input(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        """The call's arguments bound to parameter names (defaults applied), as compact JSON.
+
+        Raises ``TypeError`` as the function itself would for arguments it cannot take: the
+        tool never runs and nothing is journaled.
+        """
+        bound = self.signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        return compact(dict(bound.arguments))
+
+    def decode_input(self, input: str) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """Journaled input back to call arguments (for resume and ``CompensationContext.args``)."""
+        arguments = json_object(input, what=f"input of tool {self.name!r}")
+        args: list[Any] = []
+        kwargs: dict[str, Any] = {}
+        for name, param in self.signature.parameters.items():
+            if name not in arguments:
+                continue
+            value = arguments[name]
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                args.extend(value)
+            elif param.kind is inspect.Parameter.VAR_KEYWORD:
+                kwargs.update(value)
+            elif param.kind is inspect.Parameter.POSITIONAL_ONLY:
+                args.append(value)
+            else:
+                kwargs[name] = value
+        return tuple(args), kwargs
+
+
+def json_object(text: str, *, what: str) -> dict[str, Any]:
+    """Parse ``text`` as a JSON object or raise ``InvalidValueError`` saying what is wrong."""
+    try:
+        value = json.loads(text) if text else {}
+    except ValueError as exc:
+        raise InvalidValueError(f"{what} is not valid JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise InvalidValueError(f"{what} must be a JSON object, not {type(value).__name__}")
+    return value
+
+
+class Tool(Protocol[P, R_co]):
+    """A function decorated with ``@tool``: call it as the original, plus these attributes."""
+
+    spec: ToolSpec
+    __name__: str
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
+
+    def call_json(self, arguments: str) -> Any:
+        """Call with the model's raw argument JSON, journaling that string verbatim."""
+
+    @overload
+    def compensation(self, fn: C, /) -> C: ...
+    @overload
+    def compensation(self, *, idempotent: bool = False) -> Callable[[C], C]: ...
+
+
+class ToolRegistry:
+    """Tools by name, so a journal entry (and a resume in another process) finds its function.
+
+    Redefining the same function (same module and qualified name: a reload, a notebook cell)
+    replaces the registration; a different function under a taken name is an error.
+    """
+
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+        self._lock = threading.Lock()
+
+    def register(self, spec: ToolSpec) -> None:
+        if spec.name in RESERVED_TOOL_NAMES:
+            raise ToolRegistrationError(f"tool name {spec.name!r} is reserved for Sagacity's own entries")
+        if not spec.name or "\x00" in spec.name:
+            raise ToolRegistrationError("a tool name must be a non-empty string without NUL")
+        with self._lock:
+            existing = self._tools.get(spec.name)
+            if existing is not None and existing.origin != spec.origin:
+                raise ToolRegistrationError(
+                    f"tool name {spec.name!r} is already taken by {existing.origin}; "
+                    f"{spec.origin} needs another name (@tool(name=...))"
+                )
+            self._tools[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec:
+        """The tool registered as ``name``; ``UnknownToolError`` says to import its module."""
+        with self._lock:
+            spec = self._tools.get(name)
+        if spec is None:
+            raise UnknownToolError(
+                f"no tool named {name!r} is registered in this process; import the module that "
+                "defines it (e.g. `sagacity serve --import MODULE`)"
+            )
+        return spec
+
+    def find(self, name: str) -> ToolSpec | None:
+        with self._lock:
+            return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return sorted(self._tools)
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._tools.pop(name, None)
+
+    @contextmanager
+    def isolated(self) -> Iterator[ToolRegistry]:
+        """Registrations made inside the block are forgotten after it (for tests)."""
+        with self._lock:
+            saved = dict(self._tools)
+        try:
+            yield self
+        finally:
+            with self._lock:
+                self._tools = saved
+
+
+#: The process-wide registry ``@tool`` registers into.
+registry = ToolRegistry()
+
+
+def _check_outside(spec: ToolSpec) -> None:
+    if spec.irreversible and not _context.irreversible_allowed():
+        raise IrreversibleToolError(
+            f"tool {spec.name!r} is IRREVERSIBLE and was called outside a saga, so no human approved "
+            "it; call it inside `sg.saga(...)` (it will wait for approval), or opt out explicitly "
+            "with `with sagacity.allow_irreversible(): ...`"
+        )
+
+
+class _CompensationDecorator(Generic[P, R]):
+    def __init__(self, spec: ToolSpec) -> None:
+        self.spec = spec
+
+    def __call__(self, fn: Any = None, /, *, idempotent: bool = False) -> Any:
+        def attach(compensation: C) -> C:
+            if not callable(compensation):
+                raise ToolRegistrationError(f"compensation of {self.spec.name!r} must be callable")
+            self.spec.compensation = compensation
+            self.spec.compensation_idempotent = idempotent
+            return compensation
+
+        return attach if fn is None else attach(fn)
+
+
+def _wrap(spec: ToolSpec) -> Any:
+    fn = spec.fn
+    if spec.is_async:
+
+        @functools.wraps(fn)
+        async def async_tool(*args: Any, **kwargs: Any) -> Any:
+            run = _context.current_run()
+            if run is None:
+                _check_outside(spec)
+                return await fn(*args, **kwargs)
+            return await run.call_async(spec, spec.encode_input(args, kwargs), args, kwargs)
+
+        wrapper: Any = async_tool
+    else:
+
+        @functools.wraps(fn)
+        def sync_tool(*args: Any, **kwargs: Any) -> Any:
+            run = _context.current_run()
+            if run is None:
+                _check_outside(spec)
+                return fn(*args, **kwargs)
+            return run.call(spec, spec.encode_input(args, kwargs), args, kwargs)
+
+        wrapper = sync_tool
+
+    def call_json(arguments: str) -> Any:
+        args, kwargs = spec.decode_input(arguments)
+        run = _context.current_run()
+        if run is None:
+            return wrapper(*args, **kwargs)
+        if spec.is_async:
+            return run.call_async(spec, arguments, args, kwargs)
+        return run.call(spec, arguments, args, kwargs)
+
+    wrapper.spec = spec
+    wrapper.compensation = _CompensationDecorator(spec)
+    wrapper.call_json = call_json
+    return wrapper
+
+
+@overload
+def tool(fn: Callable[P, R], /) -> Tool[P, R]: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    reversibility: Reversibility = Reversibility.COMPENSATABLE,
+    retry: Retry | None = None,
+    approval_ttl: timedelta | float | None = None,
+    approvals: int = 1,
+    registry: ToolRegistry | None = None,
+) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    reversibility: Reversibility = Reversibility.COMPENSATABLE,
+    retry: Retry | None = None,
+    approval_ttl: timedelta | float | None = None,
+    approvals: int = 1,
+    registry: ToolRegistry | None = None,
+) -> Any:
+    """Declare a journaled tool.
+
+    ``reversibility=Reversibility.IRREVERSIBLE`` makes calls inside a saga wait for human
+    approval; ``approvals`` > 1 requires that many distinct approvers (four eyes);
+    ``approval_ttl`` (seconds or a timedelta) overrides the Sagacity default expiry of its
+    requests; ``retry`` retries the listed exception types. Gates are never retried.
+    """
+    if approvals < 1:
+        raise InvalidValueError("approvals must be at least 1")
+    ttl = timedelta(seconds=approval_ttl) if isinstance(approval_ttl, int | float) else approval_ttl
+    target = registry if registry is not None else globals()["registry"]
+
+    def decorate(function: Callable[..., Any]) -> Any:
+        if not callable(function):
+            raise ToolRegistrationError("@tool decorates a function")
+        spec = ToolSpec(
+            name or function.__name__,
+            function,
+            Reversibility(reversibility),
+            retry,
+            ttl,
+            approvals,
+        )
+        target.register(spec)
+        return _wrap(spec)
+
+    return cast(Any, decorate if fn is None else decorate(fn))
