@@ -23,6 +23,7 @@ EXPECTED_ALL = [
     "SagaResult",
     "SagaScope",
     "SagaStatus",
+    "SagaSummary",
     "Sagacity",
     "SagacityError",
     "Tool",

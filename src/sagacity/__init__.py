@@ -23,6 +23,7 @@ from sagacity.model import (
     Reversibility,
     SagaResult,
     SagaStatus,
+    SagaSummary,
 )
 from sagacity.tools import Retry, Tool, tool
 
@@ -42,6 +43,7 @@ __all__ = [
     "SagaResult",
     "SagaScope",
     "SagaStatus",
+    "SagaSummary",
     "Sagacity",
     "SagacityError",
     "Tool",

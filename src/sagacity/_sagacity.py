@@ -42,6 +42,7 @@ from sagacity.model import (
     Phase,
     SagaResult,
     SagaStatus,
+    SagaSummary,
 )
 from sagacity.stores import Store, default_url, open_store
 from sagacity.tools import ToolRegistry
@@ -230,6 +231,41 @@ class Sagacity:
         if state.entry_count == 0:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
         return state.status
+
+    def sagas(
+        self, *, status: SagaStatus | str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[SagaSummary]:
+        """Sagas with their status, most recently updated first; optionally one status only.
+
+        Read-only. Reads every saga's journal (the shared schema has no saga table), so it costs
+        time in proportion to the journal; page with ``limit``/``offset``.
+        """
+        wanted = SagaStatus(status) if status is not None else None
+        summaries = []
+        for sid in self.saga_ids():
+            state = self._state(sid)
+            if state.entry_count == 0:
+                continue
+            with self._live_lock:
+                current = SagaStatus.RUNNING if sid in self._live else state.status
+            if wanted is not None and current is not wanted:
+                continue
+            assert state.first_timestamp is not None
+            assert state.last_timestamp is not None
+            summaries.append(
+                SagaSummary(
+                    sid,
+                    current,
+                    state.entry_count,
+                    state.first_timestamp,
+                    state.last_timestamp,
+                    len(state.open_gates),
+                    len(state.open_calls) + len(state.open_compensations),
+                )
+            )
+        summaries.sort(key=lambda s: (s.updated_at, s.saga_id), reverse=True)
+        end = None if limit is None else offset + limit
+        return summaries[offset:end]
 
     def in_doubt(self, saga_id: str | None = None) -> list[InDoubtCall]:
         """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.

@@ -133,6 +133,7 @@ class SagaState:
     failure: Entry | None = None
     finished: Entry | None = None
     orphans: list[Entry] = field(default_factory=list)
+    first_timestamp: datetime | None = None
     last_timestamp: datetime | None = None
 
     @property
@@ -183,6 +184,8 @@ def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
     for entry in entries:
         state.entry_count += 1
         state.last_timestamp = entry.timestamp
+        if state.first_timestamp is None:
+            state.first_timestamp = entry.timestamp
         if entry.tool_name == SAGA_TOOL and entry.phase != Phase.INTENT:
             if entry.phase == Phase.FAILED and state.failure is None:
                 state.failure = entry

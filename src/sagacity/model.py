@@ -27,6 +27,7 @@ __all__ = [
     "Reversibility",
     "SagaResult",
     "SagaStatus",
+    "SagaSummary",
     "Verification",
 ]
 
@@ -210,3 +211,16 @@ class ApprovalDecision:
     decided_at: datetime
     reason: str = ""
     result: SagaResult | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SagaSummary:
+    """One saga at a glance, as ``Sagacity.sagas`` lists it."""
+
+    saga_id: str
+    status: SagaStatus
+    entry_count: int
+    started_at: datetime
+    updated_at: datetime
+    awaiting_approval: int = 0
+    in_doubt: int = 0
