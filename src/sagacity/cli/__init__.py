@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import db, evidence
+from sagacity.cli import db, demo, evidence
 
 __all__ = ["main"]
 
@@ -20,5 +20,5 @@ def main() -> None:
     """Sagacity: journaled, compensating, human-approved tool calls for AI agents."""
 
 
-for command in (db.db, evidence.verify, evidence.export):
+for command in (db.db, demo.demo, evidence.verify, evidence.export):
     main.add_command(command)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -35,8 +37,10 @@ def db_option(fn: F) -> F:
 
 
 def console(stderr: bool = False) -> Console:
-    """A rich console; plain text when output is not a terminal (pipes, tests)."""
-    return Console(stderr=stderr, highlight=False, soft_wrap=True)
+    """A rich console; plain text, 120 columns wide, when output is not a terminal (pipes, tests)."""
+    stream = sys.stderr if stderr else sys.stdout
+    width = None if stream.isatty() or os.environ.get("COLUMNS") else 120
+    return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
 
 
 class CommandError(click.ClickException):
