@@ -60,3 +60,12 @@ def postgres_url() -> Iterator[str]:
 def sqlite_url(tmp_path: Path) -> str:
     """A URL naming a SQLite file that does not exist yet."""
     return f"sqlite:///{tmp_path}/journal.db"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A store that several processes can share: a SQLite file or a fresh Postgres schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path}/journal.db"
+    else:
+        yield from _fresh_schema()

@@ -1,0 +1,201 @@
+"""Crash claims shown with real processes and real ``kill -9`` (SIGKILL) at each interesting point.
+
+After each kill a fresh Sagacity (a new process's view) checks: nothing journaled is lost, the
+chain verifies, the status says exactly what happened, and no effect ran twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagacity import Phase, Sagacity, SagaStatus
+from sagacity.errors import ApprovalNotFoundError
+from sagacity.tools import registry
+
+pytestmark = pytest.mark.crash
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "markers"
+    directory.mkdir()
+    monkeypatch.setenv("SAGACITY_CRASH_MARKERS", str(directory))
+    return directory
+
+
+@pytest.fixture
+def tools(markers: Path) -> Iterator[object]:
+    """This process imports the same tools, as an operator's process would before recovering."""
+    sys.path.insert(0, str(HERE))
+    with registry.isolated():
+        sys.modules.pop("crash_tools", None)
+        import crash_tools
+
+        crash_tools.MARKERS = markers
+        yield crash_tools
+    sys.path.remove(str(HERE))
+    sys.modules.pop("crash_tools", None)
+
+
+def spawn(url: str, saga_id: str, scenario: str) -> subprocess.Popen[bytes]:
+    """Run a scenario in a new Python process; its stderr goes to the markers directory."""
+    log = Path(os.environ["SAGACITY_CRASH_MARKERS"]) / f"{scenario}.stderr"
+    with log.open("wb") as stderr:
+        return subprocess.Popen(
+            [sys.executable, str(HERE / "crash_tools.py"), url, saga_id, scenario],
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+            stderr=stderr,
+        )
+
+
+def kill_at(proc: subprocess.Popen[bytes], marker: Path, timeout: float = 60.0) -> None:
+    """Wait until the child reaches ``marker``, then SIGKILL it."""
+    deadline = time.monotonic() + timeout
+    while not marker.exists():
+        if proc.poll() is not None:
+            log = marker.parent / f"{Path(str(proc.args[-1])).name}.stderr"
+            raise AssertionError(f"child exited {proc.returncode} early: {log.read_text()}")
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError(f"child never reached {marker.name}")
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+
+
+def effects(markers: Path) -> list[str]:
+    path = markers / "effects"
+    return path.read_text().splitlines() if path.exists() else []
+
+
+def test_kill_during_a_tool_leaves_it_in_doubt(durable_url: str, markers: Path, tools: object) -> None:
+    """Killed mid-tool: the INTENT survives, the saga is IN_DOUBT, in_doubt() lists it with its age."""
+    kill_at(spawn(durable_url, "crash-tool", "during-tool"), markers / "in-tool")
+    with Sagacity(durable_url) as sg:
+        assert sg.verify("crash-tool").valid
+        assert [(e.tool_name, e.phase) for e in sg.entries("crash-tool")] == [
+            ("reserve", "INTENT"),
+            ("reserve", "EXECUTED"),
+            ("slow_charge", "INTENT"),
+        ]
+        assert sg.status("crash-tool") is SagaStatus.IN_DOUBT
+        [doubt] = sg.in_doubt()
+        assert (doubt.saga_id, doubt.seq, doubt.tool_name, doubt.kind) == (
+            "crash-tool",
+            3,
+            "slow_charge",
+            "call",
+        )
+        assert doubt.age.total_seconds() >= 0
+        assert sg.recover() == []  # nothing is compensated automatically while in doubt
+        # A human says it did not happen: the saga is then compensated normally.
+        status = sg.resolve_in_doubt(
+            "crash-tool", 3, happened=False, resolver="ops@example.com", reason="no charge"
+        )
+        assert status is SagaStatus.COMPENSATED
+        entries = sg.entries("crash-tool")
+        decision = next(e for e in entries if e.tool_name == "approval-gate")
+        assert decision.phase == Phase.REJECTED
+        assert decision.payload == "approver=ops@example.com\nreason=no charge"
+        assert sg.verify("crash-tool").valid
+    assert effects(markers) == ["reserve A", "charge-start 10", "release A"]
+
+
+def test_kill_between_effect_and_executed(durable_url: str, markers: Path, tools: object) -> None:
+    """Killed after the effect but before EXECUTED: in doubt; resolving 'it happened' records the result."""
+    proc = spawn(durable_url, "crash-effect", "after-effect")
+    assert proc.wait(timeout=60) == -signal.SIGKILL
+    with Sagacity(durable_url) as sg:
+        assert sg.status("crash-effect") is SagaStatus.IN_DOUBT
+        [doubt] = sg.in_doubt("crash-effect")
+        status = sg.resolve_in_doubt(
+            "crash-effect", doubt.seq, happened=True, result="ch_123", resolver="ops@example.com"
+        )
+        assert status is SagaStatus.COMPLETED
+        executed = sg.entries("crash-effect")[-1]
+        assert (executed.phase, executed.tool_name, executed.payload) == (
+            "EXECUTED",
+            "charge_then_die",
+            "ch_123",
+        )
+        assert sg.verify("crash-effect").valid
+    assert effects(markers) == ["reserve A", "charged 10"]
+
+
+def test_kill_during_compensation_is_not_rerun(durable_url: str, markers: Path, tools: object) -> None:
+    """Killed mid-compensation: that compensation is in doubt (never silently re-run); the rest finishes."""
+    kill_at(spawn(durable_url, "crash-comp", "during-compensation"), markers / "in-compensation")
+    with Sagacity(durable_url) as sg:
+        assert sg.verify("crash-comp").valid
+        assert sg.status("crash-comp") is SagaStatus.IN_DOUBT
+        [doubt] = sg.in_doubt("crash-comp")
+        assert doubt.kind == "compensation"
+        [result] = sg.recover("crash-comp")
+        assert result.status is SagaStatus.IN_DOUBT
+        assert [s.tool_name for s in result.report] == ["reserve"]  # FAST, which never started
+        assert sg.recover("crash-comp")[0].report == ()  # a second recover does nothing again
+        status = sg.resolve_in_doubt("crash-comp", doubt.seq, happened=True, resolver="ops")
+        assert status is SagaStatus.COMPENSATED
+        assert sg.verify("crash-comp").valid
+    assert effects(markers) == ["reserve FAST", "reserve SLOW", "release SLOW", "release FAST"]
+
+
+def test_idempotent_compensation_is_rerun_by_recover(durable_url: str, markers: Path, tools: object) -> None:
+    """A compensation declared idempotent that was cut off is run again by recover(); others run once."""
+    kill_at(spawn(durable_url, "crash-idem", "during-idempotent-compensation"), markers / "in-compensation")
+    with Sagacity(durable_url) as sg:
+        [result] = sg.recover()
+        assert result.status is SagaStatus.COMPENSATED
+        assert sg.status("crash-idem") is SagaStatus.COMPENSATED
+        assert sg.recover() == []
+        assert sg.verify("crash-idem").valid
+    assert effects(markers) == [
+        "reserve-i FAST",
+        "reserve-i SLOW",
+        "release-i SLOW",
+        "release-i SLOW",
+        "release-i FAST",
+    ]
+
+
+def test_pending_approval_survives_and_kill_during_resume(
+    durable_url: str, markers: Path, tools: object
+) -> None:
+    """A gate made by one process is approved by another; a resume killed mid-tool never runs twice."""
+    assert spawn(durable_url, "crash-resume", "gate").wait(timeout=60) == 0
+    with Sagacity(durable_url) as sg:
+        [request] = sg.pending_approvals("crash-resume")
+        sg.approve("crash-resume", request.journal_seq, "alice@example.com")
+    (markers / "slow-wire").touch()
+    kill_at(spawn(durable_url, "crash-resume", "resume"), markers / "in-resume")
+    with Sagacity(durable_url) as sg:
+        assert sg.verify("crash-resume").valid
+        assert sg.status("crash-resume") is SagaStatus.IN_DOUBT
+        with pytest.raises(ApprovalNotFoundError):
+            sg.resume("crash-resume", request.journal_seq, request.input)
+        [doubt] = sg.in_doubt("crash-resume")
+        assert doubt.tool_name == "wire"
+    assert effects(markers) == ["reserve A", "wire 100.00"]
+
+
+def test_completed_gate_and_resume_across_processes(durable_url: str, markers: Path, tools: object) -> None:
+    """The whole approval flow across three processes ends COMPLETED with the wire sent once."""
+    assert spawn(durable_url, "xproc", "gate").wait(timeout=60) == 0
+    with Sagacity(durable_url) as sg:
+        [request] = sg.pending_approvals("xproc")
+        sg.approve("xproc", request.journal_seq, "alice")
+    proc = spawn(durable_url, "xproc", "resume")
+    assert proc.wait(timeout=60) == 0
+    with Sagacity(durable_url) as sg:
+        assert sg.status("xproc") is SagaStatus.COMPLETED
+    assert effects(markers) == ["reserve A", "wire 100.00"]
