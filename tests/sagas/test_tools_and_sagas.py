@@ -207,7 +207,7 @@ def test_swallowed_tool_error_still_compensates(sg: Sagacity) -> None:
 
 
 def test_failing_compensation_is_journaled_and_the_run_goes_on(sg: Sagacity) -> None:
-    """A raising compensation is journaled COMPENSATION_FAILED and the run goes on; none declared is SKIPPED."""
+    """A raising compensation is journaled COMPENSATION_FAILED, the run goes on; none declared: SKIPPED."""
     undone: list[str] = []
 
     @tool
