@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import db, demo, evidence
+from sagacity.cli import approvals, db, demo, doctor, evidence, sagas
 
 __all__ = ["main"]
 
@@ -20,5 +20,13 @@ def main() -> None:
     """Sagacity: journaled, compensating, human-approved tool calls for AI agents."""
 
 
-for command in (db.db, demo.demo, evidence.verify, evidence.export):
+for command in (
+    approvals.approvals,
+    db.db,
+    demo.demo,
+    doctor.doctor,
+    evidence.verify,
+    evidence.export,
+    sagas.sagas,
+):
     main.add_command(command)

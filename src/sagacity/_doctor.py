@@ -1,0 +1,261 @@
+"""The doctor: what in a journal needs a human, as findings a person or a cron job can act on.
+
+Each check is a pure function from what the journal says (folded states, in-doubt calls, pending
+requests, verifications) to :class:`Finding` values that name the saga, the seq, what is wrong
+and what to do. :func:`diagnose` gathers those inputs through the public facade and writes nothing
+unless asked to expire overdue approval requests.
+
+States younger than ``older_than`` are left out: an INTENT written a second ago belongs to a call
+that is probably still running, and a saga compensating right now is not stuck. Only what has
+stayed that way longer than the threshold needs a person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from sagacity import chain
+from sagacity._approvals import utc_now
+from sagacity._state import SagaState, fold
+from sagacity.model import ApprovalRequest, InDoubtCall, Phase, SagaStatus
+from sagacity.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
+
+#: How long an unfinished state may last before the doctor calls it a finding.
+DEFAULT_OLDER_THAN = timedelta(minutes=5)
+
+
+class FindingKind(StrEnum):
+    """What a finding is about; the value is what ``--json`` prints and ``--ignore`` takes."""
+
+    IN_DOUBT_CALL = "in_doubt_call"
+    IN_DOUBT_COMPENSATION = "in_doubt_compensation"
+    EXPIRED_APPROVAL = "expired_approval"
+    BROKEN_CHAIN = "broken_chain"
+    STUCK_COMPENSATING = "stuck_compensating"
+    COMPENSATION_FAILED = "compensation_failed"
+    GATE_WITHOUT_REQUEST = "gate_without_request"
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One thing a human must look at: where it is, what is wrong, what to do next."""
+
+    kind: FindingKind
+    saga_id: str
+    seq: int | None
+    detail: str
+    action: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": str(self.kind),
+            "sagaId": self.saga_id,
+            "seq": self.seq,
+            "detail": self.detail,
+            "action": self.action,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """Everything one doctor run found, and what it did (``expired``: requests it journaled)."""
+
+    findings: list[Finding]
+    sagas_checked: int
+    recent: int = 0
+    expired: list[ApprovalRequest] = field(default_factory=list)
+
+
+def tools_needed(state: SagaState, registry: ToolRegistry) -> list[str]:
+    """Tools of the saga's executed calls that are not registered in this process.
+
+    Compensating a saga looks up every executed call's tool (whether it declares a compensation
+    cannot be known otherwise), so a command that may compensate checks this before writing.
+    """
+    missing = {c.intent.tool_name for c in state.executed if registry.find(c.intent.tool_name) is None}
+    return sorted(missing)
+
+
+def in_doubt_findings(calls: Iterable[InDoubtCall], older_than: timedelta) -> tuple[list[Finding], int]:
+    """In-doubt calls and compensations older than the threshold; also how many were younger."""
+    findings, recent = [], 0
+    for call in calls:
+        if call.age < older_than:
+            recent += 1
+            continue
+        where = f"{call.saga_id} {call.seq}"
+        if call.kind == "compensation":
+            findings.append(
+                Finding(
+                    FindingKind.IN_DOUBT_COMPENSATION,
+                    call.saga_id,
+                    call.seq,
+                    f"compensation of {call.tool_name} (undoing seq {call.compensates_seq}) started "
+                    f"{human_duration(call.age)} ago and has no outcome",
+                    f"check whether it took effect, then `sagacity sagas resolve {where} "
+                    "--happened` or `--did-not-happen`",
+                )
+            )
+        else:
+            findings.append(
+                Finding(
+                    FindingKind.IN_DOUBT_CALL,
+                    call.saga_id,
+                    call.seq,
+                    f"{call.tool_name} {call.input} started {human_duration(call.age)} ago "
+                    "and has no outcome",
+                    f"check whether it took effect, then `sagacity sagas resolve {where} "
+                    "--happened --result TEXT` or `--did-not-happen`",
+                )
+            )
+    return findings, recent
+
+
+def expired_findings(requests: Iterable[ApprovalRequest], now: datetime) -> list[Finding]:
+    """Pending requests past their expiry that the journal does not yet record as expired."""
+    return [
+        Finding(
+            FindingKind.EXPIRED_APPROVAL,
+            r.saga_id,
+            r.journal_seq,
+            f"approval request for {r.tool_name} expired at {r.expires_at:%Y-%m-%d %H:%M:%S} UTC "
+            "and is still pending",
+            "`sagacity doctor --expire` journals the expiry and compensates the saga",
+        )
+        for r in requests
+        if r.expires_at is not None and now >= r.expires_at
+    ]
+
+
+def chain_finding(saga_id: str, verification: chain.Verification) -> Finding | None:
+    """A broken hash chain: the journal was altered or damaged after it was written."""
+    if verification.valid:
+        return None
+    return Finding(
+        FindingKind.BROKEN_CHAIN,
+        saga_id,
+        None,
+        f"hash chain broken at index {verification.break_at_index}: {verification.message}",
+        f"treat the journal as tampered with: compare with an export or backup (`sagacity verify {saga_id}`)",
+    )
+
+
+def state_findings(
+    state: SagaState, pending_seqs: set[int], now: datetime, older_than: timedelta
+) -> list[Finding]:
+    """Findings read from one saga's folded journal: stuck or failed compensation, lost requests."""
+    sid = state.saga_id
+    idle = now - state.last_timestamp if state.last_timestamp is not None else timedelta(0)
+    status = state.status
+    findings = []
+    if status is SagaStatus.COMPENSATING and idle >= older_than:
+        findings.append(
+            Finding(
+                FindingKind.STUCK_COMPENSATING,
+                sid,
+                state.failure.seq if state.failure is not None else None,
+                f"compensation started and has not finished; no entry for {human_duration(idle)}",
+                f"`sagacity sagas recover {sid} --import MODULE` finishes it from the journal",
+            )
+        )
+    if status is SagaStatus.COMPENSATION_FAILED:
+        for comp in sorted(state.compensations.values(), key=lambda c: c.executed_seq):
+            if comp.outcome is not None and comp.outcome.phase == Phase.COMPENSATION_FAILED:
+                findings.append(
+                    Finding(
+                        FindingKind.COMPENSATION_FAILED,
+                        sid,
+                        comp.outcome.seq,
+                        f"{comp.outcome.tool_name}: {comp.outcome.payload_text}",
+                        f"undo the effect of seq {comp.executed_seq} by hand; the journal keeps the "
+                        "record (`--ignore compensation_failed` once handled)",
+                    )
+                )
+    if status is SagaStatus.AWAITING_APPROVAL:
+        for gate in state.open_gates:
+            waited = now - gate.entry.timestamp
+            if gate.entry.seq not in pending_seqs and waited >= older_than:
+                findings.append(
+                    Finding(
+                        FindingKind.GATE_WITHOUT_REQUEST,
+                        sid,
+                        gate.entry.seq,
+                        f"{gate.entry.tool_name} awaits approval in the journal but has no pending "
+                        "request (a process stopped between consuming it and journaling the resume?)",
+                        "it can be neither resumed nor rejected; investigate before acting on the saga",
+                    )
+                )
+    return findings
+
+
+def diagnose(
+    sg: Sagacity,
+    *,
+    older_than: timedelta = DEFAULT_OLDER_THAN,
+    now: datetime | None = None,
+    expire: bool = False,
+) -> Diagnosis:
+    """Run every check on every saga; with ``expire``, first journal overdue approval expiries.
+
+    Expiring compensates the affected sagas, which needs their tools registered; when any is
+    missing nothing is expired and the requests stay findings that say which tools to import.
+    Read-only unless ``expire``.
+    """
+    now = now or utc_now()
+    expired: list[ApprovalRequest] = []
+    blocked: dict[tuple[str, int], list[str]] = {}
+    if expire:
+        due = [r for r in sg.pending_approvals() if r.expires_at is not None and now >= r.expires_at]
+        for request in due:
+            missing = tools_needed(fold(request.saga_id, sg.entries(request.saga_id)), sg.registry)
+            if missing:
+                blocked[(request.saga_id, request.journal_seq)] = missing
+        if due and not blocked:
+            expired = sg.expire_approvals(now)
+    pending = sg.pending_approvals()
+    findings = []
+    for overdue in expired_findings(pending, now):
+        needs = blocked.get((overdue.saga_id, overdue.seq or 0))
+        if needs:
+            overdue = replace(  # noqa: PLW2901 - the same finding with the action that unblocks it
+                overdue,
+                action=f"import the module(s) defining {', '.join(needs)} so the saga can compensate: "
+                "`sagacity doctor --expire --import MODULE`",
+            )
+        findings.append(overdue)
+    in_doubt, recent = in_doubt_findings(sg.in_doubt(), older_than)
+    findings.extend(in_doubt)
+    pending_by_saga: dict[str, set[int]] = {}
+    for r in pending:
+        pending_by_saga.setdefault(r.saga_id, set()).add(r.journal_seq)
+    saga_ids = sg.saga_ids()
+    for sid in saga_ids:
+        entries = sg.entries(sid)
+        found = chain_finding(sid, chain.verify(entries))
+        if found is not None:
+            findings.append(found)
+        findings.extend(state_findings(fold(sid, entries), pending_by_saga.get(sid, set()), now, older_than))
+    findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
+    return Diagnosis(findings, len(saga_ids), recent, expired)
+
+
+def human_duration(delta: timedelta) -> str:
+    """A short human duration: ``45s``, ``12m``, ``3h 5m``, ``2d 4h``."""
+    seconds = max(0, int(delta.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m"
+    return f"{secs}s"

@@ -1,0 +1,100 @@
+"""Options the operator commands share: who decides, which tool modules to import, JSON output.
+
+Bundled as decorators (the sqlite-utils habit) so every command spells them, documents them and
+validates them the same way.
+"""
+
+from __future__ import annotations
+
+import getpass
+import importlib
+import json
+import os
+import re
+import sys
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any, TypeVar
+
+import click
+
+from sagacity.cli._common import CommandError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def json_option(fn: F) -> F:
+    """``--json``: machine-readable output for scripts instead of tables."""
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")(fn)
+
+
+def identity_option(fn: F) -> F:
+    """``--as NAME``: the identity a decision is journaled under."""
+    return click.option(
+        "--as",
+        "identity",
+        metavar="NAME",
+        help="Record the decision under NAME (default: the operating-system user running the command).",
+    )(fn)
+
+
+def resolve_identity(identity: str | None) -> str:
+    """``--as NAME`` or the OS user; a decision is never journaled under an empty identity."""
+    if identity is None:
+        try:
+            identity = getpass.getuser()
+        except (OSError, KeyError, ImportError) as exc:
+            raise CommandError(f"cannot tell which user you are ({exc}); pass --as NAME") from exc
+        where = "the operating-system user"
+    else:
+        where = "--as"
+    if not identity or not identity.strip():
+        raise CommandError(f"{where} is empty: decisions are recorded under a named identity; pass --as NAME")
+    return identity.strip()
+
+
+def _import_modules(ctx: click.Context, param: click.Parameter, modules: tuple[str, ...]) -> tuple[str, ...]:
+    """Import the user's tool modules so their tools (and compensations) are registered here.
+
+    The working directory goes on ``sys.path`` first, as ``python -m`` would, so a module next to
+    the user's code imports without installing it.
+    """
+    if modules and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # any failure of the user's module is reported
+            raise click.BadParameter(f"cannot import {module!r}: {type(exc).__name__}: {exc}") from exc
+    return modules
+
+
+def import_option(fn: F) -> F:
+    """``--import MODULE`` (repeatable): register the tools a resume or compensation will call."""
+    return click.option(
+        "--import",
+        "imports",
+        metavar="MODULE",
+        multiple=True,
+        expose_value=False,
+        callback=_import_modules,
+        help="Import MODULE first so its @tool functions are registered (repeatable; the current "
+        "directory is on the import path). Needed to run a tool or compensate a saga.",
+    )(fn)
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
+    """``30s``, ``5m``, ``2h``, ``1d`` or plain seconds, as a timedelta (an option callback)."""
+    match = _DURATION.match(value)
+    if match is None:
+        raise click.BadParameter(f"{value!r} is not a duration like 30s, 5m, 2h or 1d")
+    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+
+
+def echo_json(value: Any) -> None:
+    """JSON for scripts: UTF-8 as is, indented, one document."""
+    click.echo(json.dumps(value, ensure_ascii=False, indent=2))

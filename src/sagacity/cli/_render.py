@@ -1,0 +1,97 @@
+"""How the operator commands show journal values: tables for people, camelCase JSON for scripts.
+
+JSON field names follow SPEC §7 and the HTTP API (``sagaId``, ``journalSeq``, ``inputHash``), so a
+script can switch between ``sagacity ... --json`` and the server without renaming anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from sagacity._doctor import human_duration
+from sagacity.model import ApprovalRequest, Entry, Phase, SagaStatus
+
+_PHASE_STYLE = {
+    Phase.EXECUTED: "green",
+    Phase.FAILED: "red",
+    Phase.COMPENSATED: "yellow",
+    Phase.COMPENSATION_FAILED: "bold red",
+    Phase.AWAITING_APPROVAL: "magenta",
+    Phase.APPROVED: "cyan",
+    Phase.REJECTED: "red",
+}
+
+_STATUS_STYLE = {
+    SagaStatus.COMPLETED: "green",
+    SagaStatus.COMPENSATED: "yellow",
+    SagaStatus.COMPENSATING: "yellow",
+    SagaStatus.COMPENSATION_FAILED: "bold red",
+    SagaStatus.AWAITING_APPROVAL: "magenta",
+    SagaStatus.IN_DOUBT: "bold red",
+    SagaStatus.REJECTED: "red",
+}
+
+
+def iso(ts: datetime | None) -> str | None:
+    """The export's timestamp form, ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (journal times are UTC)."""
+    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def when(ts: datetime | None) -> str:
+    """A timestamp for people: to the second, marked UTC."""
+    return "-" if ts is None else f"{ts:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def until(expires_at: datetime | None, now: datetime) -> str:
+    """``in 3h 5m``, ``EXPIRED 2m ago`` or ``never``."""
+    if expires_at is None:
+        return "never"
+    if expires_at <= now:
+        return f"EXPIRED {human_duration(now - expires_at)} ago"
+    return f"in {human_duration(expires_at - now)}"
+
+
+def status_text(status: SagaStatus | str) -> Text:
+    return Text(str(status), style=_STATUS_STYLE.get(SagaStatus(status), ""))
+
+
+def shorten(text: str, width: int = 60) -> str:
+    """One line, at most ``width`` characters: tables stay readable; ``show --json`` has it all."""
+    line = text.replace("\n", "\\n")
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+def journal_table(entries: Iterable[Entry], *, title: str | None = None) -> Table:
+    """The journal as people read it: one row per entry, in seq order, phases coloured."""
+    table = Table("seq", "time (UTC)", "tool", "phase", "input", "payload", title=title)
+    for e in entries:
+        table.add_row(
+            str(e.seq),
+            f"{e.timestamp:%Y-%m-%d %H:%M:%S}",
+            e.tool_name,
+            Text(str(e.phase), style=_PHASE_STYLE.get(Phase(e.phase), "")),
+            Text(shorten(e.input)),
+            Text(shorten(e.payload_text)),
+        )
+    return table
+
+
+def request_json(request: ApprovalRequest, approved_by: list[str] | None = None) -> dict[str, Any]:
+    """An approval request in the HTTP API's shape, plus its times and who approved so far."""
+    data: dict[str, Any] = {
+        "sagaId": request.saga_id,
+        "journalSeq": request.journal_seq,
+        "toolName": request.tool_name,
+        "input": request.input,
+        "inputHash": request.input_hash,
+        "createdAt": iso(request.created_at),
+        "expiresAt": iso(request.expires_at),
+    }
+    if approved_by is not None:
+        data["approvedBy"] = approved_by
+    return data

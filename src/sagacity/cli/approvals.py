@@ -1,0 +1,357 @@
+"""``sagacity approvals``: see what waits for a human, decide it, resume it.
+
+Every decision is journaled under a named identity (``--as NAME`` or the OS user). Before a
+decision the command compares the pending request with the journal's AWAITING_APPROVAL entry:
+the request table is working state, the journal is the evidence, and a person must never approve
+a payload other than the one the journal holds.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Group
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from sagacity._approvals import utc_now
+from sagacity._doctor import human_duration, tools_needed
+from sagacity._sagacity import Sagacity
+from sagacity._state import SagaState, fold, parse_decision_payload, sha256_hex
+from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
+from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
+from sagacity.cli._render import iso, journal_table, request_json, shorten, status_text, until, when
+from sagacity.errors import UnknownToolError
+from sagacity.model import ApprovalDecision, ApprovalRequest, SagaResult, SagaStatus
+
+SAGA = click.argument("saga_id", metavar="SAGA_ID")
+SEQ = click.argument("seq", type=click.IntRange(min=1), metavar="SEQ")
+
+
+@click.group()
+def approvals() -> None:
+    """Approval requests of irreversible tools: list, show, approve, reject, resume.
+
+    Approving is not executing: `approve` journals the decision, `resume` runs the tool.
+    """
+
+
+def find_request(sg: Sagacity, state: SagaState, seq: int) -> ApprovalRequest:
+    """The pending request at ``seq``, or an error that says what the journal knows of it."""
+    for request in sg.pending_approvals(state.saga_id):
+        if request.journal_seq == seq:
+            return request
+    where = f"saga {state.saga_id!r} seq {seq}"
+    if state.entry_count == 0:
+        raise CommandError(f"no journal entries for saga {state.saga_id!r}")
+    gate = state.gates.get(seq)
+    if gate is None:
+        raise CommandError(f"{where} is not an approval request (see `sagacity sagas show {state.saga_id}`)")
+    if gate.resumed is not None:
+        raise CommandError(f"{where} was already resumed (call seq {gate.resumed.intent.seq})")
+    if gate.rejection is not None:
+        approver, reason = parse_decision_payload(gate.rejection.payload)
+        by = f" by {approver}" if approver else ""
+        raise CommandError(f"{where} was rejected{by}: {reason or 'no reason given'}")
+    raise CommandError(f"{where} has no pending request (see `sagacity doctor`)")
+
+
+def require_journaled_payload(state: SagaState, request: ApprovalRequest) -> None:
+    """Refuse when the request row's payload is not the journal's: it was altered after the gate."""
+    gate = state.gates.get(request.journal_seq)
+    journaled = gate.entry.input if gate is not None else None
+    if journaled is None or journaled != request.input or sha256_hex(journaled) != request.input_hash:
+        raise CommandError(
+            f"saga {request.saga_id!r} seq {request.journal_seq}: the pending request's payload or hash "
+            "differs from the journaled AWAITING_APPROVAL entry; refusing to act on it"
+        )
+
+
+def require_tools(sg: Sagacity, state: SagaState, doing: str) -> None:
+    """Refuse before writing anything when compensating the saga would need unimported tools."""
+    missing = tools_needed(state, sg.registry)
+    if missing:
+        raise CommandError(
+            f"{doing} may compensate saga {state.saga_id!r}, which needs the tool(s) "
+            f"{', '.join(missing)}; pass --import MODULE for the module(s) defining them"
+        )
+
+
+def _decision_json(decision: ApprovalDecision) -> dict[str, object]:
+    data: dict[str, object] = {
+        "sagaId": decision.saga_id,
+        "journalSeq": decision.journal_seq,
+        "approved": decision.approved,
+        "approverIdentity": decision.approver,
+        "decidedAt": iso(decision.decided_at),
+    }
+    if not decision.approved:
+        data["reason"] = decision.reason
+    if decision.result is not None:
+        data["status"] = str(decision.result.status)
+    return data
+
+
+def _result_json(result: SagaResult) -> dict[str, object]:
+    data: dict[str, object] = {"sagaId": result.saga_id, "status": str(result.status)}
+    if result.ok:
+        data["result"] = result.value if isinstance(result.value, str) else repr(result.value)
+    else:
+        data["reason"] = "" if result.error is None else f"{type(result.error).__name__}: {result.error}"
+        data["compensation"] = [
+            {"seq": s.seq, "toolName": s.tool_name, "outcome": str(s.outcome), "error": s.error}
+            for s in result.report
+        ]
+    return data
+
+
+def _print_result(result: SagaResult) -> None:
+    out = console()
+    out.print("saga", result.saga_id, "is", status_text(result.status))
+    if result.error is not None:
+        out.print(f"reason: {type(result.error).__name__}: {result.error}", markup=False)
+    for step in result.report:
+        extra = f": {step.error}" if step.error else ""
+        out.print(f"  seq {step.seq} {step.tool_name}: {step.outcome}{extra}", markup=False)
+
+
+@approvals.command("list")
+@click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
+@json_option
+@db_option
+def list_(saga_id: str | None, as_json: bool, db_url: str) -> None:
+    """Requests waiting for a decision or a resume, oldest first. Read-only.
+
+    The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
+    """
+    with open_sagacity(db_url) as sg:
+        requests = sg.pending_approvals(saga_id)
+        states = {sid: fold(sid, sg.entries(sid)) for sid in {r.saga_id for r in requests}}
+    now = utc_now()
+
+    def approved_by(r: ApprovalRequest) -> list[str]:
+        gate = states[r.saga_id].gates.get(r.journal_seq)
+        return gate.approvers(r.input_hash) if gate is not None else []
+
+    if as_json:
+        echo_json([request_json(r, approved_by(r)) for r in requests])
+        return
+    out = console()
+    if not requests:
+        out.print("no pending approval requests")
+        return
+    table = Table("saga", "seq", "tool", "input", "waited", "expires", "approved by")
+    for r in requests:
+        table.add_row(
+            r.saga_id,
+            str(r.journal_seq),
+            r.tool_name,
+            shorten(r.input, 40),
+            human_duration(now - r.created_at),
+            until(r.expires_at, now),
+            ", ".join(approved_by(r)) or "-",
+        )
+    out.print(table)
+
+
+@approvals.command()
+@SAGA
+@SEQ
+@json_option
+@db_option
+def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
+    """One request in full: the exact payload and its SHA-256, its times, the saga's journal so far.
+
+    Read-only. Shows the payload as journaled; a request row that disagrees with the journal is
+    flagged (and `approve`/`resume` refuse it).
+    """
+    with open_sagacity(db_url) as sg:
+        entries = sg.entries(saga_id)
+        state = fold(saga_id, entries)
+        request = find_request(sg, state, seq)
+        verification = sg.verify(saga_id)
+    gate = state.gates[seq]
+    approvers = gate.approvers(request.input_hash)
+    consistent = gate.entry.input == request.input and gate.input_hash == request.input_hash
+    now = utc_now()
+    if as_json:
+        data = request_json(request, approvers)
+        data["matchesJournal"] = consistent
+        data["status"] = str(state.status)
+        data["chainValid"] = verification.valid
+        data["entries"] = [e.to_json() for e in entries]
+        echo_json(data)
+        return
+    try:
+        pretty = json.dumps(json.loads(gate.entry.input), indent=2, ensure_ascii=False)
+    except ValueError:
+        pretty = gate.entry.input
+    facts = Table.grid(padding=(0, 2))
+    facts.add_row("tool", request.tool_name)
+    facts.add_row("saga", f"{saga_id} ({state.status})")
+    facts.add_row(
+        "requested", f"{when(request.created_at)}, waited {human_duration(now - request.created_at)}"
+    )
+    facts.add_row("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})")
+    facts.add_row("approved by", ", ".join(approvers) or "nobody yet")
+    facts.add_row("sha256", request.input_hash)
+    facts.add_row(
+        "journal",
+        "payload and hash match the AWAITING_APPROVAL entry"
+        if consistent
+        else "[bold red]MISMATCH: the request row differs from the journal; do not approve[/]",
+    )
+    facts.add_row(
+        "chain",
+        "[green]intact[/]" if verification.valid else f"[red]BROKEN: {verification.message}[/]",
+    )
+    out = console()
+    out.print(
+        Panel(
+            Group(facts, Syntax(pretty, "json", word_wrap=True, background_color="default")),
+            title=f"approval request {saga_id} {seq}",
+            expand=False,
+        )
+    )
+    out.print(journal_table(entries, title="journal so far"))
+
+
+@approvals.command()
+@SAGA
+@SEQ
+@identity_option
+@import_option
+@json_option
+@db_option
+def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url: str) -> None:
+    """Journal APPROVED for the request at SEQ. This does not run the tool: `resume` does.
+
+    Import the tool's module when it requires several distinct approvers, so the count is known.
+    """
+    approver = resolve_identity(identity)
+    with open_sagacity(db_url) as sg:
+        state = fold(saga_id, sg.entries(saga_id))
+        request = find_request(sg, state, seq)
+        require_journaled_payload(state, request)
+        decision = sg.approve(saga_id, seq, approver)
+        spec = sg.registry.find(request.tool_name)
+        gate = fold(saga_id, sg.entries(saga_id)).gates[seq]
+    if as_json:
+        echo_json(_decision_json(decision))
+        return
+    have = len(gate.approvers(request.input_hash))
+    out = console()
+    out.print(f"APPROVED {saga_id} {seq} ({request.tool_name}) by {approver}", markup=False)
+    if spec is not None and have < spec.approvals_required:
+        out.print(f"{have} of {spec.approvals_required} approvals; another approver must approve too")
+    else:
+        out.print(
+            f"approving is not executing: run `sagacity approvals resume {saga_id} {seq} --import MODULE`"
+        )
+
+
+@approvals.command()
+@SAGA
+@SEQ
+@click.option("--reason", required=True, help="Why: journaled with the rejection.")
+@identity_option
+@import_option
+@json_option
+@db_option
+def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: bool, db_url: str) -> None:
+    """Journal REJECTED for the request at SEQ and compensate the saga's executed steps (once).
+
+    Compensating runs the steps' compensations here, so import their modules with --import.
+    Exit status 0 when the saga ends COMPENSATED, 1 when it needs a human (a compensation failed
+    or is in doubt).
+    """
+    approver = resolve_identity(identity)
+    with open_sagacity(db_url) as sg:
+        state = fold(saga_id, sg.entries(saga_id))
+        find_request(sg, state, seq)
+        require_tools(sg, state, "rejecting")
+        decision = sg.reject(saga_id, seq, approver, reason)
+    assert decision.result is not None
+    if as_json:
+        echo_json(_decision_json(decision))
+    else:
+        console().print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
+        _print_result(decision.result)
+    if decision.result.status is not SagaStatus.COMPENSATED:
+        sys.exit(EXIT_FINDINGS)
+
+
+@approvals.command()
+@SAGA
+@SEQ
+@click.option("--payload", help="The input JSON to run the tool with (default: the request's own input).")
+@click.option(
+    "--payload-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Read the input JSON from this file, byte for byte (a trailing newline counts).",
+)
+@click.option(
+    "--reject-on-mismatch",
+    is_flag=True,
+    help="Submit a payload whose SHA-256 differs from the approved one; the library then journals "
+    "REJECTED and compensates the saga. Without it the command refuses and writes nothing.",
+)
+@import_option
+@json_option
+@db_option
+def resume(
+    saga_id: str,
+    seq: int,
+    payload: str | None,
+    payload_file: Path | None,
+    reject_on_mismatch: bool,
+    as_json: bool,
+    db_url: str,
+) -> None:
+    """Run an approved request's tool, at most once, if the journal holds the approval.
+
+    Import the module defining the tool with --import. Exit status 0 when the saga completes, 1
+    when it compensated instead (the tool failed or the payload was refused), 2 when the resume was
+    refused (not approved, expired, unknown request or tool) and nothing ran.
+    """
+    if payload is not None and payload_file is not None:
+        raise click.UsageError("give --payload or --payload-file, not both")
+    if payload_file is not None:
+        try:
+            payload = payload_file.read_bytes().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"{payload_file} is not UTF-8: {exc}") from exc
+    with open_sagacity(db_url) as sg:
+        state = fold(saga_id, sg.entries(saga_id))
+        request = find_request(sg, state, seq)
+        require_journaled_payload(state, request)
+        if sg.registry.find(request.tool_name) is None:
+            raise CommandError(
+                f"tool {request.tool_name!r} is not registered in this process; pass --import MODULE "
+                "for the module that defines it"
+            )
+        require_tools(sg, state, "resuming")
+        payload = request.input if payload is None else payload
+        if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
+            raise CommandError(
+                f"the payload's SHA-256 {sha256_hex(payload)} differs from the approved "
+                f"{request.input_hash}; nothing was written. Resume without --payload to run the "
+                "approved input, or pass --reject-on-mismatch to submit it (the saga is then rejected "
+                "and compensated)"
+            )
+        try:
+            result = sg.resume(saga_id, seq, payload)
+        except UnknownToolError as exc:
+            raise CommandError(f"{exc}; pass --import MODULE") from exc
+    if as_json:
+        echo_json(_result_json(result))
+    else:
+        _print_result(result)
+        if result.ok:
+            console().print(f"result: {result.value}", markup=False)
+    if not result.ok:
+        sys.exit(EXIT_FINDINGS)

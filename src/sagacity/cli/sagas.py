@@ -1,0 +1,297 @@
+"""``sagacity sagas``: sagas and their journals, and the repairs a human makes after a crash.
+
+``list``/``show``/``in-doubt`` only read. ``resolve`` journals a person's answer to "did this call
+happen?" for an INTENT without an outcome; ``recover`` finishes compensations a crash interrupted.
+Both may run compensations, so they take ``--import`` and refuse before writing when a needed
+tool is not registered.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.table import Table
+
+from sagacity._doctor import human_duration, tools_needed
+from sagacity._state import fold
+from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
+from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
+from sagacity.cli._render import iso, journal_table, shorten, status_text, when
+from sagacity.model import SagaStatus
+
+_STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
+
+
+@click.group()
+def sagas() -> None:
+    """Sagas and their journals; resolve in-doubt calls, recover interrupted compensations."""
+
+
+@sagas.command("list")
+@click.option(
+    "--status",
+    type=click.Choice(_STATUSES, case_sensitive=False),
+    help="Only sagas with this status.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most N sagas.")
+@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the first N (for paging).")
+@json_option
+@db_option
+def list_(status: str | None, limit: int, offset: int, as_json: bool, db_url: str) -> None:
+    """Sagas with their status, most recently updated first. Read-only.
+
+    Reads every saga's journal to derive its status, so it takes longer on large journals.
+    """
+    with open_sagacity(db_url) as sg:
+        summaries = sg.sagas(status=status.upper() if status else None, limit=limit, offset=offset)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "sagaId": s.saga_id,
+                    "status": str(s.status),
+                    "entryCount": s.entry_count,
+                    "startedAt": iso(s.started_at),
+                    "updatedAt": iso(s.updated_at),
+                    "awaitingApproval": s.awaiting_approval,
+                    "inDoubt": s.in_doubt,
+                }
+                for s in summaries
+            ]
+        )
+        return
+    out = console()
+    if not summaries:
+        out.print("no sagas" + (f" with status {status.upper()}" if status else ""))
+        return
+    table = Table("saga", "status", "entries", "started (UTC)", "updated (UTC)", "awaiting", "in doubt")
+    for s in summaries:
+        table.add_row(
+            s.saga_id,
+            status_text(s.status),
+            str(s.entry_count),
+            f"{s.started_at:%Y-%m-%d %H:%M:%S}",
+            f"{s.updated_at:%Y-%m-%d %H:%M:%S}",
+            str(s.awaiting_approval or ""),
+            str(s.in_doubt or ""),
+        )
+    out.print(table)
+
+
+@sagas.command()
+@click.argument("saga_id", metavar="SAGA_ID")
+@json_option
+@db_option
+def show(saga_id: str, as_json: bool, db_url: str) -> None:
+    """One saga's journal with its status and chain verification. Read-only.
+
+    Exit status 1 when the hash chain is broken, 2 for an unknown saga.
+    """
+    with open_sagacity(db_url) as sg:
+        verification = sg.verify(saga_id)
+        status = sg.status(saga_id)
+        entries = sg.entries(saga_id)
+        in_doubt = sg.in_doubt(saga_id)
+    if as_json:
+        echo_json(
+            {
+                "sagaId": saga_id,
+                "status": str(status),
+                "verification": {
+                    "valid": verification.valid,
+                    "entryCount": verification.entry_count,
+                    "breakAtIndex": verification.break_at_index,
+                    "message": verification.message,
+                },
+                "inDoubtSeqs": [c.seq for c in in_doubt],
+                "entries": [e.to_json() for e in entries],
+            }
+        )
+    else:
+        out = console()
+        out.print(journal_table(entries, title=f"saga {saga_id}"))
+        out.print("status:", status_text(status))
+        if verification.valid:
+            out.print(f"chain: [green]intact[/] ({verification.entry_count} entries)")
+        else:
+            out.print(f"chain: [red]BROKEN at index {verification.break_at_index}[/]: {verification.message}")
+        for call in in_doubt:
+            out.print(
+                f"[bold red]in doubt[/]: seq {call.seq} {call.tool_name} ({call.kind}), started "
+                f"{human_duration(call.age)} ago; `sagacity sagas resolve {saga_id} {call.seq} ...`"
+            )
+    if not verification.valid:
+        sys.exit(EXIT_FINDINGS)
+
+
+@sagas.command("in-doubt")
+@click.argument("saga_id", metavar="[SAGA_ID]", required=False)
+@json_option
+@db_option
+def in_doubt(saga_id: str | None, as_json: bool, db_url: str) -> None:
+    """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
+
+    Their effect is unknown: check the outside world, then `sagacity sagas resolve`. A call still
+    running in another process shows here too; judge by its age. Exit status 1 when any is listed.
+    """
+    with open_sagacity(db_url) as sg:
+        calls = sg.in_doubt(saga_id)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "sagaId": c.saga_id,
+                    "seq": c.seq,
+                    "toolName": c.tool_name,
+                    "input": c.input,
+                    "kind": c.kind,
+                    "compensatesSeq": c.compensates_seq,
+                    "startedAt": iso(c.started_at),
+                    "ageSeconds": c.age.total_seconds(),
+                }
+                for c in calls
+            ]
+        )
+    elif not calls:
+        console().print("no in-doubt calls")
+    else:
+        table = Table("saga", "seq", "kind", "tool", "input", "started", "age")
+        for c in calls:
+            kind = c.kind if c.compensates_seq is None else f"{c.kind} of seq {c.compensates_seq}"
+            table.add_row(
+                c.saga_id,
+                str(c.seq),
+                kind,
+                c.tool_name,
+                shorten(c.input, 40),
+                when(c.started_at),
+                human_duration(c.age),
+            )
+        console().print(table)
+    if calls:
+        sys.exit(EXIT_FINDINGS)
+
+
+@sagas.command()
+@click.argument("saga_id", metavar="SAGA_ID")
+@click.argument("seq", type=click.IntRange(min=1), metavar="SEQ")
+@click.option(
+    "--happened/--did-not-happen",
+    default=None,
+    help="What you found out: the call (or compensation) took effect, or it did not. Required.",
+)
+@click.option("--result", default="", help="With --happened on a call: its result, journaled as the payload.")
+@click.option("--reason", default="", help="How you know; journaled with the resolution.")
+@identity_option
+@import_option
+@json_option
+@db_option
+def resolve(
+    saga_id: str,
+    seq: int,
+    happened: bool | None,
+    result: str,
+    reason: str,
+    identity: str | None,
+    as_json: bool,
+    db_url: str,
+) -> None:
+    """Settle the in-doubt INTENT at SEQ: journal who resolved it and its outcome.
+
+    A call becomes EXECUTED (--happened) or FAILED (--did-not-happen); a compensation COMPENSATED or
+    COMPENSATION_FAILED. A saga that was compensating then carries on, which runs compensations
+    here: import their modules with --import. Exit status 0 when the saga reaches a settled status,
+    1 when it still needs a human.
+    """
+    if happened is None:
+        raise click.UsageError("say what happened: --happened or --did-not-happen")
+    if result and not happened:
+        raise click.UsageError(
+            "--result is the outcome of a call that happened; drop it with --did-not-happen"
+        )
+    resolver = resolve_identity(identity)
+    with open_sagacity(db_url) as sg:
+        state = fold(saga_id, sg.entries(saga_id))
+        if state.entry_count == 0:
+            raise CommandError(f"no journal entries for saga {saga_id!r}")
+        open_seqs = {c.intent.seq for c in state.open_calls} | {
+            c.intent.seq for c in state.open_compensations if c.intent is not None
+        }
+        if seq not in open_seqs:
+            raise CommandError(
+                f"saga {saga_id!r} seq {seq} is not an in-doubt INTENT "
+                f"(in doubt: {', '.join(map(str, sorted(open_seqs))) or 'none'})"
+            )
+        missing = tools_needed(state, sg.registry)
+        if missing:
+            raise CommandError(
+                f"resolving may compensate saga {saga_id!r}, which needs the tool(s) {', '.join(missing)}; "
+                "pass --import MODULE for the module(s) defining them"
+            )
+        status = sg.resolve_in_doubt(
+            saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
+        )
+    if as_json:
+        echo_json(
+            {"sagaId": saga_id, "seq": seq, "happened": happened, "resolver": resolver, "status": status}
+        )
+    else:
+        verdict = "happened" if happened else "did not happen"
+        console().print(f"resolved {saga_id} {seq}: {verdict} (by {resolver}); saga is", status_text(status))
+    if status in (SagaStatus.IN_DOUBT, SagaStatus.COMPENSATING, SagaStatus.COMPENSATION_FAILED):
+        sys.exit(EXIT_FINDINGS)
+
+
+@sagas.command()
+@click.argument("saga_id", metavar="[SAGA_ID]", required=False)
+@import_option
+@json_option
+@db_option
+def recover(saga_id: str | None, as_json: bool, db_url: str) -> None:
+    """Finish compensations a crash interrupted, from the journal alone (one saga or all).
+
+    Run it where no other process works on those sagas, e.g. at start-up, with --import for the
+    modules defining the sagas' tools. Sagas with an in-doubt call are left for `resolve`; sagas
+    whose tools are not imported are skipped and listed. Exit status 0 when every saga it looked at
+    ended COMPENSATED, 1 otherwise.
+    """
+    rows: list[dict[str, object]] = []
+    with open_sagacity(db_url) as sg:
+        ids = [saga_id] if saga_id is not None else sg.saga_ids()
+        for sid in ids:
+            state = fold(sid, sg.entries(sid))
+            if state.entry_count == 0:
+                raise CommandError(f"no journal entries for saga {sid!r}")
+            if not state.compensating:
+                continue
+            if state.open_calls:
+                rows.append(
+                    {"sagaId": sid, "status": str(state.status), "detail": "in-doubt call: resolve it"}
+                )
+                continue
+            missing = tools_needed(state, sg.registry)
+            if missing:
+                rows.append(
+                    {
+                        "sagaId": sid,
+                        "status": str(state.status),
+                        "detail": f"skipped: import {', '.join(missing)}",
+                    }
+                )
+                continue
+            for result in sg.recover(sid):
+                steps = ", ".join(f"seq {s.seq} {s.outcome}" for s in result.report)
+                rows.append({"sagaId": sid, "status": str(result.status), "detail": steps or "finished"})
+    unfinished = [r for r in rows if r["status"] != SagaStatus.COMPENSATED]
+    if as_json:
+        echo_json(rows)
+    elif not rows:
+        console().print("nothing to recover")
+    else:
+        table = Table("saga", "status", "detail")
+        for r in rows:
+            table.add_row(str(r["sagaId"]), status_text(str(r["status"])), str(r["detail"]))
+        console().print(table)
+    if unfinished:
+        sys.exit(EXIT_FINDINGS)
