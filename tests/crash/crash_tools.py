@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from sagacity import CompensationContext, Reversibility, Sagacity, tool
+from sagacity.errors import ApprovalNotFoundError, ApprovalRefusedError
 
 MARKERS = Path(os.environ.get("SAGACITY_CRASH_MARKERS", "."))
 
@@ -100,6 +101,17 @@ def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
     elif name == "resume":
         [request] = sg.pending_approvals(saga_id)
         sg.resume(saga_id, request.journal_seq, request.input)
+    elif name == "resume-race":
+        request = next(iter(sg.pending_approvals(saga_id)), None)
+        (MARKERS / f"ready-{os.getpid()}").touch()
+        while not (MARKERS / "go").exists():
+            time.sleep(0.001)
+        try:
+            if request is None:
+                raise ApprovalNotFoundError("consumed before this process looked")
+            sg.resume(saga_id, request.journal_seq, request.input)
+        except (ApprovalNotFoundError, ApprovalRefusedError):
+            raise SystemExit(3) from None
     else:
         raise SystemExit(f"unknown scenario {name}")
 

@@ -199,3 +199,24 @@ def test_completed_gate_and_resume_across_processes(durable_url: str, markers: P
     with Sagacity(durable_url) as sg:
         assert sg.status("xproc") is SagaStatus.COMPLETED
     assert effects(markers) == ["reserve A", "wire 100.00"]
+
+
+def test_racing_resumes_in_processes_run_the_tool_once(
+    durable_url: str, markers: Path, tools: object
+) -> None:
+    """Four processes resume the same approved gate at once: one executes, three are refused."""
+    assert spawn(durable_url, "race", "gate").wait(timeout=60) == 0
+    with Sagacity(durable_url) as sg:
+        [request] = sg.pending_approvals("race")
+        sg.approve("race", request.journal_seq, "alice")
+    procs = [spawn(durable_url, "race", "resume-race") for _ in range(4)]
+    deadline = time.monotonic() + 60
+    while len(list(markers.glob("ready-*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (markers / "go").touch()
+    codes = sorted(p.wait(timeout=60) for p in procs)
+    assert codes == [0, 3, 3, 3]
+    assert effects(markers) == ["reserve A", "wire 100.00"]
+    with Sagacity(durable_url) as sg:
+        assert sg.status("race") is SagaStatus.COMPLETED
+        assert sg.verify("race").valid
