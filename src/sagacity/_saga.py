@@ -94,8 +94,9 @@ class SagaRun:
                     if spec.is_async:
                         result = asyncio.run(result)
             except BaseException as exc:
-                if spec.retry is not None and spec.retry.should_retry(exc, attempt):
-                    time.sleep(spec.retry.delay(attempt))
+                delay = _retry_delay(spec, exc, attempt)
+                if delay is not None:
+                    time.sleep(delay)
                     attempt += 1
                     continue
                 self.failed(spec, input, exc)
@@ -122,8 +123,9 @@ class SagaRun:
                     if spec.is_async:
                         result = await result
             except BaseException as exc:
-                if spec.retry is not None and spec.retry.should_retry(exc, attempt):
-                    await asyncio.sleep(spec.retry.delay(attempt))
+                delay = _retry_delay(spec, exc, attempt)
+                if delay is not None:
+                    await asyncio.sleep(delay)
                     attempt += 1
                     continue
                 await asyncio.to_thread(self.failed, spec, input, exc)
@@ -158,3 +160,10 @@ class SagaRun:
         pending = tuple(self.sg.pending_approvals(self.saga_id))
         status = SagaStatus.AWAITING_APPROVAL if pending else SagaStatus.COMPLETED
         return SagaResult(self.saga_id, status, value, None, (), pending)
+
+
+def _retry_delay(spec: ToolSpec, exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before the next try, or None when the failure is final."""
+    if spec.retry is not None and spec.retry.should_retry(exc, attempt):
+        return spec.retry.delay(attempt)
+    return None

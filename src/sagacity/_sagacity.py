@@ -189,6 +189,14 @@ class Sagacity:
     def _lock(self, saga_id: str) -> Any:
         return self._locks[hash(saga_id) % _LOCK_STRIPES]
 
+    def _resting_states(self, saga_id: str | None) -> Iterator[SagaState]:
+        """The state of one saga or of every saga, leaving out sagas live in this process."""
+        for sid in [saga_id] if saga_id is not None else self.saga_ids():
+            with self._live_lock:
+                if sid in self._live:
+                    continue
+            yield self._state(sid)
+
     def _state(self, saga_id: str) -> SagaState:
         return fold(saga_id, self.journal.iter_entries(saga_id))
 
@@ -275,11 +283,8 @@ class Sagacity:
         """
         now = utc_now()
         found = []
-        for sid in [saga_id] if saga_id is not None else self.saga_ids():
-            with self._live_lock:
-                if sid in self._live:
-                    continue
-            state = self._state(sid)
+        for state in self._resting_states(saga_id):
+            sid = state.saga_id
             for call in state.open_calls:
                 e = call.intent
                 found.append(
@@ -357,11 +362,8 @@ class Sagacity:
         """
         _refuse_in_loop("recover")
         results = []
-        for sid in [saga_id] if saga_id is not None else self.saga_ids():
-            with self._live_lock:
-                if sid in self._live:
-                    continue
-            state = self._state(sid)
+        for state in self._resting_states(saga_id):
+            sid = state.saga_id
             if not state.compensating or state.open_calls:
                 continue
             reason = state.failure.payload if state.failure is not None else _failed_call_reason(state)

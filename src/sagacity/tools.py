@@ -213,8 +213,9 @@ class ToolRegistry:
                 self._tools = saved
 
 
-#: The process-wide registry ``@tool`` registers into.
+#: The process-wide registry ``@tool`` registers into (``@tool(registry=...)`` picks another).
 registry = ToolRegistry()
+_process_registry = registry  # the name ``registry`` is also a parameter of ``tool``
 
 
 def _check_outside(spec: ToolSpec) -> None:
@@ -314,7 +315,7 @@ def tool(
     if approvals < 1:
         raise InvalidValueError("approvals must be at least 1")
     ttl = timedelta(seconds=approval_ttl) if isinstance(approval_ttl, int | float) else approval_ttl
-    target = registry if registry is not None else globals()["registry"]
+    target = registry if registry is not None else _process_registry
 
     def decorate(function: Callable[..., Any]) -> Any:
         if not callable(function):
