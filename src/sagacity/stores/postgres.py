@@ -93,6 +93,18 @@ class PostgresStore(SQLStore):
         return value
 
     def init_schema(self) -> None:
+        # Tables already there: nothing to do. Checked first because the application role of the
+        # privilege split (``grant_append_only``) may not CREATE in the schema, and even
+        # ``CREATE TABLE IF NOT EXISTS`` is refused without that privilege.
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
+                "AND to_regclass(%s) IS NOT NULL",
+                (JOURNAL, APPROVALS, EXPIRY),
+            )
+            row = cur.fetchone()
+        if row is not None and row[0]:
+            return
         with self._cursor(transaction=True) as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
             cur.execute(load_ddl("postgres").encode())

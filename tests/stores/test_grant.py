@@ -1,0 +1,79 @@
+"""``sagacity db grant --role``: the application role may append and read the journal, never change it."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from psycopg import errors, sql
+
+from sagacity import Phase, Sagacity
+from sagacity.cli import main
+
+pytestmark = pytest.mark.postgres
+
+
+def _as_user(url: str, role: str) -> str:
+    """``url`` with its user replaced by ``role`` (and no password: the test server trusts)."""
+    parts = urlsplit(url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{role}@{host}"))
+
+
+@pytest.fixture
+def app_role(postgres_url: str) -> Iterator[str]:
+    """A fresh LOGIN role (role names are cluster-global, so the name is unique), dropped after."""
+    role = "sagacity_app_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    try:
+        yield role
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+            admin.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+
+
+def test_granted_role_can_insert_and_select_but_not_update_or_delete(
+    postgres_url: str, app_role: str
+) -> None:
+    """After ``db grant``, the role appends and reads but UPDATE and DELETE on the journal are refused."""
+    result = CliRunner().invoke(main, ["db", "grant", "--role", app_role, "--db", postgres_url])
+    assert result.exit_code == 0, result.output
+    assert app_role in result.output
+
+    # The library itself works as that role: append, read, verify.
+    with Sagacity(_as_user(postgres_url, app_role)) as sg:
+        sg.journal.append("granted", "tool", Phase.INTENT, "{}")
+        sg.journal.append("granted", "tool", Phase.EXECUTED, "{}", "ok")
+        assert sg.verify("granted").valid
+
+    with psycopg.connect(_as_user(postgres_url, app_role), autocommit=True) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == (app_role,)
+        conn.execute(
+            "INSERT INTO side_effect_journal (saga_id, seq, tool_name, phase, timestamp, hash) "
+            "VALUES ('raw', 1, 't', 'INTENT', now(), repeat('0', 64))"
+        )
+        count = conn.execute("SELECT count(*) FROM side_effect_journal").fetchone()
+        assert count == (3,)
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("UPDATE side_effect_journal SET payload = 'forged' WHERE saga_id = 'granted'")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM side_effect_journal WHERE saga_id = 'granted'")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("TRUNCATE side_effect_journal")
+
+    with Sagacity(postgres_url) as owner:
+        assert [e.payload for e in owner.entries("granted")] == ["", "ok"]
+        assert owner.verify("granted").valid
+
+
+def test_grant_on_sqlite_is_refused_with_a_reason(sqlite_url: str) -> None:
+    """``db grant`` on SQLite exits 2 and says the triggers enforce append-only there."""
+    result = CliRunner().invoke(main, ["db", "grant", "--role", "app", "--db", sqlite_url])
+    assert result.exit_code == 2
+    assert "PostgreSQL" in result.output
