@@ -31,6 +31,7 @@ def test_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
         [str(env_dir / "bin" / "sagacity"), "demo", "--db", f"sqlite:///{tmp_path}/demo.db"],
         capture_output=True,
         text=True,
+        check=False,
         timeout=120,
         cwd=tmp_path,
     )
@@ -40,6 +41,7 @@ def test_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
         [str(env_dir / "bin" / "sagacity"), "verify", "--db", f"sqlite:///{tmp_path}/demo.db", "--json"],
         capture_output=True,
         text=True,
+        check=False,
         timeout=120,
     )
     assert verify.returncode == 0, verify.stderr
