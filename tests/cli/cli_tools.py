@@ -30,6 +30,13 @@ def cli_wire(amount: str, to: str) -> str:
     return f"wire {amount}->{to}"
 
 
+@tool(reversibility=Reversibility.IRREVERSIBLE, approvals=2)
+def cli_payout(amount: str) -> str:
+    """A payout that needs two distinct approvers (four eyes)."""
+    EFFECTS.append(f"paid out {amount}")
+    return f"payout {amount}"
+
+
 @tool
 def cli_flaky(step: str) -> str:
     """An effect whose undoing fails."""
@@ -46,6 +53,11 @@ def gated_order(sku: str = "SKU-1", amount: str = "100.00") -> str:
     """Reserve stock, then ask for an irreversible wire transfer: the saga suspends."""
     cli_reserve(sku, 1)
     return cli_wire(amount, "ACME")
+
+
+def four_eyes_order(amount: str = "50000.00") -> str:
+    """A payout gated on two approvers."""
+    return cli_payout(amount)
 
 
 def plain_order(sku: str = "SKU-1") -> str:

@@ -148,6 +148,29 @@ def test_approving_twice_is_an_error(runner: CliRunner, db_url: str, sg, tools) 
     assert decisions(sg, "order-1", Phase.APPROVED) == ["erin"]
 
 
+def test_four_eyes_needs_two_people_before_resume(runner: CliRunner, db_url: str, sg, tools) -> None:
+    """A tool requiring two approvers: one approval says 1 of 2 and resume is refused until the second."""
+    seq = sg.run("payout", tools.four_eyes_order).awaiting[0].journal_seq
+    first = cli(
+        runner, db_url, "approvals", "approve", "payout", str(seq), "--as", "alice", "--import", "cli_tools"
+    )
+    assert first.exit_code == 0, first.output
+    assert "1 of 2 approvals" in first.output
+    listed = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)
+    assert listed[0]["approvedBy"] == ["alice"]
+    early = cli(runner, db_url, "approvals", "resume", "payout", str(seq), "--import", "cli_tools")
+    assert early.exit_code == 2
+    assert "1 of 2" in early.output
+    second = cli(
+        runner, db_url, "approvals", "approve", "payout", str(seq), "--as", "bob", "--import", "cli_tools"
+    )
+    assert second.exit_code == 0, second.output
+    resumed = cli(runner, db_url, "approvals", "resume", "payout", str(seq), "--import", "cli_tools")
+    assert resumed.exit_code == 0, resumed.output
+    assert tools.EFFECTS == ["paid out 50000.00"]
+    assert decisions(sg, "payout", Phase.APPROVED) == ["alice", "bob"]
+
+
 def test_reject_compensates_and_records_the_reason(runner: CliRunner, db_url: str, sg, tools) -> None:
     """reject journals REJECTED under --as with the reason and compensates the reservation."""
     seq = gate(sg, tools)
