@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
+from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 from sagacity import chain
@@ -90,7 +91,7 @@ def in_doubt_findings(calls: Iterable[InDoubtCall], older_than: timedelta) -> tu
         if call.age < older_than:
             recent += 1
             continue
-        where = f"{call.saga_id} {call.seq}"
+        where = f"{quote(call.saga_id)} {call.seq}"
         if call.kind == "compensation":
             findings.append(
                 Finding(
@@ -143,7 +144,8 @@ def chain_finding(saga_id: str, verification: chain.Verification) -> Finding | N
         saga_id,
         None,
         f"hash chain broken at index {verification.break_at_index}: {verification.message}",
-        f"treat the journal as tampered with: compare with an export or backup (`sagacity verify {saga_id}`)",
+        "treat the journal as tampered with: compare with an export or backup "
+        f"(`sagacity verify {quote(saga_id)}`)",
     )
 
 
@@ -162,7 +164,7 @@ def state_findings(
                 sid,
                 state.failure.seq if state.failure is not None else None,
                 f"compensation started and has not finished; no entry for {human_duration(idle)}",
-                f"`sagacity sagas recover {sid} --import MODULE` finishes it from the journal",
+                f"`sagacity sagas recover {quote(sid)} --import MODULE` finishes it from the journal",
             )
         )
     if status is SagaStatus.COMPENSATION_FAILED:

@@ -225,3 +225,20 @@ def test_recover_skips_sagas_whose_tools_are_missing(runner: CliRunner, db_url: 
     assert result.exit_code == 1
     assert "cli_reserve" in result.output
     assert sg.entries("stuck") == before
+
+
+def test_markup_like_values_print_literally(runner: CliRunner, db_url: str, sg, tools) -> None:
+    """Saga ids and inputs holding rich markup (`[/]`, `[bold]`) print as text in every table."""
+    saga_id = "[/]evil [bold]id"
+    sg.journal.append(saga_id, "cli_reserve", Phase.INTENT, '{"sku":"[/red]","quantity":1}')
+    for args, exit_code in (
+        (("sagas", "list"), 0),
+        (("sagas", "show", saga_id), 0),
+        (("sagas", "in-doubt"), 1),
+        (("doctor", "--older-than", "0s"), 1),
+    ):
+        result = cli(runner, db_url, *args)
+        assert result.exit_code == exit_code, args
+        assert "[/]evil" in result.output, args
+    doctor = json.loads(cli(runner, db_url, "doctor", "--older-than", "0s", "--json").output)
+    assert "sagacity sagas resolve '[/]evil [bold]id' 1" in doctor["findings"][0]["action"]

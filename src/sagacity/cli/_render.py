@@ -56,6 +56,11 @@ def until(expires_at: datetime | None, now: datetime) -> str:
     return f"in {human_duration(expires_at - now)}"
 
 
+def cells(*values: str | Text) -> list[Text]:
+    """Table cells as literal text: journal values (saga ids, inputs) may hold ``[...]``, never markup."""
+    return [v if isinstance(v, Text) else Text(v) for v in values]
+
+
 def status_text(status: SagaStatus | str) -> Text:
     return Text(str(status), style=_STATUS_STYLE.get(SagaStatus(status), ""))
 
@@ -68,15 +73,17 @@ def shorten(text: str, width: int = 60) -> str:
 
 def journal_table(entries: Iterable[Entry], *, title: str | None = None) -> Table:
     """The journal as people read it: one row per entry, in seq order, phases coloured."""
-    table = Table("seq", "time (UTC)", "tool", "phase", "input", "payload", title=title)
+    table = Table("seq", "time (UTC)", "tool", "phase", "input", "payload", title=Text(title or ""))
     for e in entries:
         table.add_row(
-            str(e.seq),
-            f"{e.timestamp:%Y-%m-%d %H:%M:%S}",
-            e.tool_name,
-            Text(str(e.phase), style=_PHASE_STYLE.get(Phase(e.phase), "")),
-            Text(shorten(e.input)),
-            Text(shorten(e.payload_text)),
+            *cells(
+                str(e.seq),
+                f"{e.timestamp:%Y-%m-%d %H:%M:%S}",
+                e.tool_name,
+                Text(str(e.phase), style=_PHASE_STYLE.get(Phase(e.phase), "")),
+                shorten(e.input),
+                shorten(e.payload_text),
+            )
         )
     return table
 

@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from shlex import quote
 
 import click
 from rich.console import Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
+from rich.text import Text
 
 from sagacity._approvals import utc_now
 from sagacity._doctor import human_duration, tools_needed
@@ -24,7 +27,7 @@ from sagacity._sagacity import Sagacity
 from sagacity._state import SagaState, fold, parse_decision_payload, sha256_hex
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
-from sagacity.cli._render import iso, journal_table, request_json, shorten, status_text, until, when
+from sagacity.cli._render import cells, iso, journal_table, request_json, shorten, status_text, until, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import ApprovalDecision, ApprovalRequest, SagaResult, SagaStatus
 
@@ -50,7 +53,9 @@ def find_request(sg: Sagacity, state: SagaState, seq: int) -> ApprovalRequest:
         raise CommandError(f"no journal entries for saga {state.saga_id!r}")
     gate = state.gates.get(seq)
     if gate is None:
-        raise CommandError(f"{where} is not an approval request (see `sagacity sagas show {state.saga_id}`)")
+        raise CommandError(
+            f"{where} is not an approval request (see `sagacity sagas show {quote(state.saga_id)}`)"
+        )
     if gate.resumed is not None:
         raise CommandError(f"{where} was already resumed (call seq {gate.resumed.intent.seq})")
     if gate.rejection is not None:
@@ -111,7 +116,7 @@ def _result_json(result: SagaResult) -> dict[str, object]:
 
 def _print_result(result: SagaResult) -> None:
     out = console()
-    out.print("saga", result.saga_id, "is", status_text(result.status))
+    out.print(Text.assemble("saga ", result.saga_id, " is ", status_text(result.status)))
     if result.error is not None:
         out.print(f"reason: {type(result.error).__name__}: {result.error}", markup=False)
     for step in result.report:
@@ -147,13 +152,15 @@ def list_(saga_id: str | None, as_json: bool, db_url: str) -> None:
     table = Table("saga", "seq", "tool", "input", "waited", "expires", "approved by")
     for r in requests:
         table.add_row(
-            r.saga_id,
-            str(r.journal_seq),
-            r.tool_name,
-            shorten(r.input, 40),
-            human_duration(now - r.created_at),
-            until(r.expires_at, now),
-            ", ".join(approved_by(r)) or "-",
+            *cells(
+                r.saga_id,
+                str(r.journal_seq),
+                r.tool_name,
+                shorten(r.input, 40),
+                human_duration(now - r.created_at),
+                until(r.expires_at, now),
+                ", ".join(approved_by(r)) or "-",
+            )
         )
     out.print(table)
 
@@ -191,14 +198,14 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
     except ValueError:
         pretty = gate.entry.input
     facts = Table.grid(padding=(0, 2))
-    facts.add_row("tool", request.tool_name)
-    facts.add_row("saga", f"{saga_id} ({state.status})")
+    facts.add_row(*cells("tool", request.tool_name))
+    facts.add_row(*cells("saga", f"{saga_id} ({state.status})"))
     facts.add_row(
-        "requested", f"{when(request.created_at)}, waited {human_duration(now - request.created_at)}"
+        *cells("requested", f"{when(request.created_at)}, waited {human_duration(now - request.created_at)}")
     )
-    facts.add_row("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})")
-    facts.add_row("approved by", ", ".join(approvers) or "nobody yet")
-    facts.add_row("sha256", request.input_hash)
+    facts.add_row(*cells("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})"))
+    facts.add_row(*cells("approved by", ", ".join(approvers) or "nobody yet"))
+    facts.add_row(*cells("sha256", request.input_hash))
     facts.add_row(
         "journal",
         "payload and hash match the AWAITING_APPROVAL entry"
@@ -207,13 +214,13 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
     )
     facts.add_row(
         "chain",
-        "[green]intact[/]" if verification.valid else f"[red]BROKEN: {verification.message}[/]",
+        "[green]intact[/]" if verification.valid else f"[red]BROKEN: {escape(verification.message)}[/]",
     )
     out = console()
     out.print(
         Panel(
             Group(facts, Syntax(pretty, "json", word_wrap=True, background_color="default")),
-            title=f"approval request {saga_id} {seq}",
+            title=Text(f"approval request {saga_id} {seq}"),
             expand=False,
         )
     )
@@ -250,7 +257,9 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
         out.print(f"{have} of {spec.approvals_required} approvals; another approver must approve too")
     else:
         out.print(
-            f"approving is not executing: run `sagacity approvals resume {saga_id} {seq} --import MODULE`"
+            "approving is not executing: run "
+            f"`sagacity approvals resume {quote(saga_id)} {seq} --import MODULE`",
+            markup=False,
         )
 
 

@@ -11,7 +11,7 @@ from rich.table import Table
 from sagacity._doctor import FindingKind, diagnose
 from sagacity.cli._common import EXIT_FINDINGS, console, db_option, open_sagacity
 from sagacity.cli._options import echo_json, import_option, json_option, parse_duration
-from sagacity.cli._render import iso, request_json
+from sagacity.cli._render import cells, iso, request_json
 
 
 @click.command()
@@ -69,7 +69,7 @@ def doctor(older_than: timedelta, expire: bool, ignore: tuple[str, ...], as_json
             table = Table("kind", "saga", "seq", "what is wrong", "what to do")
             for f in findings:
                 table.add_row(
-                    f.kind.value, f.saga_id, "" if f.seq is None else str(f.seq), f.detail, f.action
+                    *cells(f.kind.value, f.saga_id, "" if f.seq is None else str(f.seq), f.detail, f.action)
                 )
             out.print(table)
             out.print(

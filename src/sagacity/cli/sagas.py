@@ -9,15 +9,18 @@ tool is not registered.
 from __future__ import annotations
 
 import sys
+from shlex import quote
 
 import click
+from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from sagacity._doctor import human_duration, tools_needed
 from sagacity._state import fold
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
-from sagacity.cli._render import iso, journal_table, shorten, status_text, when
+from sagacity.cli._render import cells, iso, journal_table, shorten, status_text, when
 from sagacity.model import SagaStatus
 
 _STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
@@ -68,13 +71,15 @@ def list_(status: str | None, limit: int, offset: int, as_json: bool, db_url: st
     table = Table("saga", "status", "entries", "started (UTC)", "updated (UTC)", "awaiting", "in doubt")
     for s in summaries:
         table.add_row(
-            s.saga_id,
-            status_text(s.status),
-            str(s.entry_count),
-            f"{s.started_at:%Y-%m-%d %H:%M:%S}",
-            f"{s.updated_at:%Y-%m-%d %H:%M:%S}",
-            str(s.awaiting_approval or ""),
-            str(s.in_doubt or ""),
+            *cells(
+                s.saga_id,
+                status_text(s.status),
+                str(s.entry_count),
+                f"{s.started_at:%Y-%m-%d %H:%M:%S}",
+                f"{s.updated_at:%Y-%m-%d %H:%M:%S}",
+                str(s.awaiting_approval or ""),
+                str(s.in_doubt or ""),
+            )
         )
     out.print(table)
 
@@ -111,15 +116,19 @@ def show(saga_id: str, as_json: bool, db_url: str) -> None:
     else:
         out = console()
         out.print(journal_table(entries, title=f"saga {saga_id}"))
-        out.print("status:", status_text(status))
+        out.print(Text.assemble("status: ", status_text(status)))
         if verification.valid:
             out.print(f"chain: [green]intact[/] ({verification.entry_count} entries)")
         else:
-            out.print(f"chain: [red]BROKEN at index {verification.break_at_index}[/]: {verification.message}")
+            out.print(
+                f"chain: [red]BROKEN at index {verification.break_at_index}[/]: "
+                f"{escape(verification.message)}"
+            )
         for call in in_doubt:
             out.print(
-                f"[bold red]in doubt[/]: seq {call.seq} {call.tool_name} ({call.kind}), started "
-                f"{human_duration(call.age)} ago; `sagacity sagas resolve {saga_id} {call.seq} ...`"
+                f"[bold red]in doubt[/]: seq {call.seq} {escape(call.tool_name)} ({call.kind}), started "
+                f"{human_duration(call.age)} ago; "
+                f"`sagacity sagas resolve {escape(quote(saga_id))} {call.seq} ...`"
             )
     if not verification.valid:
         sys.exit(EXIT_FINDINGS)
@@ -160,13 +169,15 @@ def in_doubt(saga_id: str | None, as_json: bool, db_url: str) -> None:
         for c in calls:
             kind = c.kind if c.compensates_seq is None else f"{c.kind} of seq {c.compensates_seq}"
             table.add_row(
-                c.saga_id,
-                str(c.seq),
-                kind,
-                c.tool_name,
-                shorten(c.input, 40),
-                when(c.started_at),
-                human_duration(c.age),
+                *cells(
+                    c.saga_id,
+                    str(c.seq),
+                    kind,
+                    c.tool_name,
+                    shorten(c.input, 40),
+                    when(c.started_at),
+                    human_duration(c.age),
+                )
             )
         console().print(table)
     if calls:
@@ -238,7 +249,11 @@ def resolve(
         )
     else:
         verdict = "happened" if happened else "did not happen"
-        console().print(f"resolved {saga_id} {seq}: {verdict} (by {resolver}); saga is", status_text(status))
+        console().print(
+            Text.assemble(
+                f"resolved {saga_id} {seq}: {verdict} (by {resolver}); saga is ", status_text(status)
+            )
+        )
     if status in (SagaStatus.IN_DOUBT, SagaStatus.COMPENSATING, SagaStatus.COMPENSATION_FAILED):
         sys.exit(EXIT_FINDINGS)
 
@@ -291,7 +306,7 @@ def recover(saga_id: str | None, as_json: bool, db_url: str) -> None:
     else:
         table = Table("saga", "status", "detail")
         for r in rows:
-            table.add_row(str(r["sagaId"]), status_text(str(r["status"])), str(r["detail"]))
+            table.add_row(*cells(str(r["sagaId"]), status_text(str(r["status"])), str(r["detail"])))
         console().print(table)
     if unfinished:
         sys.exit(EXIT_FINDINGS)
