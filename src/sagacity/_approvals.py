@@ -26,6 +26,7 @@ from sagacity.errors import (
     ApprovalRefusedError,
     InvalidValueError,
     SagaStateError,
+    UnknownToolError,
 )
 from sagacity.model import ApprovalDecision, ApprovalRequest, Entry, Phase, SagaStatus
 from sagacity.tools import ToolSpec
@@ -113,6 +114,13 @@ class Approvals:
             raise ApprovalRefusedError(f"{where} was already resumed")
         if not request.input_hash:
             raise ApprovalRefusedError(f"{where}: the request has no payload hash")
+        if request.input_hash != gate.input_hash or sha256_hex(request.input) != request.input_hash:
+            # The request table is working state anyone with write access could edit: what may
+            # be approved or run is only ever the input the journal's gate entry holds.
+            raise ApprovalRefusedError(
+                f"{where}: the pending request does not match the journaled gate (payload hash "
+                f"{request.input_hash} vs {gate.input_hash}); refused"
+            )
         return gate
 
     def expired(self, request: ApprovalRequest, now: datetime | None = None) -> bool:
@@ -149,19 +157,37 @@ class Approvals:
         return spec.approvals_required if spec is not None else 1
 
     def reject(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
+        """Reject a pending gate — or an open gate whose request row is gone (a resume that
+        crashed before its INTENT) — then compensate. Tools are checked first, so a missing
+        import refuses before anything is journaled."""
         approver = require_identity(approver)
-        request = self.request(saga_id, seq)
         state = self.state(saga_id)
-        self.open_gate(state, request)
-        entry = self.decide_rejected(request, decision_payload(approver, reason))
+        request = self.journal.read(self.store.get_approval_request, saga_id, seq)
+        stranded = request is None
+        if request is None:
+            gate = state.gates.get(seq)
+            if gate is None or not gate.open or state.failure is not None or state.finished is not None:
+                raise ApprovalNotFoundError(f"no pending approval request for saga {saga_id!r} seq {seq}")
+            request = ApprovalRequest(
+                saga_id, seq, gate.entry.tool_name, gate.entry.input, gate.input_hash, gate.entry.timestamp
+            )
+        else:
+            self.open_gate(state, request)
+        self.sg._compensator.check_tools(state)
+        entry = self.decide_rejected(request, decision_payload(approver, reason), stranded=stranded)
         result = self.sg._compensate(
             saga_id, f"approval of seq {seq} rejected by {approver}: {reason or 'no reason'}"
         )
         return ApprovalDecision(saga_id, seq, False, approver, entry.timestamp, reason, result)
 
-    def decide_rejected(self, request: ApprovalRequest, payload: str) -> Entry:
-        """Journal REJECTED for a request and drop it (once: only one racer deletes it)."""
-        if not self.journal.read(self.store.delete_approval_request, request.saga_id, request.journal_seq):
+    def decide_rejected(self, request: ApprovalRequest, payload: str, *, stranded: bool = False) -> Entry:
+        """Journal REJECTED for a request and drop it (once: only one racer deletes it).
+
+        ``stranded``: the gate is open in the journal but its request row is already gone.
+        """
+        if not stranded and not self.journal.read(
+            self.store.delete_approval_request, request.saga_id, request.journal_seq
+        ):
             raise ApprovalNotFoundError(
                 f"saga {request.saga_id!r} seq {request.journal_seq}: the request was consumed concurrently"
             )
@@ -190,7 +216,12 @@ class Approvals:
         )
 
     def expire(self, request: ApprovalRequest) -> SagaStatus:
-        """Journal REJECTED (expired) for the request and compensate its saga."""
+        """Journal REJECTED (expired) for the request and compensate its saga.
+
+        Raises ``UnknownToolError`` before journaling anything if the saga's tools are not
+        imported here, so the saga is never left half-compensated.
+        """
+        self.sg._compensator.check_tools(self.state(request.saga_id))
         try:
             self.decide_rejected(request, decision_payload("", f"expired at {request.expires_at} UTC"))
         except ApprovalNotFoundError:
@@ -199,12 +230,23 @@ class Approvals:
         return self.sg._compensate(request.saga_id, reason).status
 
     def expire_due(self, now: datetime | None = None) -> list[ApprovalRequest]:
-        """Expire every request past its time; the expired requests."""
+        """Expire every request past its time; the expired requests.
+
+        A request whose saga's tools are not imported is left pending and, after the others
+        were expired, reported by ``UnknownToolError`` naming them.
+        """
         now = now or utc_now()
-        due = [r for r in self.pending() if self.expired(r, now)]
-        for request in due:
-            self.expire(request)
-        return due
+        expired, missing = [], []
+        for request in (r for r in self.pending() if self.expired(r, now)):
+            try:
+                self.expire(request)
+            except UnknownToolError as exc:
+                missing.append(f"saga {request.saga_id!r} seq {request.journal_seq}: {exc}")
+            else:
+                expired.append(request)
+        if missing:
+            raise UnknownToolError("not expired, import their tools first: " + "; ".join(missing))
+        return expired
 
 
 @dataclass(frozen=True, slots=True)

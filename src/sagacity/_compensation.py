@@ -91,6 +91,11 @@ class Compensator:
         self.journal = journal
         self.registry = registry
 
+    def check_tools(self, state: SagaState) -> None:
+        """Raise ``UnknownToolError`` now, before any decision is journaled, if compensating
+        this saga would need a tool that is not imported here."""
+        plan(state, self.registry)
+
     # -- shared steps ----------------------------------------------------------------------------
     def start(self, state: SagaState, reason: str) -> None:
         """Journal the saga-level FAILED that marks the start of compensation (once)."""

@@ -371,3 +371,83 @@ def test_resume_rejects_a_non_string_payload(sg: Sagacity, wire: Wire, reserve: 
     request = gated(sg, "typ", wire, reserve)
     with pytest.raises(InvalidValueError, match="str"):
         sg.resume("typ", request.journal_seq, {"amount": "100.00"})  # type: ignore[arg-type]
+
+
+def test_a_forged_request_row_is_never_approved_or_run(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str], world: dict
+) -> None:
+    """A request row rewritten with another payload and a matching hash is refused: the gate entry rules."""
+    import hashlib
+
+    request = gated(sg, "forged", wire, reserve)
+    forged = '{"amount":"9999.00","to":"MALLORY"}'
+    sg.store.delete_approval_request("forged", request.journal_seq)
+    sg.store.put_approval_request(
+        ApprovalRequest(
+            "forged",
+            request.journal_seq,
+            "send_wire",
+            forged,
+            hashlib.sha256(forged.encode()).hexdigest(),
+            request.created_at,
+        )
+    )
+    with pytest.raises(ApprovalRefusedError, match="does not match the journaled gate"):
+        sg.approve("forged", request.journal_seq, "alice")
+    with pytest.raises(ApprovalRefusedError, match="does not match the journaled gate"):
+        sg.resume("forged", request.journal_seq, forged)
+    assert world["wired"] == []
+    assert not any(e.phase == Phase.APPROVED for e in sg.entries("forged"))
+
+
+def test_a_gate_stranded_without_its_request_can_still_be_rejected(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str], world: dict
+) -> None:
+    """If a resume died after consuming the request but before its INTENT, the open gate can be rejected."""
+    request = gated(sg, "stranded", wire, reserve)
+    sg.approve("stranded", request.journal_seq, "alice")
+    sg.store.delete_approval_request("stranded", request.journal_seq)  # what the crashed resume did
+    decision = sg.reject("stranded", request.journal_seq, "ops", "resume crashed before running")
+    assert decision.result is not None
+    assert decision.result.status is SagaStatus.COMPENSATED
+    assert world["released"] == ["SKU-1"]
+    with pytest.raises(ApprovalNotFoundError):
+        sg.reject("stranded", request.journal_seq, "ops")
+
+
+def test_reject_with_a_tool_not_imported_writes_nothing(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str], world: dict
+) -> None:
+    """Rejecting when a step's tool is not imported fails before any decision is journaled."""
+    from sagacity.tools import registry
+
+    request = gated(sg, "noimport", wire, reserve)
+    before = len(sg.entries("noimport"))
+    registry.unregister("reserve")
+    with pytest.raises(UnknownToolError):
+        sg.reject("noimport", request.journal_seq, "bob")
+    assert len(sg.entries("noimport")) == before
+    assert sg.status("noimport") is SagaStatus.AWAITING_APPROVAL
+    assert len(sg.pending_approvals("noimport")) == 1
+
+
+def test_expiry_sweep_skips_sagas_whose_tools_are_missing(store_url: str, wire: Wire, world: dict) -> None:
+    """expire_approvals expires what it can and names what it could not, leaving that untouched."""
+    from sagacity.tools import registry
+
+    @tool
+    def hold(sku: str) -> str:
+        return sku
+
+    @tool
+    def other_hold(sku: str) -> str:
+        return sku
+
+    with Sagacity(store_url, approval_ttl=0) as sg:
+        sg.run("a", lambda: (hold("x"), wire("1", "a"))[1])
+        sg.run("b", lambda: (other_hold("y"), wire("2", "b"))[1])
+        registry.unregister("other_hold")
+        with pytest.raises(UnknownToolError, match="'b'"):
+            sg.expire_approvals()
+        assert sg.status("a") is SagaStatus.COMPENSATED
+        assert sg.status("b") is SagaStatus.AWAITING_APPROVAL
