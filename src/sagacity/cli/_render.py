@@ -71,20 +71,33 @@ def shorten(text: str, width: int = 60) -> str:
     return line if len(line) <= width else line[: width - 1] + "…"
 
 
-def journal_table(entries: Iterable[Entry], *, title: str | None = None) -> Table:
-    """The journal as people read it: one row per entry, in seq order, phases coloured."""
-    table = Table("seq", "time (UTC)", "tool", "phase", "input", "payload", title=Text(title or ""))
+def journal_table(entries: Iterable[Entry], *, title: str | None = None, with_time: bool = True) -> Table:
+    """The journal as people read it: one row per entry, in seq order, phases coloured.
+
+    Long inputs and payloads are cut with an ellipsis rather than wrapped, so one entry stays
+    one line; ``sagacity export`` gives the full text.
+    """
+    table = Table(title=Text(title or ""), title_justify="left")
+    table.add_column("seq", justify="right", no_wrap=True, min_width=3)
+    if with_time:
+        table.add_column("time (UTC)", no_wrap=True, min_width=19)
+    table.add_column("tool", no_wrap=True, max_width=17, min_width=8, overflow="ellipsis")
+    table.add_column("phase", no_wrap=True, min_width=19)
+    table.add_column("input", no_wrap=True, overflow="ellipsis", max_width=28)
+    table.add_column("payload", no_wrap=True, overflow="ellipsis", max_width=30)
+    table.add_column("hash", no_wrap=True, min_width=8)
     for e in entries:
-        table.add_row(
-            *cells(
-                str(e.seq),
-                f"{e.timestamp:%Y-%m-%d %H:%M:%S}",
-                e.tool_name,
-                Text(str(e.phase), style=_PHASE_STYLE.get(Phase(e.phase), "")),
-                shorten(e.input),
-                shorten(e.payload_text),
-            )
-        )
+        values: list[str | Text] = [str(e.seq)]
+        if with_time:
+            values.append(f"{e.timestamp:%Y-%m-%d %H:%M:%S}")
+        values += [
+            e.tool_name,
+            Text(str(e.phase), style=_PHASE_STYLE.get(Phase(e.phase), "")),
+            shorten(e.input),
+            shorten(e.payload_text),
+            e.hash[:8],
+        ]
+        table.add_row(*cells(*values))
     return table
 
 

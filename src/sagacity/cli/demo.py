@@ -5,46 +5,13 @@ from __future__ import annotations
 import time
 
 import click
-from rich.table import Table
 
 from sagacity._sagacity import Sagacity
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console
-from sagacity.model import Entry, Phase, SagaStatus
+from sagacity.cli._render import journal_table
+from sagacity.model import SagaStatus
 
 DEMO_URL = "sqlite:///sagacity-demo.db"
-
-_PHASE_STYLE = {
-    Phase.EXECUTED: "green",
-    Phase.FAILED: "red",
-    Phase.COMPENSATED: "yellow",
-    Phase.COMPENSATION_FAILED: "bold red",
-    Phase.AWAITING_APPROVAL: "magenta",
-    Phase.APPROVED: "cyan",
-    Phase.REJECTED: "bold red",
-}
-
-
-def journal_table(entries: list[Entry], title: str = "") -> Table:
-    """A saga's journal as a readable table (shared with ``sagas show``)."""
-    table = Table(title=title or None, title_justify="left")
-    table.add_column("seq", justify="right", no_wrap=True, min_width=3)
-    table.add_column("tool", no_wrap=True, max_width=17, min_width=8, overflow="ellipsis")
-    table.add_column("phase", no_wrap=True, min_width=19)
-    table.add_column("input", no_wrap=True, overflow="ellipsis", max_width=28)
-    table.add_column("payload", no_wrap=True, overflow="ellipsis", max_width=30)
-    table.add_column("hash", no_wrap=True, min_width=8)
-    for e in entries:
-        style = _PHASE_STYLE.get(Phase(e.phase), "")
-        payload = e.payload_text.replace("\n", "; ")
-        table.add_row(
-            str(e.seq),
-            e.tool_name,
-            f"[{style}]{e.phase}[/]" if style else e.phase,
-            e.input,
-            payload,
-            e.hash[:8],
-        )
-    return table
 
 
 @click.command()
@@ -88,7 +55,9 @@ def demo(db_url: str) -> None:
                 out.print(f"  compensation of seq {step.seq} ({step.tool_name}): {step.outcome}")
             verification = sg.verify(scene.saga_id)
             broken += not verification.valid
-            out.print(journal_table(sg.entries(scene.saga_id), title=f"journal of {scene.saga_id}"))
+            out.print(
+                journal_table(sg.entries(scene.saga_id), title=f"journal of {scene.saga_id}", with_time=False)
+            )
             mark = "[green]✔[/]" if verification.valid else "[red]✘[/]"
             out.print(f"{mark} {verification.message}; status from the journal: {sg.status(scene.saga_id)}\n")
         out.rule("[bold]what happened in the world[/]")
