@@ -81,7 +81,7 @@ def journal_table(entries: Iterable[Entry], *, title: str | None = None, with_ti
     table.add_column("seq", justify="right", no_wrap=True, min_width=3)
     if with_time:
         table.add_column("time (UTC)", no_wrap=True, min_width=19)
-    table.add_column("tool", no_wrap=True, max_width=17, min_width=8, overflow="ellipsis")
+    table.add_column("tool", no_wrap=True, max_width=20, min_width=14, overflow="ellipsis")
     table.add_column("phase", no_wrap=True, min_width=19)
     table.add_column("input", no_wrap=True, overflow="ellipsis", max_width=28)
     table.add_column("payload", no_wrap=True, overflow="ellipsis", max_width=30)
