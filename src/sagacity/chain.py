@@ -97,19 +97,12 @@ def entry_hash(
     timestamp: datetime,
 ) -> str:
     """SHA-256 (lowercase hex) of one entry chained to ``prev_hash``."""
-    digest = hashlib.sha256()
-    for field in (
-        prev_hash,
-        saga_id,
-        str(seq),
-        tool_name,
-        str(phase),
-        input,
-        payload,
-        timestamp_field(timestamp),
-    ):
-        digest.update(frame(field))
-    return digest.hexdigest()
+    fields = (prev_hash, saga_id, str(seq), tool_name, str(phase), input, payload, timestamp_field(timestamp))
+    # The same bytes as b"".join(frame(f) for f in fields), built as one str and encoded once:
+    # UTF-8 of a concatenation is the concatenation of the UTF-8s, and an ASCII string's byte
+    # length is its length. Half the cost of framing field by field, on every append and verify.
+    text = "".join([f"{len(f) if f.isascii() else len(f.encode('utf-8'))}:{f}" for f in fields])
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 class ChainEntry(Protocol):

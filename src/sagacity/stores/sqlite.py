@@ -133,7 +133,9 @@ class SQLiteStore(SQLStore):
         return moment.strftime(_TS_FORMAT)
 
     def _ts_in(self, value: Any) -> datetime:
-        return datetime.strptime(value, _TS_FORMAT)
+        # fromisoformat reads 'YYYY-MM-DD HH:MM:SS.ffffff' exactly as strptime(_TS_FORMAT) does,
+        # at a twentieth of the cost: it dominated the time to verify a long saga.
+        return datetime.fromisoformat(value)
 
     def init_schema(self) -> None:
         # One IMMEDIATE transaction: processes starting at once on an empty file queue on the
