@@ -15,10 +15,14 @@
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
-    └── ApprovalError
-        ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
-        ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
-        └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
+    ├── ApprovalError
+    │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
+    │   ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
+    │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
+    └── CheckpointError             a checkpoint, key or bundle file is malformed or inconsistent
+        ├── SignatureError          a checkpoint is not signed by the given public key
+        └── JournalIntegrityError   refused to sign: a chain is broken or the journal does not
+                                    extend the previous checkpoint (``.report`` says where)
 
 Messages name the saga, seq and tool involved. Callers never see ``sqlite3`` or ``psycopg`` types:
 each store translates driver errors at one boundary.
@@ -26,19 +30,27 @@ each store translates driver errors at one boundary.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sagacity.checkpoints import CheckpointReport
+
 __all__ = [
     "AppendConflictError",
     "ApprovalError",
     "ApprovalNotFoundError",
     "ApprovalRefusedError",
     "BlockingCallError",
+    "CheckpointError",
     "ConfigurationError",
     "InvalidValueError",
     "IrreversibleToolError",
+    "JournalIntegrityError",
     "PayloadMismatchError",
     "SagaNotFoundError",
     "SagaStateError",
     "SagacityError",
+    "SignatureError",
     "StoreError",
     "StoreUnavailableError",
     "ToolError",
@@ -113,3 +125,23 @@ class PayloadMismatchError(ApprovalError):
 
 class BlockingCallError(SagacityError, RuntimeError):
     """A blocking facade method was called inside a running event loop; use its ``_async`` twin."""
+
+
+class CheckpointError(SagacityError):
+    """A checkpoint, key or bundle file is malformed, or a checkpoint's parts disagree."""
+
+
+class SignatureError(CheckpointError):
+    """A checkpoint carries no valid signature by the given public key: it cannot be trusted."""
+
+
+class JournalIntegrityError(CheckpointError):
+    """A checkpoint was refused: the journal is broken or does not extend the previous checkpoint.
+
+    Signing such a state would launder the tampering, so nothing is signed. ``report`` (a
+    ``sagacity.checkpoints.CheckpointReport``) names every saga and index found wrong.
+    """
+
+    def __init__(self, message: str, report: CheckpointReport | None = None) -> None:
+        super().__init__(message)
+        self.report = report
