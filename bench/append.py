@@ -153,7 +153,8 @@ def bench_latency(target: Target, rounds: int, ops: int, block: int = 20) -> tup
 # -- 2. throughput --------------------------------------------------------------------------------
 def bench_throughput(target: Target, rounds: int, threads: int, ops_per_thread: int) -> tuple[float, float]:
     """Appends/s over all threads (subject) and inserts/s (floor), medians over rounds."""
-    options = {"max_connections": threads} if target.name == "postgres" else {}
+    # The floor holds a connection per thread; give the subject's pool as many, open from the start.
+    options = {"min_connections": threads, "max_connections": threads} if target.name == "postgres" else {}
     with Sagacity(target.subject_url, **options) as sg:
         journal = sg.journal
         writers = [target.floor.writer() for _ in range(threads)]

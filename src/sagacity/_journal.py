@@ -18,6 +18,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sagacity import chain
@@ -33,6 +34,7 @@ DEFAULT_APPEND_ATTEMPTS = 1000
 #: Default bound on attempts when the database connection fails.
 DEFAULT_RECONNECT_ATTEMPTS = 6
 _STRIPES = 1024
+_EPOCH = datetime(1970, 1, 1)
 _TAIL_CACHE_SIZE = 100_000
 
 
@@ -106,9 +108,15 @@ class Journal:
         input: str,
         payload: str,
     ) -> Entry:
-        ts = chain.to_utc_micros(self._clock())
-        digest = chain.entry_hash(prev, saga_id, seq, tool_name, phase, input, payload, ts)
-        return Entry(saga_id, seq, tool_name, str(phase), input, payload, ts, digest)
+        # chain.entry_hash(..., chain.to_utc_micros(ns)) written out for the hot path: the
+        # truncated microseconds give both the stored datetime and the hashed ``ts`` directly.
+        micros = self._clock() // 1000
+        seconds, fraction = divmod(micros, 1_000_000)
+        ts = _EPOCH + timedelta(microseconds=micros)
+        digest = chain._digest(
+            (prev, saga_id, str(seq), tool_name, phase.value, input, payload, f"{seconds}.{fraction:06d}")
+        )
+        return Entry(saga_id, seq, tool_name, phase.value, input, payload, ts, digest)
 
     def _insert(self, entry: Entry) -> bool:
         """Insert; True if this entry is now stored, False if another took its seq."""

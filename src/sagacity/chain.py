@@ -97,7 +97,13 @@ def entry_hash(
     timestamp: datetime,
 ) -> str:
     """SHA-256 (lowercase hex) of one entry chained to ``prev_hash``."""
-    fields = (prev_hash, saga_id, str(seq), tool_name, str(phase), input, payload, timestamp_field(timestamp))
+    return _digest(
+        (prev_hash, saga_id, str(seq), tool_name, str(phase), input, payload, timestamp_field(timestamp))
+    )
+
+
+def _digest(fields: tuple[str, ...]) -> str:
+    """SHA-256 (lowercase hex) of ``F(f)`` for each field in order: the hash once ``ts`` is a string."""
     # The same bytes as b"".join(frame(f) for f in fields), built as one str and encoded once:
     # UTF-8 of a concatenation is the concatenation of the UTF-8s, and an ASCII string's byte
     # length is its length. Half the cost of framing field by field, on every append and verify.
