@@ -1,0 +1,205 @@
+"""A wrapped no-op tool call inside a saga, against the physical floor of one durable commit.
+
+Usage: ``.venv/bin/python bench/overhead.py [--pg URL] [--rounds N] [--quick] [--stores sqlite,postgres]``
+
+What it measures, in one run, for SQLite (WAL, ``synchronous=FULL``, a temp file) and PostgreSQL
+(``--pg`` or ``$SAGACITY_TEST_POSTGRES_URL``, in fresh schemas dropped afterwards; skipped with a
+message when neither is set):
+
+- subject: ``with sg.saga(id): noop()`` repeated, where ``noop`` is ``@tool def noop() -> str``.
+  The saga's start (its tail read) and end (the pending-approvals read) are inside the timing,
+  spread over the saga's calls, as a user would pay them. With 8 and 64 sagas at once each thread
+  runs its own saga and the figure is wall time divided by all the calls made.
+- floor: one durable commit of a journal-sized row by the raw driver (``bench/_floor.py``): an
+  autocommit INSERT on PostgreSQL, one INSERT per WAL transaction with ``synchronous=FULL`` on
+  SQLite, one writer on one connection.
+
+A call journals INTENT and EXECUTED, two durable appends, so 2x the floor is the physical limit for
+one saga. Targets (issue #3): one saga <= 2.3x the floor per call; 8 and 64 sagas at once: wall time
+per call <= 1.0x the single-writer floor. Subject and floor rounds alternate (swapping order every
+round) and each figure is the median of its rounds, so drifting machine load hits both sides.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from _floor import FloorWriter
+from append import (
+    Target,
+    interleaved,
+    machine,
+    postgres_target,
+    postgres_version,
+    run_threads,
+    sqlite_target,
+    sqlite_version,
+)
+
+from sagacity import Sagacity, tool
+
+ONE_SAGA_TARGET = 2.3
+CONCURRENT_TARGET = 1.0
+CONCURRENCY = (1, 8, 64)
+
+
+@tool
+def noop() -> str:
+    """The benchmark's tool: does nothing, so all that is left is Sagacity's cost."""
+    return "ok"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One figure: subject µs per call against floor µs per commit, with its target."""
+
+    store: str
+    sagas: int
+    calls: int
+    subject_us: float
+    floor_us: float
+
+    @property
+    def ratio(self) -> float:
+        return self.subject_us / self.floor_us
+
+    @property
+    def target(self) -> float:
+        return ONE_SAGA_TARGET if self.sagas == 1 else CONCURRENT_TARGET
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.ratio <= self.target else "MISS"
+
+    def line(self) -> str:
+        return (
+            f"| {self.store:8} | {self.sagas:5} | {self.calls:6} | {self.subject_us:9.1f} "
+            f"| {self.floor_us:8.1f} | {self.ratio:5.2f}x | ≤ {self.target:.1f}x | {self.verdict} |"
+        )
+
+
+HEADER = (
+    "| store    | sagas | calls  | µs/call   | floor µs | ratio  | target | verdict |\n"
+    "|----------|------:|-------:|----------:|---------:|-------:|--------|---------|"
+)
+
+
+def floor_round(writer: FloorWriter, ops: int) -> Callable[[int], float]:
+    """One round of the floor: ``ops`` durable single-row commits, in µs per commit."""
+
+    def run(r: int) -> float:
+        saga = f"floor-{r}"
+        started = time.perf_counter()
+        for _ in range(ops):
+            writer.append(saga)
+        return (time.perf_counter() - started) / ops * 1e6
+
+    return run
+
+
+def subject_round(sg: Sagacity, sagas: int, calls_per_saga: int) -> Callable[[int], float]:
+    """One round of the subject: ``sagas`` threads, each its own saga of ``calls_per_saga`` calls,
+    in µs of wall time per call."""
+
+    def one_saga(saga_id: str) -> None:
+        with sg.saga(saga_id) as scope:
+            for _ in range(calls_per_saga):
+                noop()
+        assert scope.result is not None
+        assert scope.result.status.value == "COMPLETED", scope.result
+
+    def run(r: int) -> float:
+        tag = f"ov{sagas}-{r}-{time.monotonic_ns()}"
+        if sagas == 1:
+            started = time.perf_counter()
+            one_saga(tag)
+            elapsed = time.perf_counter() - started
+        else:
+            elapsed = run_threads(sagas, lambda i: one_saga(f"{tag}-{i}"))
+        return elapsed / (sagas * calls_per_saga) * 1e6
+
+    return run
+
+
+def bench_store(target: Target, rounds: int, calls: dict[int, int], floor_ops: int) -> list[Row]:
+    """The three figures of one store; each pairs its own interleaved floor rounds."""
+    rows = []
+    with Sagacity(target.subject_url) as sg:
+        writer = target.floor.writer()
+        try:
+            for sagas in CONCURRENCY:
+                subject_us, floor_us = interleaved(
+                    rounds, subject_round(sg, sagas, calls[sagas]), floor_round(writer, floor_ops)
+                )
+                rows.append(Row(target.name, sagas, calls[sagas], subject_us, floor_us))
+                print(rows[-1].line(), flush=True)
+        finally:
+            writer.close()
+    return rows
+
+
+@contextmanager
+def chosen_targets(args: argparse.Namespace) -> Iterator[list[Callable[[], AbstractContextManager[Target]]]]:
+    """The stores asked for, each as a context manager that creates and removes its database."""
+    stores = set(args.stores.split(","))
+    targets: list[Callable[[], AbstractContextManager[Target]]] = []
+    with tempfile.TemporaryDirectory(prefix="sagacity-overhead-") as tmp:
+        workdir = Path(tmp)
+        if "sqlite" in stores:
+            print(f"sqlite: {sqlite_version()} (WAL, synchronous=FULL) in {workdir}")
+            targets.append(lambda: sqlite_target(workdir))
+        if "postgres" in stores:
+            if args.pg:
+                print(f"postgres: {postgres_version(args.pg)}, fresh schemas dropped afterwards")
+                targets.append(lambda: postgres_target(args.pg))
+            else:
+                print("postgres: skipped (set SAGACITY_TEST_POSTGRES_URL or pass --pg URL)")
+        yield targets
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--pg", default=os.environ.get("SAGACITY_TEST_POSTGRES_URL"), help="PostgreSQL URL")
+    parser.add_argument("--rounds", type=int, default=7, help="measured rounds per figure (median)")
+    parser.add_argument("--calls", type=int, default=200, help="calls in the one-saga round")
+    parser.add_argument("--calls-concurrent", type=int, default=25, help="calls per saga with 8 and 64 sagas")
+    parser.add_argument("--floor-ops", type=int, default=400, help="commits per floor round")
+    parser.add_argument("--quick", action="store_true", help="few rounds and small sizes: a smoke run")
+    parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated subset to run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.rounds, args.calls, args.calls_concurrent, args.floor_ops = 3, 40, 5, 80
+    calls = {1: args.calls, 8: args.calls_concurrent, 64: args.calls_concurrent}
+
+    print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    rows: list[Row] = []
+    with chosen_targets(args) as targets:
+        print(
+            f"method: medians of {args.rounds} rounds, subject and floor interleaved, warm-up discarded; "
+            f"floor = {args.floor_ops} durable single-row commits by one writer\n"
+        )
+        print(HEADER)
+        for make in targets:
+            with make() as target:
+                rows.extend(bench_store(target, args.rounds, calls, args.floor_ops))
+
+    print("\nWrapped no-op tool call in a saga (µs of wall time per call) against one durable commit")
+    print(HEADER)
+    print("\n".join(row.line() for row in rows))
+    met = sum(row.verdict == "PASS" for row in rows)
+    print(f"\n{met} of {len(rows)} targets met")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
