@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import approvals, db, demo, doctor, evidence, sagas
+from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, sagas
 
 __all__ = ["main"]
 
@@ -22,11 +22,13 @@ def main() -> None:
 
 for command in (
     approvals.approvals,
+    checkpoint.checkpoint,
     db.db,
     demo.demo,
     doctor.doctor,
     evidence.verify,
     evidence.export,
+    keys.keys,
     sagas.sagas,
 ):
     main.add_command(command)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from typing import IO
+from datetime import timedelta
+from typing import IO, Any
 
 import click
 from rich.progress import Progress, SpinnerColumn, TextColumn
@@ -14,8 +15,18 @@ from rich.table import Table
 from sagacity._export import verify_lines
 from sagacity._sagacity import Sagacity
 from sagacity.chain import Verification
+from sagacity.checkpoints import (
+    CheckpointReport,
+    load_verifier_key,
+    read_checkpoint,
+    verify_against_checkpoint,
+    write_bundle,
+)
+from sagacity.checkpoints._format import Checkpoint
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.errors import SagaNotFoundError
+from sagacity.cli._options import parse_duration
+from sagacity.cli.checkpoint import findings_table, scan_progress
+from sagacity.errors import SagacityError, SagaNotFoundError
 
 
 def _verification_json(saga_id: str, result: Verification) -> str:
@@ -59,17 +70,59 @@ def _verify_all(
     type=click.File("r", encoding="utf-8"),
     help="Verify a JSON Lines export offline instead of the database ('-' reads stdin).",
 )
+@click.option(
+    "--checkpoint",
+    "checkpoint_path",
+    type=click.Path(exists=True),
+    help="Check the whole journal extends this signed checkpoint (a file, or an anchor directory "
+    "for its newest); needs --key.",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False),
+    help="The checkpoint signer's public key (NAME.pub).",
+)
+@click.option(
+    "--max-skew",
+    default="60s",
+    show_default=True,
+    callback=parse_duration,
+    metavar="DURATION",
+    help="With --checkpoint: how far a saga missing from it may predate it before it counts as forged.",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per saga instead of a table.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only broken chains.")
 @db_option
 def verify(
-    saga_ids: tuple[str, ...], export_file: IO[str] | None, as_json: bool, quiet: bool, db_url: str
+    saga_ids: tuple[str, ...],
+    export_file: IO[str] | None,
+    checkpoint_path: str | None,
+    key_path: str | None,
+    max_skew: timedelta,
+    as_json: bool,
+    quiet: bool,
+    db_url: str,
 ) -> None:
     """Recompute hash chains: the named sagas, or every saga in the journal.
 
-    Exit status 0 when every chain is intact, 1 when any is broken, 2 on errors (e.g. an unknown
-    saga).
+    With --checkpoint and --key, also prove the journal extends a signed checkpoint: every saga
+    it attests is still there, at least as long, with the attested head at the attested length,
+    and no saga missing from it claims to predate it. Findings name the saga: BROKEN, SHORTENED,
+    MISSING, REWRITTEN, BACKDATED.
+
+    Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
+    (e.g. an unknown saga, a checkpoint not signed by the key).
     """
+    if checkpoint_path is not None:
+        if saga_ids or export_file is not None:
+            raise click.UsageError("--checkpoint checks the whole journal; do not name sagas or --export")
+        if key_path is None:
+            raise click.UsageError("--checkpoint needs --key PUB, the signer's public key")
+        _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, as_json=as_json)
+        return
+    if key_path is not None:
+        raise click.UsageError("--key goes with --checkpoint")
     if export_file is not None:
         if saga_ids:
             raise click.UsageError("--export verifies the file it is given; do not name sagas too")
@@ -86,6 +139,71 @@ def verify(
             _report(_verify_all(sg, ids, len(ids)), as_json=as_json, quiet=quiet)
         except SagaNotFoundError as exc:
             raise CommandError(str(exc)) from exc
+
+
+def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
+    """The checkpoint, its signature by ``key_path`` and its leaves checked; errors exit 2."""
+    try:
+        return read_checkpoint(checkpoint_path, load_verifier_key(key_path))
+    except SagacityError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+
+
+def _verify_checkpoint(
+    db_url: str, checkpoint_path: str, key_path: str, max_skew: timedelta, *, as_json: bool
+) -> None:
+    checkpoint = _load_checkpoint(checkpoint_path, key_path)
+    with open_sagacity(db_url) as sg, scan_progress("verifying") as progress:
+        report = verify_against_checkpoint(sg, checkpoint, max_skew=max_skew, progress=progress)
+    if as_json:
+        click.echo(json.dumps(_report_json(checkpoint, report), ensure_ascii=False, indent=2))
+    else:
+        out = console()
+        out.print(
+            f"checkpoint {checkpoint.origin} of {checkpoint.time:%Y-%m-%d %H:%M:%S} UTC: "
+            f"{checkpoint.size} sagas, {checkpoint.entries} entries",
+            markup=False,
+        )
+        if report.findings:
+            out.print(findings_table(report))
+        out.print(
+            f"now: {report.sagas} sagas, {report.entries} entries; {report.grown} grew and "
+            f"{len(report.added)} were added since the checkpoint"
+        )
+        if report.ok:
+            out.print("[green]the journal extends the checkpoint: every chain intact[/]")
+        else:
+            out.print(f"[red]{len(report.findings)} finding(s)[/]")
+    if not report.ok:
+        sys.exit(EXIT_FINDINGS)
+
+
+def _report_json(checkpoint: Checkpoint, report: CheckpointReport) -> dict[str, Any]:
+    return {
+        "checkpoint": {
+            "origin": checkpoint.origin,
+            "time": checkpoint.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "sagas": checkpoint.size,
+            "entries": checkpoint.entries,
+            "root": checkpoint.root_base64,
+        },
+        "ok": report.ok,
+        "findings": [
+            {
+                "sagaId": f.saga_id,
+                "finding": str(f.kind),
+                "index": f.index,
+                "attested": f.attested,
+                "current": f.current,
+                "detail": f.detail,
+            }
+            for f in report.findings
+        ],
+        "added": list(report.added),
+        "grown": report.grown,
+        "sagas": report.sagas,
+        "entries": report.entries,
+    }
 
 
 def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet: bool) -> None:
@@ -112,7 +230,7 @@ def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet
 
 
 @click.command()
-@click.argument("saga_id")
+@click.argument("saga_ids", nargs=-1, required=True, metavar="SAGA_ID...")
 @click.option(
     "--output",
     "-o",
@@ -120,16 +238,62 @@ def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet
     default="-",
     help="Write to this file instead of stdout.",
 )
+@click.option(
+    "--bundle",
+    "bundle_dir",
+    type=click.Path(file_okay=False),
+    help="Write an evidence bundle to this new directory: the sagas, the checkpoint and inclusion proofs.",
+)
+@click.option(
+    "--checkpoint",
+    "checkpoint_path",
+    type=click.Path(exists=True),
+    help="With --bundle: the checkpoint to prove against (a file, or an anchor directory for its newest).",
+)
+@click.option(
+    "--key",
+    "key_path",
+    type=click.Path(dir_okay=False),
+    help="With --bundle: the signer's public key (NAME.pub).",
+)
 @db_option
-def export(saga_id: str, output: IO[str], db_url: str) -> None:
+def export(
+    saga_ids: tuple[str, ...],
+    output: IO[str],
+    bundle_dir: str | None,
+    checkpoint_path: str | None,
+    key_path: str | None,
+    db_url: str,
+) -> None:
     """Write one saga's journal as JSON Lines (one entry per line, in seq order).
 
     The export is streamed, so it works for sagas of any length; check it anywhere with
-    ``sagacity verify --export FILE``.
+    ``sagacity verify --export FILE``. With --bundle, write one or more sagas as an evidence
+    bundle that anyone can check offline with the public key alone:
+    ``python -m sagacity.verify_bundle DIR --key NAME.pub``.
     """
+    if bundle_dir is not None:
+        if checkpoint_path is None or key_path is None:
+            raise click.UsageError("--bundle needs --checkpoint FILE|DIR and --key PUB")
+        checkpoint = _load_checkpoint(checkpoint_path, key_path)
+        with open_sagacity(db_url) as sg:
+            try:
+                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir)
+            except SagacityError as exc:
+                raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        console().print(
+            f"bundle {where}: {len(set(saga_ids))} saga(s) proven against the checkpoint of "
+            f"{checkpoint.time:%Y-%m-%d %H:%M:%S} UTC",
+            markup=False,
+        )
+        return
+    if checkpoint_path is not None or key_path is not None:
+        raise click.UsageError("--checkpoint and --key go with --bundle")
+    if len(saga_ids) != 1:
+        raise click.UsageError("JSON Lines export takes one saga; use --bundle for several")
     with open_sagacity(db_url) as sg:
         try:
-            lines = sg.export(saga_id)
+            lines = sg.export(saga_ids[0])
         except SagaNotFoundError as exc:
             raise CommandError(str(exc)) from exc
         for line in lines:

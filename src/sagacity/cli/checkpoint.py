@@ -1,0 +1,176 @@
+"""``sagacity checkpoint``: sign the journal's state and anchor it outside the database.
+
+Also the pieces ``sagacity verify --checkpoint`` shares: the progress bar and the findings table.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+
+import click
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+from rich.table import Table
+
+from sagacity._sagacity import Sagacity
+from sagacity.checkpoints import (
+    Checkpoint,
+    CheckpointReport,
+    DirectorySink,
+    GitSink,
+    SigningKey,
+    Sink,
+    create_checkpoint,
+    load_signing_key,
+)
+from sagacity.checkpoints._scan import Progress as ProgressCallback
+from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
+from sagacity.cli._options import parse_duration
+from sagacity.errors import JournalIntegrityError, SagacityError
+
+
+@contextmanager
+def scan_progress(description: str) -> Iterator[ProgressCallback]:
+    """A transient progress bar on stderr (shown on a terminal only) fed by the scan's callback."""
+    with Progress(
+        SpinnerColumn(),
+        TextColumn(description),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("sagas, {task.fields[entries]} entries"),
+        console=console(stderr=True),
+        transient=True,
+    ) as progress:
+        task = progress.add_task(description, total=None, entries=0)
+
+        def update(done: int, total: int, entries: int) -> None:
+            progress.update(task, completed=done, total=total, entries=entries)
+
+        yield update
+
+
+def findings_table(report: CheckpointReport) -> Table:
+    """One row per finding: which saga, what happened to it, where, and the counts then and now."""
+    table = Table("saga", "finding", "index", "at checkpoint", "now", "detail")
+    for finding in report.findings:
+        table.add_row(
+            escape(finding.saga_id),
+            f"[red]{finding.kind}[/]",
+            str(finding.index) if finding.index >= 0 else "-",
+            str(finding.attested) if finding.attested else "-",
+            str(finding.current),
+            escape(finding.detail),
+        )
+    return table
+
+
+def _optional_duration(ctx: click.Context, param: click.Parameter, value: str | None) -> timedelta | None:
+    return None if value is None else parse_duration(ctx, param, value)
+
+
+def _sink(out_dir: str | None, git_dir: str | None) -> Sink:
+    if (out_dir is None) == (git_dir is None):
+        raise click.UsageError("give exactly one of --out DIR or --git DIR: where the checkpoint is anchored")
+    try:
+        return DirectorySink(out_dir) if out_dir is not None else GitSink(str(git_dir))
+    except SagacityError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+@click.command()
+@click.option(
+    "--key", "key_path", required=True, type=click.Path(dir_okay=False), help="The private key (NAME.key)."
+)
+@click.option(
+    "--origin", required=True, help="The journal's name in the checkpoint, e.g. acme.example/orders."
+)
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Anchor in this directory.")
+@click.option(
+    "--git",
+    "git_dir",
+    type=click.Path(file_okay=False),
+    help="Anchor in this git work tree, one commit each.",
+)
+@click.option(
+    "--every",
+    callback=_optional_duration,
+    metavar="DURATION",
+    help="Keep going: a checkpoint every DURATION (30s, 5m, 1h) until interrupted.",
+)
+@click.option("--count", type=click.IntRange(min=1), help="With --every: stop after this many checkpoints.")
+@click.option(
+    "--max-skew",
+    default="60s",
+    show_default=True,
+    callback=parse_duration,
+    metavar="DURATION",
+    help="Entries missing from the previous checkpoint may predate it by this much (clock skew).",
+)
+@db_option
+def checkpoint(
+    key_path: str,
+    origin: str,
+    out_dir: str | None,
+    git_dir: str | None,
+    every: timedelta | None,
+    count: int | None,
+    max_skew: timedelta,
+    db_url: str,
+) -> None:
+    """Verify every chain, sign the journal's state, and anchor the checkpoint.
+
+    The checkpoint holds every saga's entry count and head hash under a Merkle root, signed with
+    Ed25519. It is refused (exit 1, a table of findings) if a chain is broken or the journal does
+    not extend the newest checkpoint already in the anchor: signing would launder the tampering.
+    Run it from cron, or as a sidecar with --every.
+    """
+    if count is not None and every is None:
+        raise click.UsageError("--count bounds the --every loop; give --every too")
+    try:
+        key = load_signing_key(key_path)
+    except SagacityError as exc:
+        raise CommandError(str(exc)) from exc
+    sink = _sink(out_dir, git_dir)
+    made = 0
+    with open_sagacity(db_url) as sg:
+        try:
+            while True:
+                _checkpoint_once(sg, key, origin, sink, max_skew)
+                made += 1
+                if every is None or (count is not None and made >= count):
+                    return
+                time.sleep(every.total_seconds())
+        except KeyboardInterrupt:
+            console(stderr=True).print(f"stopped after {made} checkpoint(s)")
+
+
+def _checkpoint_once(
+    sg: Sagacity, key: SigningKey, origin: str, sink: Sink, max_skew: timedelta
+) -> Checkpoint:
+    try:
+        previous = sink.latest(key.verifier)
+    except SagacityError as exc:
+        raise CommandError(
+            f"the newest checkpoint in the anchor cannot be read with this key ({exc}); "
+            "a new key needs a new anchor directory"
+        ) from exc
+    try:
+        with scan_progress("checkpoint") as progress:
+            made = create_checkpoint(sg, key, origin, previous=previous, max_skew=max_skew, progress=progress)
+    except JournalIntegrityError as exc:
+        if exc.report is not None:
+            console().print(findings_table(exc.report))
+        console(stderr=True).print(f"[red]{escape(str(exc))}[/]")
+        sys.exit(EXIT_FINDINGS)
+    try:
+        where = sink.publish(made)
+    except SagacityError as exc:
+        raise CommandError(str(exc)) from exc
+    console().print(
+        f"{escape(where)}: {made.size} sagas, {made.entries} entries, root {made.root_base64}", soft_wrap=True
+    )
+    return made
