@@ -175,9 +175,13 @@ class SQLiteStore(SQLStore):
         sql = self.INSERT_ENTRY
         try:
             if len(batch) == 1:
-                with self._cursor() as cur:
-                    cur.execute(sql, batch[0].params)
-                    batch[0].inserted = cur.rowcount == 1
+                # The lone writer's path, without the generic cursor context manager: an
+                # autocommit INSERT is its own durable transaction.
+                try:
+                    single = self._connection().execute(sql, batch[0].params)
+                except sqlite3.Error as exc:
+                    raise _translate(exc) from exc
+                batch[0].inserted = single.rowcount == 1
             else:
                 with self._cursor(transaction=True) as cur:
                     for request in batch:
