@@ -51,6 +51,18 @@ class BundleError(Exception):
     """The bundle does not verify; the message says where."""
 
 
+def b64decode_canonical(text: str) -> bytes:
+    """Standard base64, refused unless it is the one canonical encoding of its bytes.
+
+    Python's decoder ignores the unused low bits of the last character, so several texts decode
+    alike; requiring the canonical one makes every byte of a signed or proven value significant.
+    """
+    raw = base64.b64decode(text, validate=True)
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise ValueError("not canonical base64")
+    return raw
+
+
 # -- the chain rule (SPEC §3) ---------------------------------------------------------------------
 def frame(value: str) -> bytes:
     data = value.encode("utf-8")
@@ -165,7 +177,7 @@ def read_verifier_key(text: str) -> tuple[str, bytes, bytes]:
         raise BundleError("the key must be a verifier key line <name>+<key id>+<base64> (the .pub file)")
     name, id_hex, encoded = parts
     try:
-        raw = base64.b64decode(encoded, validate=True)
+        raw = b64decode_canonical(encoded)
     except (binascii.Error, ValueError) as exc:
         raise BundleError("the verifier key is not base64") from exc
     if len(raw) != 33 or raw[0] != 1:
@@ -185,7 +197,7 @@ def open_note(note: str, name: str, key_id: bytes, public_key: bytes) -> tuple[s
     for line in note[split + 2 :].splitlines():
         signer, _, token = line.removeprefix("\N{EM DASH} ").partition(" ")
         try:
-            raw = base64.b64decode(token, validate=True)
+            raw = b64decode_canonical(token)
         except (binascii.Error, ValueError):
             continue
         if not line.startswith("\N{EM DASH} ") or signer != name or raw[:4] != key_id:
@@ -197,11 +209,11 @@ def open_note(note: str, name: str, key_id: bytes, public_key: bytes) -> tuple[s
                 f"the checkpoint's signature by {name} does not verify: altered or forged"
             ) from exc
         lines = body.splitlines()
-        if len(lines) < 3 or not lines[1].isdigit():
+        if len(lines) < 3 or not (lines[1].isascii() and lines[1].isdigit()):
             raise BundleError("the checkpoint text lacks origin, size and root")
         times = [line.removeprefix("time ") for line in lines[3:] if line.startswith("time ")]
         try:
-            root = base64.b64decode(lines[2], validate=True)
+            root = b64decode_canonical(lines[2])
         except (binascii.Error, ValueError) as exc:
             raise BundleError("the checkpoint's root is not base64") from exc
         return lines[0], int(lines[1]), root, (times or ["?"])[0]
@@ -239,7 +251,7 @@ def verify_bundle(bundle: Path, key_text: str) -> list[str]:
             saga_id, count, head = saga["sagaId"], saga["count"], saga["head"]
             index, proof = (
                 saga["leafIndex"],
-                [base64.b64decode(p, validate=True) for p in saga["inclusionProof"]],
+                [b64decode_canonical(p) for p in saga["inclusionProof"]],
             )
             if not (isinstance(saga_id, str) and isinstance(count, int) and isinstance(head, str)):
                 raise TypeError("sagaId, count, head")

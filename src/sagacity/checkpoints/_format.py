@@ -29,7 +29,7 @@ from pathlib import Path
 from urllib.parse import quote, unquote
 
 from sagacity.checkpoints import _merkle
-from sagacity.checkpoints._keys import SigningKey, VerifierKey
+from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
 from sagacity.errors import CheckpointError, SignatureError
 
 #: The signature line's prefix: an em dash and a space, as in C2SP signed notes.
@@ -156,7 +156,7 @@ def open_note(note: str, key: VerifierKey) -> NoteHead:
             raise CheckpointError(f"malformed signature line {line!r}")
         name, _, token = line[len(SIGNATURE_PREFIX) :].partition(" ")
         try:
-            raw = base64.b64decode(token, validate=True)
+            raw = b64decode_canonical(token)
         except (binascii.Error, ValueError) as exc:
             raise CheckpointError(f"signature by {name!r} is not base64") from exc
         if name != key.name or raw[:4] != key.key_id:
@@ -182,7 +182,7 @@ def _parse_body(body: str) -> NoteHead:
     if not _DECIMAL.match(size_text):
         raise CheckpointError(f"checkpoint size {size_text!r} is not a decimal number")
     try:
-        root = base64.b64decode(root_text, validate=True)
+        root = b64decode_canonical(root_text)
     except (binascii.Error, ValueError) as exc:
         raise CheckpointError("checkpoint root is not base64") from exc
     if len(root) != 32:

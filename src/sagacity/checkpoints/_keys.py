@@ -41,6 +41,18 @@ def _ed25519() -> ModuleType:
     return ed25519
 
 
+def b64decode_canonical(text: str) -> bytes:
+    """Standard base64, refused unless it is the one canonical encoding of its bytes.
+
+    Python's decoder ignores the unused low bits of the last character, so several texts decode
+    alike; requiring the canonical one makes every byte of a signed or proven value significant.
+    """
+    raw = base64.b64decode(text, validate=True)
+    if base64.b64encode(raw).decode("ascii") != text:
+        raise ValueError("not canonical base64")
+    return raw
+
+
 def check_key_name(name: str) -> str:
     """A key name is non-empty printable text without spaces or ``+`` (the encodings split on ``+``)."""
     if not name or "+" in name or any(c.isspace() or not c.isprintable() for c in name):
@@ -149,7 +161,7 @@ class SigningKey:
 
 def _decode_key(encoded: str, kind: str) -> bytes:
     try:
-        raw = base64.b64decode(encoded, validate=True)
+        raw = b64decode_canonical(encoded)
     except (binascii.Error, ValueError) as exc:
         raise CheckpointError(f"{kind} key: not base64 ({exc})") from exc
     if len(raw) != 33 or raw[:1] != _ALGORITHM_ED25519:
