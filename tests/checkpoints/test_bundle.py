@@ -1,0 +1,142 @@
+"""Evidence bundles checked offline by the standalone verifier: any changed byte fails."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sagacity import Phase, Sagacity
+from sagacity import verify_bundle as standalone
+from sagacity.checkpoints import Checkpoint, SigningKey, create_checkpoint, write_bundle
+from sagacity.errors import CheckpointError, JournalIntegrityError
+
+
+@pytest.fixture
+def journal() -> Sagacity:
+    """A memory journal with five sagas, one id needing escapes, one payload with non-ASCII text."""
+    sg = Sagacity("memory://")
+    for n in range(5):
+        for i in range(3):
+            sg.journal.append(f"order {n}/ü", "tool", Phase.EXECUTED, f'{{"i":{i}}}', f"ok 日本 {i}")
+    return sg
+
+
+@pytest.fixture
+def checkpoint(journal: Sagacity, key: SigningKey) -> Checkpoint:
+    return create_checkpoint(journal, key, "test.example/journal")
+
+
+@pytest.fixture
+def pub(key: SigningKey, tmp_path: Path) -> Path:
+    path = tmp_path / "test.pub"
+    path.write_text(key.verifier.to_text() + "\n")
+    return path
+
+
+@pytest.fixture
+def bundle(journal: Sagacity, checkpoint: Checkpoint, tmp_path: Path) -> Path:
+    """Sagas 1 and 3, bundled after saga 3 grew past the checkpoint."""
+    journal.journal.append("order 3/ü", "tool", Phase.INTENT, "{}")
+    return write_bundle(journal, ["order 1/ü", "order 3/ü"], checkpoint, tmp_path / "bundle")
+
+
+def _verify(bundle: Path, pub: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = standalone.main([str(bundle), "--key", str(pub)])
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_bundle_verifies_offline(bundle: Path, pub: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A fresh bundle verifies; entries after the checkpoint chain correctly but are flagged unattested."""
+    code, output = _verify(bundle, pub, capsys)
+    assert code == 0, output
+    assert "OK order 1/ü: 3 entries attested" in output
+    assert "OK order 3/ü: 3 entries attested by the checkpoint, chain intact; 1 later entries" in output
+
+
+def test_every_changed_byte_fails(bundle: Path, pub: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Flipping any single byte of the note, the manifest or a saga file makes verification fail."""
+    files = [bundle / "checkpoint.txt", bundle / "bundle.json", *sorted((bundle / "sagas").iterdir())]
+    for path in files:
+        original = path.read_bytes()
+        for offset in range(len(original)):
+            altered = bytearray(original)
+            altered[offset] ^= 0x01
+            path.write_bytes(bytes(altered))
+            code, output = _verify(bundle, pub, capsys)
+            assert code == 1, f"{path.name} byte {offset} changed, still verified: {output}"
+        path.write_bytes(original)
+    assert _verify(bundle, pub, capsys)[0] == 0
+
+
+def test_signature_by_another_key_fails(
+    bundle: Path, other_key: SigningKey, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bundle checked with an impostor's public key of the same name fails."""
+    impostor = tmp_path / "impostor.pub"
+    impostor.write_text(other_key.verifier.to_text())
+    code, output = _verify(bundle, impostor, capsys)
+    assert code == 1
+    assert "not signed by test-journal" in output
+
+
+def test_manifest_paths_cannot_leave_the_bundle(
+    bundle: Path, pub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A manifest naming a file outside the bundle directory is refused."""
+    manifest = bundle / "bundle.json"
+    manifest.write_text(manifest.read_text().replace('"sagas/000001.jsonl"', '"../../etc/passwd"'))
+    code, output = _verify(bundle, pub, capsys)
+    assert (code, "leaves the bundle" in output) == (1, True)
+
+
+def test_refuses_sagas_the_checkpoint_does_not_cover(
+    journal: Sagacity, checkpoint: Checkpoint, tmp_path: Path
+) -> None:
+    """Bundling a saga newer than the checkpoint asks for a new checkpoint instead."""
+    journal.journal.append("new", "tool", Phase.INTENT, "{}")
+    with pytest.raises(CheckpointError, match="take a new checkpoint"):
+        write_bundle(journal, ["new"], checkpoint, tmp_path / "b")
+
+
+def test_refuses_a_saga_that_no_longer_extends_the_checkpoint(key: SigningKey, tmp_path: Path) -> None:
+    """A saga whose attested head is no longer in its chain is not bundled."""
+    with Sagacity("memory://") as sg:
+        sg.journal.append("s", "tool", Phase.INTENT, "{}")
+        checkpoint = create_checkpoint(sg, key, "test.example/journal")
+    with Sagacity("memory://") as other:
+        other.journal.append("s", "tool", Phase.INTENT, '{"other":1}')
+        with pytest.raises(JournalIntegrityError, match="not the checkpoint's head"):
+            write_bundle(other, ["s"], checkpoint, tmp_path / "b")
+
+
+def test_standalone_verifier_imports_nothing_from_sagacity() -> None:
+    """verify_bundle.py depends only on the standard library and cryptography, so it can be copied out."""
+    tree = ast.parse(Path(standalone.__file__).read_text(encoding="utf-8"))
+    roots = {
+        (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    }
+    assert roots - set(sys.stdlib_module_names) == {"cryptography"}
+
+
+def test_copied_out_verifier_runs_as_a_script(bundle: Path, pub: Path, tmp_path: Path) -> None:
+    """The verifier copied to another directory runs with plain `python verify_bundle.py`."""
+    copy = tmp_path / "elsewhere" / "verify_bundle.py"
+    copy.parent.mkdir()
+    copy.write_text(Path(standalone.__file__).read_text(encoding="utf-8"), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-I", str(copy), str(bundle), "--key", str(pub)],
+        capture_output=True,
+        text=True,
+        cwd=copy.parent,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("bundle verified\n")
