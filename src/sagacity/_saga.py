@@ -26,8 +26,10 @@ if TYPE_CHECKING:
 class SagaRun:
     """The saga live in this process under ``saga_id``."""
 
-    def __init__(self, sg: Sagacity, saga_id: str) -> None:
+    def __init__(self, sg: Sagacity, saga_id: str, *, existed: bool = True) -> None:
         self.sg = sg
+        # A saga new to the journal can only be waiting on gates this run opened.
+        self.existed = existed
         self.saga_id = saga_id
         self.journal = sg.journal
         self._lock = threading.Lock()
@@ -157,7 +159,7 @@ class SagaRun:
         return await asyncio.to_thread(self._settled, value)
 
     def _settled(self, value: Any) -> SagaResult:
-        pending = tuple(self.sg.pending_approvals(self.saga_id))
+        pending = tuple(self.sg.pending_approvals(self.saga_id)) if self.existed or self.gates else ()
         status = SagaStatus.AWAITING_APPROVAL if pending else SagaStatus.COMPLETED
         return SagaResult(self.saga_id, status, value, None, (), pending)
 

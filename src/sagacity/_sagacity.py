@@ -162,7 +162,8 @@ class Sagacity:
         require_storable("saga_id", saga_id)
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
-        if self.journal.read(self.store.tail, saga_id) is not None:
+        existed = self.journal.read(self.store.tail, saga_id) is not None
+        if existed:
             state = self._state(saga_id)
             if state.failure is not None or state.finished is not None:
                 raise SagaStateError(
@@ -170,7 +171,7 @@ class Sagacity:
                 )
         with self._live_lock:
             self._live[saga_id] = self._live.get(saga_id, 0) + 1
-        return SagaRun(self, saga_id)
+        return SagaRun(self, saga_id, existed=existed)
 
     def _leave(self, run: SagaRun) -> None:
         with self._live_lock:
