@@ -41,6 +41,7 @@ from sagacity.model import Entry
 LATENCY_TARGET = 1.15
 THROUGHPUT_TARGET = 0.8
 CONCURRENCY = (1, 8, 64)
+POOL_CAP = 16
 
 
 # -- measurement ---------------------------------------------------------------------------------
@@ -153,8 +154,10 @@ def bench_latency(target: Target, rounds: int, ops: int, block: int = 20) -> tup
 # -- 2. throughput --------------------------------------------------------------------------------
 def bench_throughput(target: Target, rounds: int, threads: int, ops_per_thread: int) -> tuple[float, float]:
     """Appends/s over all threads (subject) and inserts/s (floor), medians over rounds."""
-    # The floor holds a connection per thread; give the subject's pool as many, open from the start.
-    options = {"min_connections": threads, "max_connections": threads} if target.name == "postgres" else {}
+    # The floor holds a connection per thread. The subject's pool gets as many, open from the start,
+    # up to POOL_CAP: 64 + 64 connections would exceed a default server's max_connections=100.
+    pool = min(threads, POOL_CAP)
+    options = {"min_connections": pool, "max_connections": pool} if target.name == "postgres" else {}
     with Sagacity(target.subject_url, **options) as sg:
         journal = sg.journal
         writers = [target.floor.writer() for _ in range(threads)]
