@@ -98,10 +98,11 @@ class VerifierKey:
 
     def verify(self, message: bytes, signature: bytes) -> bool:
         """True if ``signature`` is this key's Ed25519 signature of ``message``."""
+        ed25519 = _ed25519()  # first: a missing extra is named, not an ImportError
         from cryptography.exceptions import InvalidSignature
 
         try:
-            _ed25519().Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
+            ed25519.Ed25519PublicKey.from_public_bytes(self.public_key).verify(signature, message)
         except InvalidSignature:
             return False
         return True
