@@ -1,0 +1,185 @@
+"""Group commit: appends arriving from many threads at once are written by one of them, together.
+
+Each durable commit costs one fsync (SQLite) or one WAL flush and round trip (PostgreSQL). When
+several threads append at once, one of them, the *leader*, writes every queued row in one
+statement and one commit; the others wait. The rules, and what breaks without each:
+
+- No caller returns before the commit that holds its row has returned: a waiter is released only
+  after the leader's write finished. An INTENT is never acknowledged before it is durable.
+- A lone writer leads at once, with a batch of one: there is no timer or linger, so the
+  single-saga latency pays nothing for the batching.
+- After its write the leader hands leadership to the oldest waiter and wakes only the requests
+  it finished (one lock per request, not ``notify_all``): with 64 threads, waking all of them per
+  batch made each take the GIL only to sleep again, and the leader queued behind them for it.
+- While any request is queued a leader is active, so no request is ever stranded.
+- A batch is at most ``max_batch`` rows, so one statement stays within the drivers' parameter
+  limits; the rest wait for the next leader.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from sagacity.errors import StoreError
+from sagacity.model import Entry
+from sagacity.stores._sql import ENTRY_COLUMNS, JOURNAL
+
+#: Rows per statement: 256 x 8 parameters stays far below SQLite's 32,766 and PostgreSQL's 65,535.
+MAX_BATCH = 256
+
+ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
+
+_allocate_lock = threading.Lock
+
+
+class Pending:
+    """One queued insert: the leader fills in ``inserted`` or ``error``, then sets ``done``."""
+
+    __slots__ = ("done", "entry", "error", "inserted", "params", "wake")
+
+    def __init__(self, entry: Entry, params: tuple[Any, ...]) -> None:
+        self.entry = entry
+        self.params = params
+        self.inserted = False
+        self.error: BaseException | None = None
+        self.done = False
+        # Held while the request waits; released by the leader that finished it or made it leader.
+        self.wake: threading.Lock | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.entry.saga_id, self.entry.seq)
+
+    def outcome(self) -> bool:
+        if self.error is not None:
+            raise self.error
+        return self.inserted
+
+
+class GroupCommit:
+    """The leader/follower queue; ``write`` stores a batch and sets each request's outcome."""
+
+    def __init__(self, write: Callable[[list[Pending]], None], max_batch: int = MAX_BATCH) -> None:
+        self._write = write
+        self._max_batch = max_batch
+        self._lock = threading.Lock()
+        self._queue: list[Pending] = []
+        self._leading = False
+        #: The largest batch written so far (tests read it to prove a multi-row write happened).
+        self.largest_batch = 0
+
+    def insert(self, entry: Entry, params: tuple[Any, ...]) -> bool:
+        request = Pending(entry, params)
+        with self._lock:
+            if self._leading:
+                wake = request.wake = _allocate_lock()
+                wake.acquire()
+                self._queue.append(request)
+            else:
+                self._leading = True
+                wake = None
+        if wake is None:
+            self._lead([request])
+            return request.outcome()
+        try:
+            wake.acquire()  # until a leader finished our row, or handed us the leadership
+        except BaseException:
+            self._abandon(request)
+            raise
+        if not request.done:
+            self._lead(self._take())
+        return request.outcome()
+
+    def _take(self) -> list[Pending]:
+        with self._lock:
+            batch = self._queue[: self._max_batch]
+            del self._queue[: self._max_batch]
+        return batch
+
+    def _abandon(self, request: Pending) -> None:
+        """A waiter interrupted (KeyboardInterrupt in the main thread) must not strand the queue.
+
+        Without this, leadership handed to it would never be taken and every later append in the
+        process would wait forever. Its own row may still be written by a running batch.
+        """
+        assert request.wake is not None
+        with self._lock:
+            if not request.wake.acquire(blocking=False):
+                if request in self._queue:
+                    self._queue.remove(request)  # never written
+                return  # or already in a running batch, which finishes without us
+            if request.done:
+                return
+        self._lead(self._take())  # leadership was handed to us: lead before re-raising
+
+    def queued(self) -> int:
+        """Requests waiting for a leader (for tests)."""
+        with self._lock:
+            return len(self._queue)
+
+    def _lead(self, batch: list[Pending]) -> None:
+        try:
+            self.largest_batch = max(self.largest_batch, len(batch))
+            self._write(batch)
+        except BaseException as exc:  # noqa: BLE001 - every waiter must be released, with a reason
+            for request in batch:
+                if not request.done:
+                    request.error = exc if len(batch) == 1 else copy_error(exc)
+        finally:
+            for request in batch:
+                request.done = True
+            # Hand over before waking the finished: the next batch's commit starts sooner.
+            with self._lock:
+                if self._queue:
+                    successor = self._queue[0].wake
+                    assert successor is not None
+                    successor.release()
+                else:
+                    self._leading = False
+            for request in batch:
+                if request.wake is not None:
+                    request.wake.release()
+
+
+def copy_error(exc: BaseException) -> BaseException:
+    """A fresh exception per waiter: one instance raised in many threads would share a traceback."""
+    if not isinstance(exc, StoreError):
+        exc = StoreError(f"group commit failed: {exc!r}")
+    copy = type(exc)(*exc.args)
+    copy.__cause__ = exc
+    return copy
+
+
+def first_of_each_key(batch: list[Pending]) -> list[Pending]:
+    """The batch without repeated (saga_id, seq); each repeat is marked not inserted.
+
+    Written one by one, a repeat would find its key taken (by the first of the batch, or by a row
+    already stored), so it writes nothing and returns False, exactly as the Store contract says.
+    """
+    seen: set[tuple[str, int]] = set()
+    unique: list[Pending] = []
+    for request in batch:
+        key = request.key
+        if key in seen:
+            request.inserted = False
+        else:
+            seen.add(key)
+            unique.append(request)
+    return unique
+
+
+@functools.cache
+def insert_sql(rows: int, placeholder: str, *, returning: bool) -> str:
+    """A multi-row INSERT of ``rows`` journal rows.
+
+    Plain, it fails whole (writing nothing) if any key is taken. With ``returning`` it skips the
+    taken keys and names the rows it wrote.
+    """
+    row = "(" + ", ".join([placeholder] * ENTRY_WIDTH) + ")"
+    sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([row] * rows)}"
+    if returning:
+        sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"
+    return sql
