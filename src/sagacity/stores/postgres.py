@@ -2,23 +2,32 @@
 
 Choices, and what breaks without each:
 
-- Autocommit connections: an append is one ``INSERT ... ON CONFLICT DO NOTHING``, one round trip
-  and one durable commit. Seq order is kept by the primary key, not by a lock: a writer whose
-  cached tail was stale gets rowcount 0, re-reads the tail and retries (``sagacity._journal``).
+- Autocommit: an append is one ``INSERT ... ON CONFLICT DO NOTHING``, one round trip and one
+  durable commit. Seq order is kept by the primary key, not by a lock: a writer whose cached
+  tail was stale gets rowcount 0, re-reads the tail and retries (``sagacity._journal``).
   Wrapping the insert in BEGIN/tail read/COMMIT would cost ~2.4x the physical floor.
-- Concurrent commits on different connections share WAL flushes, so many sagas in parallel cost
-  little more than one.
+- Group commit on one writer connection (``stores/_group.py``), beside the pool that serves
+  reads: appends from many threads at once are written by one of them as one multi-row
+  ``INSERT ... ON CONFLICT DO NOTHING RETURNING saga_id, seq``, one round trip and one WAL flush
+  per batch; ``RETURNING`` tells each caller whether its own row landed. With one append per
+  connection instead, each append paid a round trip and the pool's checkout under the GIL, and
+  on 2 cores that client CPU, not the database, capped appends/s below the raw driver's. A lone
+  writer goes straight through (no linger), and skips the pool checkout too. The store holds
+  one connection more than the pool's ``max_connections``.
 - ``synchronous_commit`` is left as the server has it (``on`` by default): never turned off.
 - ``init_schema`` holds a transaction-scoped advisory lock: two processes running
   ``CREATE TABLE IF NOT EXISTS`` at once on an empty database can otherwise fail with a
   unique violation on ``pg_type``.
 - A dead connection (server restart, ``pg_terminate_backend``) raises ``StoreUnavailableError``
   after the pool has been told to drop dead idle connections; the journal retries, and resolves
-  an insert whose commit it never heard about by reading the row back.
+  an insert whose commit it never heard about by reading the row back. A batch whose statement
+  met a dead writer connection gives every one of its callers that error (each resolves its own
+  row), and the next batch opens a new connection.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -31,6 +40,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
 from sagacity.stores import safe_url
+from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key, insert_sql
 from sagacity.stores._sql import APPROVALS, EXPIRY, JOURNAL, Cursor, SQLStore, load_ddl
 
 __all__ = ["PostgresStore", "safe_url"]
@@ -51,8 +61,16 @@ class PostgresStore(SQLStore):
         min_connections: int = 1,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
+        group_commit: bool = True,
     ) -> None:
         self.url = url
+        self._connect_timeout = connect_timeout
+        self._group_commit = group_commit
+        self._group = GroupCommit(self._write_batch)
+        # Only the group commit's leader of the moment touches it; the lock guards open/close.
+        self._writer: psycopg.Connection[Any] | None = None
+        self._writer_lock = threading.Lock()
+        self._closed = False
         try:
             self._pool = ConnectionPool(
                 url,
@@ -92,9 +110,12 @@ class PostgresStore(SQLStore):
     _INSERT_ENTRY_PG = SQLStore.INSERT_ENTRY.replace("?", "%s")
 
     def insert_entry(self, entry: Entry) -> bool:
-        # The hot path, written out: the generic ``_cursor`` (two context managers and a
-        # generator) costs more client CPU than the append's own hashing, and with many threads
-        # in one process that CPU, not the database, bounds appends/s.
+        if not self._group_commit:
+            return self._insert_pooled(entry)
+        return self._group.insert(entry, self._entry_params(entry))
+
+    def _insert_pooled(self, entry: Entry) -> bool:
+        """One autocommit INSERT on a pool connection (``group_commit=False``)."""
         params = self._entry_params(entry)
         pool = self._pool
         try:
@@ -108,6 +129,60 @@ class PostgresStore(SQLStore):
             raise self._translate(exc) from exc
         pool.putconn(conn)
         return inserted
+
+    def _writer_connection(self) -> psycopg.Connection[Any]:
+        conn = self._writer
+        if conn is not None:
+            return conn
+        with self._writer_lock:
+            if self._closed:
+                raise StoreError(f"store {safe_url(self.url)} is closed")
+            try:
+                conn = psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
+                )
+            except psycopg.Error as exc:
+                raise StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}") from exc
+            self._writer = conn
+        return conn
+
+    def _drop_writer(self, conn: psycopg.Connection[Any]) -> None:
+        with self._writer_lock:
+            if self._writer is conn:
+                self._writer = None
+        conn.close()
+
+    def _write_batch(self, batch: list[Pending]) -> None:
+        """Write a batch in one autocommit statement: one round trip, one WAL flush.
+
+        A statement that fails on a dead connection may or may not have committed: every caller
+        gets ``StoreUnavailableError`` and ``_journal._insert`` resolves its row by reading back.
+        Any other error fails the statement whole, and each row is then written alone, so a row
+        the server refuses fails alone.
+        """
+        conn = self._writer_connection()
+        rows = first_of_each_key(batch)
+        try:
+            if len(rows) == 1:
+                rows[0].inserted = conn.execute(self._INSERT_ENTRY_PG, rows[0].params).rowcount == 1
+                return
+            params = [value for request in rows for value in request.params]
+            landed = set(conn.execute(insert_sql(len(rows), "%s", returning=True), params).fetchall())
+        except psycopg.Error as exc:
+            error = self._translate(exc)
+            error.__cause__ = exc
+            if isinstance(exc, psycopg.OperationalError) or conn.broken:
+                self._drop_writer(conn)
+                for request in rows:
+                    request.error = error if len(rows) == 1 else copy_error(error)
+            elif len(rows) == 1:
+                rows[0].error = error
+            else:
+                for request in rows:
+                    self._write_batch([request])
+            return
+        for request in rows:
+            request.inserted = request.key in landed
 
     def _ts_out(self, moment: datetime) -> datetime:
         return moment
@@ -160,6 +235,11 @@ class PostgresStore(SQLStore):
         return str(row[0])
 
     def close(self) -> None:
+        with self._writer_lock:
+            self._closed = True
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
         self._pool.close()
 
     def __repr__(self) -> str:
