@@ -75,12 +75,26 @@ class Journal:
         ``payload`` may be any string (NUL and unpaired surrogates are escaped, see
         ``sagacity._json.escape_text``); the identifiers and input must be storable as they are.
         """
-        require_storable("saga_id", saga_id)
-        require_storable("tool_name", tool_name)
-        require_storable("input", input)
+        if not (
+            # The common case in one expression: plain ASCII strs without NUL are storable, so
+            # the three require_storable calls (and their UTF-8 encodes) are skipped.
+            type(saga_id) is str
+            and type(tool_name) is str
+            and type(input) is str
+            and saga_id.isascii()
+            and tool_name.isascii()
+            and input.isascii()
+            and "\x00" not in saga_id
+            and "\x00" not in tool_name
+            and "\x00" not in input
+        ):
+            require_storable("saga_id", saga_id)
+            require_storable("tool_name", tool_name)
+            require_storable("input", input)
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
-        phase = Phase(phase)
+        if type(phase) is not Phase:
+            phase = Phase(phase)
         stored_payload = escape_text(payload)
         with self._stripes[hash(saga_id) % _STRIPES]:
             seq, prev = self._cached_tail(saga_id)
