@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, sagas
+from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, sagas, serve
 
 __all__ = ["main"]
 
@@ -30,5 +30,6 @@ for command in (
     evidence.export,
     keys.keys,
     sagas.sagas,
+    serve.serve,
 ):
     main.add_command(command)
