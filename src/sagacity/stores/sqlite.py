@@ -125,6 +125,10 @@ class SQLiteStore(SQLStore):
             raise _translate(exc) from exc
 
     def _ts_out(self, moment: datetime) -> str:
+        if moment.tzinfo is None and moment.year >= 1000:
+            # The same text as strftime(_TS_FORMAT) for a naive datetime with a 4-digit year,
+            # at a sixth of the cost (it was ~3 us of every append).
+            return moment.isoformat(" ", "microseconds")
         return moment.strftime(_TS_FORMAT)
 
     def _ts_in(self, value: Any) -> datetime:
