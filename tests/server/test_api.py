@@ -1,0 +1,520 @@
+"""The SPEC §7 routes in-process: shapes, the principal as approver, four eyes, refusals, compensation."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import httpx
+import pytest
+
+from sagacity import Phase, Sagacity, SagaStatus
+from sagacity._state import sha256_hex
+
+pytestmark = pytest.mark.anyio
+
+# Tokens of conftest.TOKENS: alice and bob approve, carol audits, root is admin.
+ALICE = {"Authorization": "Bearer alice-token-0123456789"}
+BOB = {"Authorization": "Bearer bob-token-0123456789ab"}
+CAROL = {"Authorization": "Bearer carol-token-0123456789"}
+ROOT = {"Authorization": "Bearer root-token-0123456789a"}
+PAYLOAD = '{"amount":"100.00","to":"ACME"}'
+
+
+def decisions(sg: Sagacity, saga_id: str, phase: Phase) -> list[str]:
+    """Payloads of the saga's decision entries in ``phase``."""
+    return [e.payload for e in sg.entries(saga_id) if e.phase == phase and e.tool_name == "approval-gate"]
+
+
+async def test_approvals_list_has_the_java_fields_and_more(
+    client: httpx.AsyncClient, gate: Callable[..., Any]
+) -> None:
+    """GET /approvals lists each pending request with SPEC §7's fields plus approvals and expiry."""
+    seq = await gate("order-1")
+    response = await client.get("/sagacity/approvals", headers=ALICE)
+    assert response.status_code == 200
+    [item] = response.json()
+    assert item["sagaId"] == "order-1"
+    assert item["journalSeq"] == seq
+    assert item["toolName"] == "srv_wire"
+    assert item["input"] == PAYLOAD
+    assert item["inputHash"] == sha256_hex(PAYLOAD)
+    assert item["approvalsRequired"] == 1
+    assert item["approvers"] == []
+    assert item["readyToResume"] is False
+    assert item["expired"] is False
+    assert item["createdAt"].endswith("Z")
+    assert item["expiresAt"] > item["createdAt"]
+
+
+async def test_saga_approvals_lists_one_saga_and_404s_an_unknown_one(
+    client: httpx.AsyncClient, gate: Callable[..., Any]
+) -> None:
+    """GET /approvals/{sagaId} lists that saga's requests; an unknown saga is a JSON 404."""
+    await gate("order-1")
+    await gate("order-2")
+    response = await client.get("/sagacity/approvals/order-2", headers=ALICE)
+    assert [i["sagaId"] for i in response.json()] == ["order-2"]
+    missing = await client.get("/sagacity/approvals/no-such-saga", headers=ALICE)
+    assert missing.status_code == 404
+    assert "no-such-saga" in missing.json()["error"]
+
+
+async def test_request_detail_carries_the_journal_so_far(
+    client: httpx.AsyncClient, gate: Callable[..., Any]
+) -> None:
+    """GET /requests/{sagaId}/{seq} gives an approver the request with the saga's journal."""
+    seq = await gate("order-1")
+    response = await client.get(f"/sagacity/requests/order-1/{seq}", headers=ALICE)
+    assert response.status_code == 200
+    body = response.json()
+    assert [e["phase"] for e in body["journal"]] == ["INTENT", "EXECUTED", "AWAITING_APPROVAL"]
+    assert body["sagaStatus"] == "AWAITING_APPROVAL"
+    gone = await client.get(f"/sagacity/requests/order-1/{seq + 5}", headers=ALICE)
+    assert gone.status_code == 404
+    assert gone.json()["journalSeq"] == seq + 5
+
+
+async def test_approver_journaled_is_the_principal_not_the_body(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """An approval is journaled as approver=<authenticated name>; a Java client's body name is ignored."""
+    seq = await gate("order-1")
+    response = await client.post(
+        f"/sagacity/approve/order-1/{seq}", json={"approver": "mallory"}, headers=ALICE
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["sagaId"] == "order-1"
+    assert body["journalSeq"] == seq
+    assert body["approved"] is True
+    assert body["approverIdentity"] == "alice@example.com"
+    assert body["decidedAt"].endswith("Z")
+    assert decisions(sg, "order-1", Phase.APPROVED) == ["approver=alice@example.com"]
+
+
+async def test_approve_then_resume_completes(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType, gate: Callable[..., Any]
+) -> None:
+    """Approve then resume with the exact payload runs the tool once: 200 COMPLETED with its result."""
+    seq = await gate("order-1")
+    await client.post(f"/sagacity/approve/order-1/{seq}", headers=ALICE)
+    response = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": PAYLOAD}, headers=ALICE)
+    assert response.status_code == 200
+    assert response.json() == {"sagaId": "order-1", "status": "COMPLETED", "result": "wire 100.00->ACME"}
+    assert tools.EFFECTS == ["reserved SKU-1", "wired 100.00 to ACME"]
+    assert sg.status("order-1") is SagaStatus.COMPLETED
+    again = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": PAYLOAD}, headers=ALICE)
+    assert again.status_code == 404
+    assert tools.EFFECTS.count("wired 100.00 to ACME") == 1
+
+
+async def test_resume_without_approval_is_409(
+    client: httpx.AsyncClient, tools: ModuleType, gate: Callable[..., Any]
+) -> None:
+    """Resuming before anyone approved is refused with 409 {sagaId, status, reason}; nothing runs."""
+    seq = await gate("order-1")
+    response = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": PAYLOAD}, headers=ALICE)
+    assert response.status_code == 409
+    body = response.json()
+    assert body["sagaId"] == "order-1"
+    assert body["status"] == "AWAITING_APPROVAL"
+    assert "no approval" in body["reason"]
+    assert tools.EFFECTS == ["reserved SKU-1"]
+
+
+async def test_stale_payload_is_409_and_compensates(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType, gate: Callable[..., Any]
+) -> None:
+    """A payload other than the approved one is 409 COMPENSATED: REJECTED journaled, the tool never runs."""
+    seq = await gate("order-1")
+    await client.post(f"/sagacity/approve/order-1/{seq}", headers=ALICE)
+    stale = PAYLOAD.replace("100.00", "999.00")
+    response = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": stale}, headers=ALICE)
+    assert response.status_code == 409
+    body = response.json()
+    assert body["status"] == "COMPENSATED"
+    assert body["reason"].startswith("PayloadMismatchError")
+    assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
+    assert sg.status("order-1") is SagaStatus.COMPENSATED
+    assert any("differs from the approved" in p for p in decisions(sg, "order-1", Phase.REJECTED))
+
+
+async def test_resumed_tool_failure_is_409_and_compensates(
+    client: httpx.AsyncClient, tools: ModuleType, gate: Callable[..., Any]
+) -> None:
+    """A resumed tool that raises answers 409 with the compensated status and the tool's error."""
+    seq = await gate("doomed-1", agent="doomed")
+    await client.post(f"/sagacity/approve/doomed-1/{seq}", headers=ALICE)
+    response = await client.post(
+        f"/sagacity/resume/doomed-1/{seq}", json={"payload": '{"reason":"closed"}'}, headers=ALICE
+    )
+    assert response.status_code == 409
+    assert response.json()["status"] == "COMPENSATED"
+    assert "bank said no" in response.json()["reason"]
+    assert tools.EFFECTS == ["reserved SKU-9", "released SKU-9"]
+
+
+async def test_reject_compensates_and_journals_principal_and_reason(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType, gate: Callable[..., Any]
+) -> None:
+    """Reject journals REJECTED by the principal with the reason, compensates, and cannot happen twice."""
+    seq = await gate("order-1")
+    response = await client.post(
+        f"/sagacity/reject/order-1/{seq}", json={"reason": "wrong IBAN", "approver": "mallory"}, headers=BOB
+    )
+    assert response.status_code == 200
+    body = response.json()
+    assert body["approved"] is False
+    assert body["approverIdentity"] == "bob@example.com"
+    assert body["reason"] == "wrong IBAN"
+    assert body["status"] == "COMPENSATED"
+    assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
+    assert decisions(sg, "order-1", Phase.REJECTED) == ["approver=bob@example.com\nreason=wrong IBAN"]
+    twice = await client.post(f"/sagacity/reject/order-1/{seq}", headers=BOB)
+    assert twice.status_code in {404, 409}
+    assert twice.json()["sagaId"] == "order-1"
+    assert tools.EFFECTS.count("released SKU-1") == 1
+
+
+async def test_four_eyes_needs_two_distinct_principals(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType, gate: Callable[..., Any]
+) -> None:
+    """A tool needing two approvals resumes only after two different principals approved; one twice is 409."""
+    seq = await gate("payout-1", agent="four_eyes")
+    payload = '{"amount":"50000.00"}'
+    first = await client.post(f"/sagacity/approve/payout-1/{seq}", headers=ALICE)
+    assert first.json()["approvers"] == ["alice@example.com"]
+    assert first.json()["approvalsRequired"] == 2
+    same = await client.post(f"/sagacity/approve/payout-1/{seq}", headers=ALICE)
+    assert same.status_code == 409
+    assert "already approved by" in same.json()["error"]
+    early = await client.post(f"/sagacity/resume/payout-1/{seq}", json={"payload": payload}, headers=ALICE)
+    assert early.status_code == 409
+    assert "1 of 2" in early.json()["reason"]
+    second = await client.post(f"/sagacity/approve/payout-1/{seq}", headers=BOB)
+    assert second.status_code == 200
+    assert second.json()["approvers"] == ["alice@example.com", "bob@example.com"]
+    listed = (await client.get("/sagacity/approvals/payout-1", headers=ALICE)).json()
+    assert listed[0]["readyToResume"] is True
+    done = await client.post(f"/sagacity/resume/payout-1/{seq}", json={"payload": payload}, headers=BOB)
+    assert done.status_code == 200
+    assert done.json()["status"] == "COMPLETED"
+    assert decisions(sg, "payout-1", Phase.APPROVED) == [
+        "approver=alice@example.com",
+        "approver=bob@example.com",
+    ]
+    assert tools.EFFECTS == ["paid out 50000.00"]
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (None, "payload is required"),
+        ({}, "payload is required"),
+        ({"payload": None}, "payload is required"),
+        ({"payload": {"amount": "100.00"}}, "payload must be a string"),
+        ({"payload": 42}, "payload must be a string"),
+        ([PAYLOAD], "must be a JSON object"),
+        ({"payload": "\ud800"}, "not valid Unicode"),
+    ],
+)
+async def test_resume_bad_bodies_are_400_naming_the_problem(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any], body: Any, fragment: str
+) -> None:
+    """A missing, null or non-string payload is a 400 {error} saying so, and the request stays pending."""
+    seq = await gate("order-1")
+    await client.post(f"/sagacity/approve/order-1/{seq}", headers=ALICE)
+    content = b"" if body is None else json.dumps(body).encode()
+    response = await client.post(f"/sagacity/resume/order-1/{seq}", content=content, headers=ALICE)
+    assert response.status_code == 400
+    assert fragment in response.json()["error"]
+    assert [r.journal_seq for r in sg.pending_approvals("order-1")] == [seq]
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        (b"{not json", "not JSON"),
+        (b"\xff\xfe\xfa", "not"),
+        (b"[" * 100_000, "JSON"),
+        (b'"just a string"', "must be a JSON object, not a string"),
+    ],
+)
+async def test_bodies_that_are_not_a_json_object_are_400(
+    client: httpx.AsyncClient, gate: Callable[..., Any], content: bytes, fragment: str
+) -> None:
+    """A body that is not JSON, not UTF-8, nested absurdly, or not an object is a 400 {error}."""
+    seq = await gate("order-1")
+    for action in ("approve", "reject", "resume"):
+        response = await client.post(
+            f"/sagacity/{action}/order-1/{seq}", content=content[:3000], headers=ALICE
+        )
+        assert response.status_code == 400, (action, response.text)
+        assert fragment in response.json()["error"]
+
+
+async def test_reject_reason_of_the_wrong_type_is_400(
+    client: httpx.AsyncClient, gate: Callable[..., Any]
+) -> None:
+    """A reason that is not a string is refused before anything is journaled."""
+    seq = await gate("order-1")
+    response = await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": ["no"]}, headers=ALICE)
+    assert response.status_code == 400
+    assert "reason must be a string" in response.json()["error"]
+
+
+@pytest.mark.parametrize("seq", ["abc", "1.5", "0", "-3", str(2**63), "1e3"])
+async def test_bad_seq_is_400(client: httpx.AsyncClient, gate: Callable[..., Any], seq: str) -> None:
+    """A seq that is not a positive 64-bit integer is a 400 naming seq, never a 500 or 422."""
+    await gate("order-1")
+    for method, path in [
+        ("POST", f"/sagacity/approve/order-1/{seq}"),
+        ("POST", f"/sagacity/reject/order-1/{seq}"),
+        ("POST", f"/sagacity/resume/order-1/{seq}"),
+        ("GET", f"/sagacity/requests/order-1/{seq}"),
+    ]:
+        response = await client.request(method, path, headers=ALICE)
+        assert response.status_code == 400, (path, response.text)
+        assert "seq" in response.json()["error"]
+
+
+@pytest.mark.parametrize("action", ["approve", "reject", "resume"])
+async def test_decisions_on_unknown_saga_or_seq_are_404(
+    client: httpx.AsyncClient, gate: Callable[..., Any], action: str
+) -> None:
+    """Deciding or resuming a saga or seq with no pending request is 404 {sagaId, journalSeq, error}."""
+    seq = await gate("order-1")
+    for saga_id, n in [("ghost", 1), ("order-1", seq + 7)]:
+        response = await client.post(
+            f"/sagacity/{action}/{saga_id}/{n}", json={"payload": PAYLOAD}, headers=ALICE
+        )
+        assert response.status_code == 404, response.text
+        body = response.json()
+        assert body["sagaId"] == saga_id
+        assert body["journalSeq"] == n
+        assert body["error"]
+
+
+async def test_resume_of_a_tool_not_imported_is_404(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """Resuming a request whose tool this server never imported is 404 naming the tool, and runs nothing."""
+    from sagacity.tools import registry
+
+    seq = await gate("order-1")
+    await client.post(f"/sagacity/approve/order-1/{seq}", headers=ALICE)
+    with registry.isolated():
+        registry.unregister("srv_wire")
+        listed = (await client.get("/sagacity/approvals", headers=ALICE)).json()
+        response = await client.post(
+            f"/sagacity/resume/order-1/{seq}", json={"payload": PAYLOAD}, headers=ALICE
+        )
+    assert listed[0]["toolImported"] is False
+    assert response.status_code == 404
+    assert "srv_wire" in response.json()["error"]
+    assert [r.journal_seq for r in sg.pending_approvals("order-1")] == [seq]
+
+
+async def test_decision_on_a_compensated_saga_is_409(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """A request voided by compensation cannot be approved: 404 or 409, never a second compensation."""
+    seq = await gate("order-1")
+    await client.post(f"/sagacity/reject/order-1/{seq}", headers=ALICE)
+    response = await client.post(f"/sagacity/approve/order-1/{seq}", headers=BOB)
+    assert response.status_code in {404, 409}
+    assert sg.status("order-1") is SagaStatus.COMPENSATED
+
+
+async def test_audit_streams_json_lines(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """GET /audit/{sagaId} is application/x-ndjson, one export object per entry in seq order."""
+    await gate("order-1")
+    async with client.stream("GET", "/sagacity/audit/order-1", headers=CAROL) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("application/x-ndjson")
+        lines = [line async for line in response.aiter_lines() if line]
+    rows = [json.loads(line) for line in lines]
+    assert [r["seq"] for r in rows] == [1, 2, 3]
+    assert rows == [e.to_json() for e in sg.entries("order-1")]
+    assert set(rows[0]) == {"sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash"}
+
+
+async def test_audit_verify_has_the_java_shape(client: httpx.AsyncClient, gate: Callable[..., Any]) -> None:
+    """GET /audit/{sagaId}/verify answers {valid, entryCount, breakAtIndex, message}; unknown saga 404."""
+    await gate("order-1")
+    response = await client.get("/sagacity/audit/order-1/verify", headers=CAROL)
+    assert response.status_code == 200
+    body = response.json()
+    assert body == {"valid": True, "entryCount": 3, "breakAtIndex": -1, "message": body["message"]}
+    for path in ("/sagacity/audit/ghost/verify", "/sagacity/audit/ghost"):
+        missing = await client.get(path, headers=CAROL)
+        assert missing.status_code == 404
+        assert "ghost" in missing.json()["error"]
+
+
+async def test_sagas_are_paginated_and_filtered_by_status(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """GET /sagas pages with limit/offset (newest first) and filters by status."""
+    for n in range(3):
+        await gate(f"order-{n}")
+    seq = 3
+    await client.post(f"/sagacity/reject/order-1/{seq}", headers=ALICE)
+    page = (await client.get("/sagacity/sagas", params={"limit": 2}, headers=CAROL)).json()
+    assert page["total"] == 3
+    assert page["limit"] == 2
+    assert len(page["sagas"]) == 2
+    rest = (await client.get("/sagacity/sagas", params={"limit": 2, "offset": 2}, headers=CAROL)).json()
+    assert len(rest["sagas"]) == 1
+    everyone = {s["sagaId"] for s in page["sagas"] + rest["sagas"]}
+    assert everyone == {"order-0", "order-1", "order-2"}
+    waiting = (
+        await client.get("/sagacity/sagas", params={"status": "AWAITING_APPROVAL"}, headers=CAROL)
+    ).json()
+    assert {s["sagaId"] for s in waiting["sagas"]} == {"order-0", "order-2"}
+    assert all(s["awaitingApproval"] == 1 for s in waiting["sagas"])
+    compensated = (
+        await client.get("/sagacity/sagas", params={"status": "COMPENSATED"}, headers=CAROL)
+    ).json()
+    assert [s["sagaId"] for s in compensated["sagas"]] == ["order-1"]
+
+
+@pytest.mark.parametrize(
+    "params", [{"status": "NOPE"}, {"limit": "0"}, {"limit": "x"}, {"offset": "-1"}, {"limit": "100000"}]
+)
+async def test_bad_saga_list_parameters_are_400(client: httpx.AsyncClient, params: dict[str, str]) -> None:
+    """An unknown status or an out-of-range page is a 400 {error} naming the parameter."""
+    response = await client.get("/sagacity/sagas", params=params, headers=CAROL)
+    assert response.status_code == 400
+    assert next(iter(params)) in response.json()["error"]
+
+
+async def test_saga_page_has_entries_status_verification_and_in_doubt(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType
+) -> None:
+    """GET /sagas/{sagaId} gives status, entries, verification and the calls in doubt."""
+    # A process that died mid-call leaves an INTENT with no outcome: written here as it would be.
+    sg.journal.append("crashed-1", "srv_reserve", Phase.INTENT, '{"sku":"SKU-3","quantity":1}')
+    response = await client.get("/sagacity/sagas/crashed-1", headers=CAROL)
+    assert response.status_code == 200
+    body = response.json()
+    assert body["status"] == "IN_DOUBT"
+    assert body["verification"]["valid"] is True
+    assert [e["phase"] for e in body["entries"]] == ["INTENT"]
+    assert [c["seq"] for c in body["inDoubt"]] == [1]
+    in_doubt = (await client.get("/sagacity/sagas", params={"status": "IN_DOUBT"}, headers=CAROL)).json()
+    assert [s["sagaId"] for s in in_doubt["sagas"]] == ["crashed-1"]
+    missing = await client.get("/sagacity/sagas/ghost", headers=CAROL)
+    assert missing.status_code == 404
+
+
+async def test_saga_ids_with_slashes_and_unicode_round_trip(
+    client: httpx.AsyncClient, gate: Callable[..., Any]
+) -> None:
+    """A saga id holding '/', spaces or non-ASCII is addressable on every route."""
+    saga_id = "tenant/7/ordre é 1"
+    seq = await gate(saga_id)
+    quoted = httpx.URL("/sagacity/x/").copy_with(path=f"/sagacity/approve/{saga_id}/{seq}").raw_path.decode()
+    response = await client.post(quoted, headers=ALICE)
+    assert response.status_code == 200, response.text
+    assert response.json()["sagaId"] == saga_id
+    saga = await client.get(f"/sagacity/sagas/{saga_id}", headers=CAROL)
+    assert saga.json()["sagaId"] == saga_id
+    verify = await client.get(f"/sagacity/audit/{saga_id}/verify", headers=CAROL)
+    assert verify.json()["entryCount"] == 4
+
+
+async def test_saga_id_with_nul_is_400(client: httpx.AsyncClient) -> None:
+    """A saga id no store can hold (a NUL) is a 400, not a database error."""
+    for path in ("/sagacity/sagas/a%00b", "/sagacity/audit/a%00b/verify", "/sagacity/approvals/a%00b"):
+        headers = CAROL if "approvals" not in path else ALICE
+        response = await client.get(path, headers=headers)
+        assert response.status_code == 400, path
+        assert "NUL" in response.json()["error"]
+
+
+async def test_oversize_body_is_413_by_length(client: httpx.AsyncClient, gate: Callable[..., Any]) -> None:
+    """A body whose Content-Length passes the limit is refused with 413 before it is read."""
+    seq = await gate("order-1")
+    big = json.dumps({"reason": "x" * 10_000})
+    response = await client.post(f"/sagacity/reject/order-1/{seq}", content=big, headers=ALICE)
+    assert response.status_code == 413
+    assert "4096 bytes" in response.json()["error"]
+
+
+async def test_oversize_streamed_body_is_413_while_reading(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """A chunked body without Content-Length is cut off at the limit as it streams: 413, no journal."""
+    seq = await gate("order-1")
+    sent: list[int] = []
+
+    async def chunks() -> Any:
+        yield b'{"reason": "'
+        for n in range(100):
+            sent.append(n)
+            yield b"y" * 1000
+        yield b'"}'
+
+    response = await client.post(f"/sagacity/reject/order-1/{seq}", content=chunks(), headers=ALICE)
+    assert response.status_code == 413
+    assert len(sent) < 100
+    assert sg.status("order-1") is SagaStatus.AWAITING_APPROVAL
+
+
+async def test_unknown_route_and_wrong_method_are_json(client: httpx.AsyncClient) -> None:
+    """An unknown path is a JSON 404 and a wrong method a JSON 405."""
+    missing = await client.get("/sagacity/nothing-here", headers=ROOT)
+    assert missing.status_code == 404
+    assert "error" in missing.json()
+    wrong = await client.get("/sagacity/approve/order-1/1", headers=ROOT)
+    assert wrong.status_code == 405
+    assert "error" in wrong.json()
+
+
+async def test_openapi_schema_documents_the_routes(client: httpx.AsyncClient) -> None:
+    """The OpenAPI schema lists every route with its bearer security."""
+    response = await client.get("/sagacity/openapi.json")
+    assert response.status_code == 200
+    paths = set(response.json()["paths"])
+    assert {
+        "/sagacity/approvals",
+        "/sagacity/approvals/{sagaId}",
+        "/sagacity/approve/{sagaId}/{seq}",
+        "/sagacity/reject/{sagaId}/{seq}",
+        "/sagacity/resume/{sagaId}/{seq}",
+        "/sagacity/audit/{sagaId}",
+        "/sagacity/audit/{sagaId}/verify",
+        "/sagacity/sagas",
+        "/sagacity/sagas/{sagaId}",
+    } <= paths
+    assert "HTTPBearer" in response.json()["components"]["securitySchemes"]
+
+
+async def test_responses_carry_security_headers(client: httpx.AsyncClient) -> None:
+    """Every response forbids framing and sniffing, caching, and scripts from anywhere but the app."""
+    for path in ("/sagacity/approvals", "/sagacity/ui/"):
+        response = await client.get(path, headers=ALICE)
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        assert response.headers["x-frame-options"] == "DENY"
+        assert response.headers["x-content-type-options"] == "nosniff"
+        assert response.headers["cache-control"] == "no-store"
+
+
+async def test_dashboard_assets_are_served_from_the_package(client: httpx.AsyncClient) -> None:
+    """The dashboard's HTML, script and stylesheet come from the installed package, with no login needed."""
+    home = await client.get("/sagacity")
+    assert home.status_code == 307
+    assert home.headers["location"].endswith("/sagacity/ui/")
+    page = await client.get("/sagacity/ui/")
+    assert page.status_code == 200
+    assert 'src="app.js"' in page.text
+    script = await client.get("/sagacity/ui/app.js")
+    assert script.status_code == 200
+    assert "innerHTML" not in script.text.replace("never innerHTML", "")
+    assert (await client.get("/sagacity/ui/style.css")).status_code == 200

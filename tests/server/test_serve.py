@@ -1,0 +1,133 @@
+"""``sagacity serve``: refuses without credentials, and end to end as a real process on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from sagacity import Sagacity, SagaStatus
+from sagacity.cli import main
+
+HERE = Path(__file__).parent
+TOKEN = "e2e-approver-token-0123456789"
+AUDIT_TOKEN = "e2e-auditor-token-0123456789"
+#: The installed console script, as an operator runs it.
+SAGACITY = shutil.which("sagacity", path=str(Path(sys.executable).parent)) or "sagacity"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def test_serve_refuses_without_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a tokens file or $SAGACITY_TOKENS, serve exits 2 naming the options and the insecure flag."""
+    monkeypatch.delenv("SAGACITY_TOKENS", raising=False)
+    monkeypatch.delenv("SAGACITY_TOKENS_FILE", raising=False)
+    result = CliRunner().invoke(main, ["serve", "--db", f"sqlite:///{tmp_path}/j.db"])
+    assert result.exit_code == 2
+    assert "refusing to serve without credentials" in result.output
+    assert "--insecure-no-auth-i-know-what-i-am-doing" in result.output
+
+
+def test_serve_refuses_a_bad_tokens_file_and_contradictions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A tokens file that does not parse, or tokens plus the insecure flag, is refused before serving."""
+    monkeypatch.delenv("SAGACITY_TOKENS", raising=False)
+    monkeypatch.delenv("SAGACITY_TOKENS_FILE", raising=False)
+    bad = tmp_path / "tokens.json"
+    bad.write_text("{")
+    db = ["--db", f"sqlite:///{tmp_path}/j.db"]
+    result = CliRunner().invoke(main, ["serve", *db, "--tokens-file", str(bad)])
+    assert result.exit_code == 2
+    assert "not valid JSON" in result.output
+    bad.write_text(json.dumps({"tokens": {TOKEN: {"name": "alice", "roles": ["approver"]}}}))
+    result = CliRunner().invoke(
+        main, ["serve", *db, "--tokens-file", str(bad), "--insecure-no-auth-i-know-what-i-am-doing"]
+    )
+    assert result.exit_code == 2
+    assert "contradicts" in result.output
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``sagacity serve`` in a subprocess on a free loopback port, importing ``server_tools``; (url, db)."""
+    db = f"sqlite:///{tmp_path}/journal.db"
+    tokens = tmp_path / "tokens.toml"
+    tokens.write_text(
+        f'[tokens."{TOKEN}"]\nname = "alice@example.com"\nroles = ["approver"]\n\n'
+        f'[tokens."{AUDIT_TOKEN}"]\nname = "carol"\nroles = ["auditor"]\n'
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    env.pop("SAGACITY_TOKENS", None)
+    port = free_port()
+    command = [
+        SAGACITY, "serve", "--db", db, "--import", "server_tools",
+        "--host", "127.0.0.1", "--port", str(port), "--tokens-file", str(tokens), "--log-level", "warning",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):  # until it listens (bounded); a dead process fails at once
+            if process.poll() is not None:
+                pytest.fail(f"sagacity serve exited {process.returncode}: {process.stdout.read()}")  # type: ignore[union-attr]
+            try:
+                httpx.get(f"{url}/sagacity/openapi.json", timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("sagacity serve did not start listening")
+        yield url, db
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def test_serve_end_to_end_approve_and_resume(
+    served: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A real `sagacity serve`: 401 without a token, approval as the principal, resume runs the tool."""
+    url, db = served
+    monkeypatch.syspath_prepend(str(HERE))
+    import server_tools
+
+    with Sagacity(db) as sg:
+        seq = sg.run("e2e-1", server_tools.transfer).awaiting[0].journal_seq
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with httpx.Client(base_url=url, timeout=10) as http:
+        assert http.get("/sagacity/approvals").status_code == 401
+        [pending] = http.get("/sagacity/approvals", headers=auth).json()
+        assert pending["toolImported"] is True
+        approved = http.post(f"/sagacity/approve/e2e-1/{seq}", json={"approver": "mallory"}, headers=auth)
+        assert approved.json()["approverIdentity"] == "alice@example.com"
+        resumed = http.post(f"/sagacity/resume/e2e-1/{seq}", json={"payload": pending["input"]}, headers=auth)
+        assert resumed.status_code == 200, resumed.text
+        assert resumed.json() == {"sagaId": "e2e-1", "status": "COMPLETED", "result": "wire 100.00->ACME"}
+        audit = http.get("/sagacity/audit/e2e-1", headers={"Authorization": f"Bearer {AUDIT_TOKEN}"})
+        assert audit.headers["content-type"].startswith("application/x-ndjson")
+        phases = [json.loads(line)["phase"] for line in audit.text.splitlines()]
+        dashboard = http.get("/sagacity/ui/")
+    assert "APPROVED" in phases
+    assert phases[-1] == "EXECUTED"
+    assert dashboard.status_code == 200
+    with Sagacity(db) as sg:
+        assert sg.status("e2e-1") is SagaStatus.COMPLETED
+        approved_by = [e.payload for e in sg.entries("e2e-1") if e.phase == "APPROVED"]
+    assert approved_by == ["approver=alice@example.com"]
