@@ -1,0 +1,241 @@
+"""The dashboard in headless Chromium (Debian's, driven by Playwright): sign in, approve, resume, reject.
+
+Skipped with a reason when Chromium or Playwright is missing, unless SAGACITY_REQUIRE_BROWSER=1 (CI).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from sagacity import Phase, Sagacity, SagaResult, SagaStatus
+from sagacity.server import TokenAuth, create_app
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("SAGACITY_CHROMIUM", "/usr/bin/chromium")
+ROOT = Path(__file__).resolve().parents[3]
+TOKEN = "browser-token-0123456789"
+APPROVER_ONLY = "approver-only-token-012345"
+
+
+def _require_browser() -> Any:
+    """Playwright's sync API, or a skip (a failure when SAGACITY_REQUIRE_BROWSER=1) saying what is missing."""
+    missing = []
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        missing.append(f"Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright import sync_api
+    except ImportError:
+        missing.append("Playwright (pip install playwright; no `playwright install` needed)")
+        sync_api = None
+    if missing:
+        message = "browser tests need " + " and ".join(missing)
+        if os.environ.get("SAGACITY_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"SAGACITY_REQUIRE_BROWSER=1 but {message}")
+        pytest.skip(message)
+    return sync_api
+
+
+@pytest.fixture(scope="module")
+def playwright_api() -> Any:
+    return _require_browser()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright_api: Any) -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+        yield launched
+        launched.close()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@pytest.fixture
+def served(tools: ModuleType) -> Iterator[tuple[str, Sagacity]]:
+    """The app on uvicorn in a background thread on a free loopback port; (dashboard URL, its Sagacity)."""
+    import uvicorn
+
+    sg = Sagacity("memory://")
+    auth = TokenAuth(
+        {
+            TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]},
+            APPROVER_ONLY: {"name": "bob@example.com", "roles": ["approver"]},
+        }
+    )
+    port = _free_port()
+    config = uvicorn.Config(
+        create_app(sg, auth=auth), host="127.0.0.1", port=port, log_level="warning", lifespan="off", ws="none"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    for _ in range(400):  # until it listens (bounded)
+        if server.started:
+            break
+        time.sleep(0.025)
+    else:
+        pytest.fail("uvicorn did not start")
+    try:
+        yield f"http://127.0.0.1:{port}/sagacity/ui/", sg
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sg.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def run_saga(sg: Sagacity, saga_id: str, fn: Any, *args: Any, **kwargs: Any) -> SagaResult:
+    """``sg.run`` in a worker thread: Playwright's sync API keeps an event loop running on this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(sg.run, saga_id, fn, *args, **kwargs).result()
+
+
+def sign_in(page: Any, url: str, token: str = TOKEN) -> None:
+    page.goto(url)
+    page.fill("#token", token)
+    page.click("#login")
+
+
+def test_approve_and_resume_a_pending_transfer(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """Signed in with a token, a human approves a pending transfer, resumes it, and sees the saga complete."""
+    url, sg = served
+    run_saga(sg, "wire-1", tools.transfer)
+    expect = playwright_api.expect
+    sign_in(page, url)
+    card = page.locator('section.approval[data-saga="wire-1"]')
+    expect(card).to_contain_text("srv_wire")
+    expect(card.locator("pre.payload")).to_contain_text('"amount": "100.00"')
+    expect(card).to_contain_text("matches the payload shown")  # SHA-256 recomputed in the browser
+    expect(card.locator(".journal-so-far")).to_contain_text("srv_reserve")
+    card.locator("button.approve").click()
+    expect(page.locator("#notice")).to_contain_text("Approved by alice@example.com (1 of 1)")
+    page.locator('section.approval[data-saga="wire-1"] button.resume').click()
+    expect(page.locator(".saga-status")).to_contain_text("COMPLETED")
+    expect(page.locator(".verification")).to_contain_text("chain verified")
+    expect(page.locator("#notice")).to_contain_text("Result: wire 100.00->ACME")
+    assert sg.status("wire-1") is SagaStatus.COMPLETED
+    assert [e.payload for e in sg.entries("wire-1") if e.phase == Phase.APPROVED] == [
+        "approver=alice@example.com"
+    ]
+    assert tools.EFFECTS == ["reserved SKU-1", "wired 100.00 to ACME"]
+
+
+def test_reject_with_a_reason_compensates(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """Rejecting with a reason journals it under the signed-in principal and shows the saga compensated."""
+    url, sg = served
+    run_saga(sg, "wire-2", tools.transfer, amount="7.00")
+    expect = playwright_api.expect
+    sign_in(page, url)
+    card = page.locator('section.approval[data-saga="wire-2"]')
+    card.locator("button.reject").first.click()
+    card.locator("textarea.reason").fill("beneficiary unknown")
+    card.locator("button.confirm-reject").click()
+    expect(page.locator(".saga-status")).to_contain_text("COMPENSATED")
+    expect(page.locator(".timeline li.REJECTED")).to_contain_text("reason=beneficiary unknown")
+    expect(page.locator(".timeline li.COMPENSATED").first).to_contain_text("srv_reserve")
+    assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
+
+
+def test_journal_text_is_shown_as_text_never_as_markup(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """A tool input holding HTML is displayed literally; no element or script from it reaches the page."""
+    url, sg = served
+    hostile = "<img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
+    run_saga(sg, "xss-1", tools.transfer, to=hostile)
+    sign_in(page, url)
+    card = page.locator('section.approval[data-saga="xss-1"]')
+    playwright_api.expect(card.locator("pre.payload")).to_contain_text(hostile)
+    assert page.locator("img").count() == 0
+    assert page.evaluate("window.pwned") is None
+
+
+def test_saga_list_filters_and_highlights_calls_in_doubt(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """The saga list filters by status, and an INTENT without an outcome is highlighted as in doubt."""
+    url, sg = served
+    run_saga(sg, "done-1", tools.srv_reserve, "SKU-5", 1)
+    run_saga(sg, "waiting-1", tools.transfer)
+    # A process that died mid-call leaves an INTENT with no outcome: written here as it would be.
+    sg.journal.append("crashed-1", "srv_reserve", Phase.INTENT, '{"sku":"SKU-3","quantity":1}')
+    expect = playwright_api.expect
+    sign_in(page, url)
+    page.click('[data-nav="sagas"]')
+    expect(page.locator("table.sagas tbody tr")).to_have_count(3)
+    page.select_option("#status-filter", "IN_DOUBT")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(1)
+    row = page.locator('table.sagas tr[data-saga="crashed-1"]')
+    expect(row).to_have_class("in-doubt")
+    row.locator("a").click()
+    expect(page.locator(".saga-status")).to_contain_text("IN DOUBT")
+    expect(page.locator(".timeline li.in-doubt")).to_contain_text("IN DOUBT: no outcome journaled")
+
+
+def test_wrong_token_and_missing_role(served: tuple[str, Sagacity], page: Any, playwright_api: Any) -> None:
+    """A wrong token is refused on the login page; an approver without the auditor role sees no saga list."""
+    url, _ = served
+    expect = playwright_api.expect
+    sign_in(page, url, "not-a-valid-token-at-all")
+    expect(page.locator(".login .notice")).to_contain_text("not valid")
+    sign_in(page, url, APPROVER_ONLY)
+    expect(page.locator("#who-name")).to_contain_text("bob@example.com")
+    expect(page.locator('[data-nav="sagas"]')).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('sagacity.token')") == APPROVER_ONLY
+    assert page.context.cookies() == []
+
+
+def test_screenshot_script_renders_every_page(tmp_path: Path, playwright_api: Any) -> None:
+    """scripts/screenshots.py (which made docs/img) still renders every dashboard page to a PNG."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "screenshots.py"),
+            "--out",
+            str(tmp_path),
+            "--chromium",
+            CHROMIUM,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    made = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert made == sorted(p.name for p in (ROOT / "docs" / "img").glob("dashboard-*.png"))
+    assert all((tmp_path / name).read_bytes().startswith(b"\x89PNG") for name in made)
