@@ -78,6 +78,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
     command = [
         SAGACITY, "serve", "--db", db, "--import", "server_tools",
         "--host", "127.0.0.1", "--port", str(port), "--tokens-file", str(tokens), "--log-level", "warning",
+        "--proxy-user-header", "X-Forwarded-User",
     ]  # fmt: skip
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -103,7 +104,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
 def test_serve_end_to_end_approve_and_resume(
     served: tuple[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A real `sagacity serve`: 401 without a token, approval as the principal, resume runs the tool."""
+    """Real `sagacity serve`: 401 without token, approver is the principal, resume runs, proxy header ok."""
     url, db = served
     monkeypatch.syspath_prepend(str(HERE))
     import server_tools
@@ -124,9 +125,13 @@ def test_serve_end_to_end_approve_and_resume(
         assert audit.headers["content-type"].startswith("application/x-ndjson")
         phases = [json.loads(line)["phase"] for line in audit.text.splitlines()]
         dashboard = http.get("/sagacity/ui/")
+        proxied = http.get(
+            "/sagacity/me", headers={"X-Forwarded-User": "sso-user", "X-Forwarded-Roles": "auditor"}
+        )
     assert "APPROVED" in phases
     assert phases[-1] == "EXECUTED"
     assert dashboard.status_code == 200
+    assert proxied.json() == {"name": "sso-user", "roles": ["auditor"], "insecure": False}
     with Sagacity(db) as sg:
         assert sg.status("e2e-1") is SagaStatus.COMPLETED
         approved_by = [e.payload for e in sg.entries("e2e-1") if e.phase == "APPROVED"]
