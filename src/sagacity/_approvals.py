@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from sagacity._json import require_storable
 from sagacity._state import (
     GATE_TOOL,
     Gate,
@@ -140,7 +141,10 @@ class Approvals:
         approvers = gate.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
-        if len(approvers) >= self.required(request):
+        required = self.required(request)
+        if required is not None and len(approvers) >= required:
+            # Without the tool imported another distinct approval is recorded rather than
+            # refused: resume (which needs the tool) counts them against the real number.
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} is already approved; resume it")
         entry = self.journal.append(
             saga_id,
@@ -151,10 +155,11 @@ class Approvals:
         )
         return ApprovalDecision(saga_id, seq, True, approver, entry.timestamp)
 
-    def required(self, request: ApprovalRequest) -> int:
-        """Distinct approvers the tool needs (1 unless it declared four eyes or more)."""
+    def required(self, request: ApprovalRequest) -> int | None:
+        """Distinct approvers the tool needs (1 unless it declared four eyes or more); None when
+        the tool is not imported here, so the number cannot be known."""
         spec = self.sg.registry.find(request.tool_name)
-        return spec.approvals_required if spec is not None else 1
+        return spec.approvals_required if spec is not None else None
 
     def reject(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
         """Reject a pending gate — or an open gate whose request row is gone (a resume that
@@ -267,6 +272,7 @@ def claim(approvals: Approvals, saga_id: str, seq: int, payload: str) -> Claim:
     """
     if not isinstance(payload, str):
         raise InvalidValueError(f"payload must be the input JSON as a str, not {type(payload).__name__}")
+    require_storable("payload", payload)  # before anything is consumed: it must be hashable text
     request = approvals.request(saga_id, seq)
     spec = approvals.sg.registry.get(request.tool_name)
     where = f"saga {saga_id!r} seq {seq}"

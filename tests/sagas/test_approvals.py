@@ -451,3 +451,39 @@ def test_expiry_sweep_skips_sagas_whose_tools_are_missing(store_url: str, wire: 
             sg.expire_approvals()
         assert sg.status("a") is SagaStatus.COMPENSATED
         assert sg.status("b") is SagaStatus.AWAITING_APPROVAL
+
+
+def test_an_unencodable_payload_is_refused_before_anything_is_consumed(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str], world: dict
+) -> None:
+    """A payload that is not valid text (a lone surrogate) is refused and the approved request survives."""
+    request = gated(sg, "surrogate", wire, reserve)
+    sg.approve("surrogate", request.journal_seq, "alice")
+    with pytest.raises(InvalidValueError, match="payload"):
+        sg.resume("surrogate", request.journal_seq, "\ud800")
+    assert sg.resume("surrogate", request.journal_seq, request.input).status is SagaStatus.COMPLETED
+    assert world["wired"] == ["100.00->acct-1"]
+
+
+def test_four_eyes_approvals_can_be_recorded_before_the_tool_is_imported(
+    sg: Sagacity, reserve: Tool[[str], str], world: dict
+) -> None:
+    """An approver process that has not imported a four-eyes tool still records each distinct approval."""
+    from sagacity.tools import registry
+
+    @tool(reversibility=Reversibility.IRREVERSIBLE, approvals=2)
+    def dual_wire(amount: str) -> str:
+        world["wired"].append(amount)
+        return amount
+
+    sg.run("4e-noimport", lambda: dual_wire("7"))
+    [request] = sg.pending_approvals("4e-noimport")
+    spec = registry.get("dual_wire")
+    registry.unregister("dual_wire")
+    sg.approve("4e-noimport", request.journal_seq, "alice")
+    sg.approve("4e-noimport", request.journal_seq, "bob")
+    with pytest.raises(ApprovalRefusedError, match="already approved by 'bob'"):
+        sg.approve("4e-noimport", request.journal_seq, "bob")
+    registry.register(spec)
+    assert sg.resume("4e-noimport", request.journal_seq, request.input).status is SagaStatus.COMPLETED
+    assert world["wired"] == ["7"]
