@@ -161,7 +161,7 @@ class PostgresStore(SQLStore):
         the server refuses fails alone.
         """
         conn = self._writer_connection()
-        rows = first_of_each_key(batch)
+        rows = batch if len(batch) == 1 else first_of_each_key(batch)
         try:
             if len(rows) == 1:
                 rows[0].inserted = conn.execute(self._INSERT_ENTRY_PG, rows[0].params).rowcount == 1
