@@ -136,10 +136,11 @@ class SagaRun:
             return result
 
     def begin_resume(
-        self, spec: ToolSpec, request: ApprovalRequest, payload: str
+        self, spec: ToolSpec, request: ApprovalRequest, payload: str, resumed_by: str | None = None
     ) -> tuple[int, tuple[Any, ...], dict[str, Any]]:
         args, kwargs = spec.decode_input(payload)
-        seq = self.begin(spec, payload, f"{RESUMES}{request.journal_seq}")
+        by = f" by={resumed_by}" if resumed_by else ""
+        seq = self.begin(spec, payload, f"{RESUMES}{request.journal_seq}{by}")
         return seq, args, kwargs
 
     # -- ending -----------------------------------------------------------------------------------

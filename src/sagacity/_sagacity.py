@@ -386,15 +386,17 @@ class Sagacity:
         with self._lock(saga_id):
             return self._approvals.reject(saga_id, seq, approver, reason)
 
-    def resume(self, saga_id: str, seq: int, payload: str) -> SagaResult:
+    def resume(self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None) -> SagaResult:
         """Execute an approved gate's tool with ``payload``, at most once, if every check passes.
 
         Raises ``ApprovalNotFoundError`` (no pending request), ``ApprovalRefusedError`` (not
         approved in the journal, expired, rejected), ``UnknownToolError``; a payload that is not
         byte-for-byte the approved one journals REJECTED, compensates, and comes back as a
-        COMPENSATED result whose error is a ``PayloadMismatchError``.
+        COMPENSATED result whose error is a ``PayloadMismatchError``. ``resumed_by`` names who
+        asked for the execution; it is journaled in the resumed call's INTENT.
         """
         _refuse_in_loop("resume")
+        resumed_by = require_identity(resumed_by) if resumed_by is not None else None
         with self._lock(saga_id):
             granted = claim(self._approvals, saga_id, seq, payload)
             if granted.mismatch:
@@ -407,14 +409,19 @@ class Sagacity:
             error: Exception | None = None
             try:
                 with entered(run):
-                    call_seq, args, kwargs = run.begin_resume(granted.spec, granted.request, payload)
+                    call_seq, args, kwargs = run.begin_resume(
+                        granted.spec, granted.request, payload, resumed_by
+                    )
                     value = run.execute(granted.spec, call_seq, payload, args, kwargs)
             except Exception as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
                 error = exc
             return self._conclude(run, value, error)
 
-    async def resume_async(self, saga_id: str, seq: int, payload: str) -> SagaResult:
+    async def resume_async(
+        self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None
+    ) -> SagaResult:
         """``resume`` for async tools and event loops."""
+        resumed_by = require_identity(resumed_by) if resumed_by is not None else None
         granted = await asyncio.to_thread(claim, self._approvals, saga_id, seq, payload)
         if granted.mismatch:
             error = PayloadMismatchError(f"saga {saga_id!r} seq {seq}: {granted.mismatch}")
@@ -425,7 +432,7 @@ class Sagacity:
         try:
             with entered(run):
                 call_seq, args, kwargs = await asyncio.to_thread(
-                    run.begin_resume, granted.spec, granted.request, payload
+                    run.begin_resume, granted.spec, granted.request, payload, resumed_by
                 )
                 value = await run.execute_async(granted.spec, call_seq, payload, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates

@@ -10,7 +10,8 @@ How entries are linked (documented in docs/journal.md):
 * A compensation's INTENT has the payload ``compensates seq=<n>`` and its COMPENSATED or
   COMPENSATION_FAILED entry the payload ``compensated effect seq=<n>`` (the Java library's
   wording) / ``compensation of effect seq=<n> failed: <error>``; ``n`` is the EXECUTED entry's seq.
-* A resumed call's INTENT has the payload ``resumes seq=<n>``, ``n`` the AWAITING_APPROVAL seq.
+* A resumed call's INTENT has the payload ``resumes seq=<n>`` (``n`` the AWAITING_APPROVAL seq),
+  followed by `` by=<identity>`` when the caller named who resumed.
 * Decisions (tool ``approval-gate``) name what they decide in their input:
   ``{"seq":n,"inputHash":h}`` for a gate, ``{"seq":n,"resolution":"EXECUTED"|"FAILED"|...}`` for a
   human resolving an in-doubt INTENT (the outcome entry follows it).
@@ -222,7 +223,8 @@ def _intent(state: SagaState, entry: Entry) -> None:
         return
     call = Call(entry)
     if entry.payload.startswith(RESUMES):
-        call.gate_seq = _int(entry.payload.removeprefix(RESUMES))
+        seq_text, _, _resumed_by = entry.payload.removeprefix(RESUMES).partition(" by=")
+        call.gate_seq = _int(seq_text)
         gate = state.gates.get(call.gate_seq) if call.gate_seq is not None else None
         if gate is not None:
             gate.resumed = call

@@ -96,12 +96,17 @@ def test_approve_resume_completes_the_saga(runner: CliRunner, db_url: str, sg, t
     assert approved.exit_code == 0, approved.output
     assert "approving is not executing" in approved.output
     assert tools.EFFECTS == ["reserved SKU-1"]  # approving ran nothing
-    resumed = cli(runner, db_url, "approvals", "resume", "order-1", str(seq), "--import", "cli_tools")
+    resumed = cli(
+        runner, db_url, "approvals", "resume", "order-1", str(seq), "--import", "cli_tools", "--as", "ops"
+    )
     assert resumed.exit_code == 0, resumed.output
     assert "COMPLETED" in resumed.output
     assert tools.EFFECTS == ["reserved SKU-1", "wired 100.00 to ACME"]
     assert sg.status("order-1") is SagaStatus.COMPLETED
     assert decisions(sg, "order-1", Phase.APPROVED) == ["alice@example.com"]
+    assert [e.payload for e in sg.entries("order-1") if e.payload.startswith("resumes")] == [
+        f"resumes seq={seq} by=ops"
+    ]
     again = cli(runner, db_url, "approvals", "resume", "order-1", str(seq), "--import", "cli_tools")
     assert again.exit_code == 2
     assert "already resumed" in again.output

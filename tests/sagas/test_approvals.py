@@ -487,3 +487,20 @@ def test_four_eyes_approvals_can_be_recorded_before_the_tool_is_imported(
     registry.register(spec)
     assert sg.resume("4e-noimport", request.journal_seq, request.input).status is SagaStatus.COMPLETED
     assert world["wired"] == ["7"]
+
+
+def test_resume_journals_who_asked_for_the_execution(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str]
+) -> None:
+    """resumed_by is written into the resumed call's INTENT, and the saga still reads as resumed."""
+    request = gated(sg, "by", wire, reserve)
+    sg.approve("by", request.journal_seq, "alice")
+    with pytest.raises(InvalidValueError):
+        sg.resume("by", request.journal_seq, request.input, resumed_by="")
+    result = sg.resume("by", request.journal_seq, request.input, resumed_by="ops@example.com")
+    assert result.status is SagaStatus.COMPLETED
+    intent = next(e for e in sg.entries("by") if e.payload.startswith("resumes"))
+    assert intent.payload == f"resumes seq={request.journal_seq} by=ops@example.com"
+    assert sg.status("by") is SagaStatus.COMPLETED
+    with pytest.raises(ApprovalNotFoundError):
+        sg.resume("by", request.journal_seq, request.input)

@@ -106,6 +106,8 @@ async def test_approve_then_resume_completes(
     assert response.json() == {"sagaId": "order-1", "status": "COMPLETED", "result": "wire 100.00->ACME"}
     assert tools.EFFECTS == ["reserved SKU-1", "wired 100.00 to ACME"]
     assert sg.status("order-1") is SagaStatus.COMPLETED
+    resumed = [e.payload for e in sg.entries("order-1") if e.payload.startswith("resumes")]
+    assert resumed == [f"resumes seq={seq} by=alice@example.com"]  # who pressed resume, from the token
     again = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": PAYLOAD}, headers=ALICE)
     assert again.status_code == 404
     assert tools.EFFECTS.count("wired 100.00 to ACME") == 1

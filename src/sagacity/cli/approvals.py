@@ -309,6 +309,7 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     help="Submit a payload whose SHA-256 differs from the approved one; the library then journals "
     "REJECTED and compensates the saga. Without it the command refuses and writes nothing.",
 )
+@identity_option
 @import_option
 @json_option
 @db_option
@@ -318,6 +319,7 @@ def resume(
     payload: str | None,
     payload_file: Path | None,
     reject_on_mismatch: bool,
+    identity: str | None,
     as_json: bool,
     db_url: str,
 ) -> None:
@@ -353,7 +355,7 @@ def resume(
                 "and compensated)"
             )
         try:
-            result = sg.resume(saga_id, seq, payload)
+            result = sg.resume(saga_id, seq, payload, resumed_by=resolve_identity(identity))
         except UnknownToolError as exc:
             raise CommandError(f"{exc}; pass --import MODULE") from exc
     if as_json:

@@ -14,6 +14,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from datetime import datetime
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -503,7 +504,7 @@ async def resume(
     if payload is None:
         raise ApiError(400, {"error": "payload is required: the approved input JSON as a string"})
     try:
-        result = await run_in_threadpool(sg.resume, saga_id, seq, payload)
+        result = await run_in_threadpool(partial(sg.resume, resumed_by=who.name), saga_id, seq, payload)
     except (ApprovalError, SagaStateError) as exc:
         if isinstance(exc, ApprovalNotFoundError):
             raise _about(saga_id, seq, exc) from exc
