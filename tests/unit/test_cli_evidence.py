@@ -136,3 +136,13 @@ def test_export_of_unknown_saga_exits_2(db: str, tmp_path: Path) -> None:
     result = _run("export", "no-such-saga", "-o", str(out), "--db", db)
     assert result.exit_code == 2
     assert not out.exists()
+
+
+def test_verify_prints_saga_ids_that_look_like_markup(tmp_path: Path) -> None:
+    """A saga id holding rich markup such as ``[/]`` is printed literally, not parsed."""
+    url = f"sqlite:///{tmp_path}/markup.db"
+    with Sagacity(url) as sg:
+        sg.journal.append("a[/]b[red]", "x", Phase.INTENT, "{}")
+    result = CliRunner().invoke(main, ["verify", "--db", url])
+    assert result.exit_code == 0, result.output
+    assert "a[/]b[red]" in result.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 import click
+from rich.markup import escape
 
 from sagacity._sagacity import Sagacity
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console
@@ -43,14 +44,14 @@ def demo(db_url: str) -> None:
         for number, scene in enumerate(_demo.scenes(run_id), start=1):
             out.rule(f"[bold]{number}. {scene.title}[/]")
             result = sg.run(scene.saga_id, scene.agent)
-            out.print(f"agent finished: [bold]{result.status}[/]  value: {result.value!r}")
+            out.print(f"agent finished: [bold]{result.status}[/]  value: {escape(repr(result.value))}")
             if result.error is not None:
-                out.print(f"error: {type(result.error).__name__}: {result.error}")
+                out.print(f"error: {type(result.error).__name__}: {escape(str(result.error))}")
             if scene.after is not None:
-                result = scene.after(sg, result, lambda line: out.print(f"  [cyan]>[/] {line}"))
-                out.print(f"after the human: [bold]{result.status}[/]  value: {result.value!r}")
+                result = scene.after(sg, result, lambda line: out.print(f"  [cyan]>[/] {escape(line)}"))
+                out.print(f"after the human: [bold]{result.status}[/]  value: {escape(repr(result.value))}")
                 if result.error is not None:
-                    out.print(f"error: {type(result.error).__name__}: {result.error}")
+                    out.print(f"error: {type(result.error).__name__}: {escape(str(result.error))}")
             for step in result.report:
                 out.print(f"  compensation of seq {step.seq} ({step.tool_name}): {step.outcome}")
             verification = sg.verify(scene.saga_id)
@@ -62,7 +63,7 @@ def demo(db_url: str) -> None:
             out.print(f"{mark} {verification.message}; status from the journal: {sg.status(scene.saga_id)}\n")
         out.rule("[bold]what happened in the world[/]")
         for event in _demo.world.events:
-            out.print(f"  {event}")
+            out.print(f"  {escape(event)}")
         out.print(
             f"\nVerify it yourself: [bold]sagacity verify --db {sg.url}[/]\n"
             f"Export a saga:      [bold]sagacity export --db {sg.url} payment-{run_id}-approved[/]"

@@ -9,6 +9,7 @@ from datetime import timedelta
 from typing import IO, Any
 
 import click
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
@@ -220,7 +221,12 @@ def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet
             verdict = (
                 "[green]intact[/]" if result.valid else f"[red]BROKEN at index {result.break_at_index}[/]"
             )
-            table.add_row(saga_id, str(result.entry_count), verdict, "" if result.valid else result.message)
+            table.add_row(
+                escape(saga_id),
+                str(result.entry_count),
+                verdict,
+                "" if result.valid else escape(result.message),
+            )
     if not as_json and table.row_count:
         out.print(table)
     if broken:
