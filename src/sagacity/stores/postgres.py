@@ -12,8 +12,9 @@ Choices, and what breaks without each:
   per batch; ``RETURNING`` tells each caller whether its own row landed. With one append per
   connection instead, each append paid a round trip and the pool's checkout under the GIL, and
   on 2 cores that client CPU, not the database, capped appends/s below the raw driver's. A lone
-  writer goes straight through (no linger), and skips the pool checkout too. The store holds
-  one connection more than the pool's ``max_connections``.
+  writer goes straight through (no linger), and skips the pool checkout too. Every batch runs
+  on the writer's one reused cursor: a new cursor per statement (``conn.execute``) cost ~15 us of
+  client CPU per append. The store holds one connection more than the pool's ``max_connections``.
 - ``synchronous_commit`` is left as the server has it (``on`` by default): never turned off.
 - ``init_schema`` holds a transaction-scoped advisory lock: two processes running
   ``CREATE TABLE IF NOT EXISTS`` at once on an empty database can otherwise fail with a
@@ -69,6 +70,9 @@ class PostgresStore(SQLStore):
         self._group = GroupCommit(self._write_batch)
         # Only the group commit's leader of the moment touches it; the lock guards open/close.
         self._writer: psycopg.Connection[Any] | None = None
+        # The writer's one cursor, reused by every batch: ``conn.execute`` builds a new cursor
+        # (and its adapters map) per statement, ~15 us of client CPU on every append.
+        self._writer_cursor: psycopg.Cursor[Any] | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
         try:
@@ -130,10 +134,11 @@ class PostgresStore(SQLStore):
         pool.putconn(conn)
         return inserted
 
-    def _writer_connection(self) -> psycopg.Connection[Any]:
-        conn = self._writer
-        if conn is not None:
-            return conn
+    def _writer_cursor_of(self) -> psycopg.Cursor[Any]:
+        """The writer connection's cursor, connecting first if there is none."""
+        cur = self._writer_cursor
+        if cur is not None:
+            return cur
         with self._writer_lock:
             if self._closed:
                 raise StoreError(f"store {safe_url(self.url)} is closed")
@@ -144,12 +149,14 @@ class PostgresStore(SQLStore):
             except psycopg.Error as exc:
                 raise StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}") from exc
             self._writer = conn
-        return conn
+            self._writer_cursor = cur = conn.cursor()
+        return cur
 
     def _drop_writer(self, conn: psycopg.Connection[Any]) -> None:
         with self._writer_lock:
             if self._writer is conn:
                 self._writer = None
+                self._writer_cursor = None
         conn.close()
 
     def _write_batch(self, batch: list[Pending]) -> None:
@@ -160,17 +167,19 @@ class PostgresStore(SQLStore):
         Any other error fails the statement whole, and each row is then written alone, so a row
         the server refuses fails alone.
         """
-        conn = self._writer_connection()
+        cur = self._writer_cursor_of()
         rows = batch if len(batch) == 1 else first_of_each_key(batch)
         try:
             if len(rows) == 1:
-                rows[0].inserted = conn.execute(self._INSERT_ENTRY_PG, rows[0].params).rowcount == 1
+                cur.execute(self._INSERT_ENTRY_PG, rows[0].params)
+                rows[0].inserted = cur.rowcount == 1
                 return
             params = [value for request in rows for value in request.params]
-            landed = set(conn.execute(insert_sql(len(rows), "%s", returning=True), params).fetchall())
+            landed = set(cur.execute(insert_sql(len(rows), "%s", returning=True), params).fetchall())
         except psycopg.Error as exc:
             error = self._translate(exc)
             error.__cause__ = exc
+            conn = cur.connection
             if isinstance(exc, psycopg.OperationalError) or conn.broken:
                 self._drop_writer(conn)
                 for request in rows:
@@ -238,6 +247,7 @@ class PostgresStore(SQLStore):
         with self._writer_lock:
             self._closed = True
             writer, self._writer = self._writer, None
+            self._writer_cursor = None
         if writer is not None:
             writer.close()
         self._pool.close()
