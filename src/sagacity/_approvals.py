@@ -19,7 +19,6 @@ from sagacity._state import (
     SagaState,
     decision_input,
     decision_payload,
-    fold,
     sha256_hex,
 )
 from sagacity.errors import (
@@ -99,7 +98,22 @@ class Approvals:
         return request
 
     def state(self, saga_id: str) -> SagaState:
-        return fold(saga_id, self.journal.iter_entries(saga_id))
+        return self.sg._state(saga_id)
+
+    def open_request(self, saga_id: str, seq: int) -> tuple[ApprovalRequest, SagaState, Gate]:
+        """The pending request at ``seq`` with the journal's view of it, if it may still be decided.
+
+        Not found without a request; an expired one is expired (REJECTED, compensated) and
+        refused; the journal must hold the gate, open, with the request's exact payload.
+        """
+        request = self.request(saga_id, seq)
+        if self.expired(request):
+            self.expire(request)
+            raise ApprovalRefusedError(
+                f"saga {saga_id!r} seq {seq}: the request expired at {request.expires_at} UTC"
+            )
+        state = self.state(saga_id)
+        return request, state, self.open_gate(state, request)
 
     def open_gate(self, state: SagaState, request: ApprovalRequest) -> Gate:
         """The gate a request is for, refusing unless the journal says it is still open."""
@@ -119,8 +133,8 @@ class Approvals:
             # The request table is working state anyone with write access could edit: what may
             # be approved or run is only ever the input the journal's gate entry holds.
             raise ApprovalRefusedError(
-                f"{where}: the pending request does not match the journaled gate (payload hash "
-                f"{request.input_hash} vs {gate.input_hash}); refused"
+                f"{where}: the pending request's payload or hash differs from the journaled gate "
+                f"(payload hash {request.input_hash} vs {gate.input_hash}); refused"
             )
         return gate
 
@@ -130,14 +144,7 @@ class Approvals:
     # -- decisions -------------------------------------------------------------------------------
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
         approver = require_identity(approver)
-        request = self.request(saga_id, seq)
-        if self.expired(request):
-            self.expire(request)
-            raise ApprovalRefusedError(
-                f"saga {saga_id!r} seq {seq}: the request expired at {request.expires_at}"
-            )
-        state = self.state(saga_id)
-        gate = self.open_gate(state, request)
+        request, _, gate = self.open_request(saga_id, seq)
         approvers = gate.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
@@ -173,9 +180,7 @@ class Approvals:
             gate = state.gates.get(seq)
             if gate is None or not gate.open or state.failure is not None or state.finished is not None:
                 raise ApprovalNotFoundError(f"no pending approval request for saga {saga_id!r} seq {seq}")
-            request = ApprovalRequest(
-                saga_id, seq, gate.entry.tool_name, gate.entry.input, gate.input_hash, gate.entry.timestamp
-            )
+            request = request_of(gate)
         else:
             self.open_gate(state, request)
         self.sg._compensator.check_tools(state)
@@ -207,18 +212,12 @@ class Approvals:
     def void(self, gate: Gate, reason: str) -> None:
         """A compensating saga's open gate can never be approved: reject and drop its request."""
         request = self.journal.read(self.store.get_approval_request, gate.entry.saga_id, gate.entry.seq)
-        input_hash = request.input_hash if request is not None else gate.input_hash
-        if request is not None and not self.journal.read(
-            self.store.delete_approval_request, gate.entry.saga_id, gate.entry.seq
-        ):
-            return  # a concurrent resume or reject took it; its own entry says what happened
-        self.journal.append(
-            gate.entry.saga_id,
-            GATE_TOOL,
-            Phase.REJECTED,
-            decision_input(gate.entry.seq, input_hash),
-            decision_payload("", f"void: {reason}"),
-        )
+        try:
+            self.decide_rejected(
+                request or request_of(gate), decision_payload("", f"void: {reason}"), stranded=request is None
+            )
+        except ApprovalNotFoundError:
+            pass  # a concurrent resume or reject took it; its own entry says what happened
 
     def expire(self, request: ApprovalRequest) -> SagaStatus:
         """Journal REJECTED (expired) for the request and compensate its saga.
@@ -263,23 +262,30 @@ class Claim:
     mismatch: str = ""
 
 
+def request_of(gate: Gate) -> ApprovalRequest:
+    """The request a gate stands for, rebuilt from the journal when its row is gone."""
+    entry = gate.entry
+    return ApprovalRequest(
+        entry.saga_id, entry.seq, entry.tool_name, entry.input, gate.input_hash, entry.timestamp
+    )
+
+
 def claim(approvals: Approvals, saga_id: str, seq: int, payload: str) -> Claim:
     """Every resume check, in order, failing closed; then consume the request (at most once).
 
-    Not found: no pending request. Refused: expired, not approved in the journal (by enough
+    Not found: no pending request. Unknown tool: the tool, or a tool compensation would need, is
+    not imported here. Refused: expired, not approved in the journal (by enough
     distinct approvers), rejected, voided. A payload whose SHA-256 differs from the approved one
     journals REJECTED and comes back as a mismatch for the caller to compensate.
     """
     if not isinstance(payload, str):
         raise InvalidValueError(f"payload must be the input JSON as a str, not {type(payload).__name__}")
     require_storable("payload", payload)  # before anything is consumed: it must be hashable text
-    request = approvals.request(saga_id, seq)
+    request, state, gate = approvals.open_request(saga_id, seq)
     spec = approvals.sg.registry.get(request.tool_name)
     where = f"saga {saga_id!r} seq {seq}"
-    if approvals.expired(request):
-        approvals.expire(request)
-        raise ApprovalRefusedError(f"{where}: the request expired at {request.expires_at} UTC")
-    gate = approvals.open_gate(approvals.state(saga_id), request)
+    # A failed or refused resume compensates: every tool it needs must be here before we consume.
+    approvals.sg._compensator.check_tools(state)
     approvers = gate.approvers(request.input_hash)
     if len(approvers) < spec.approvals_required:
         have = f"{len(approvers)} of {spec.approvals_required} approvals" if approvers else "no approval"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +24,9 @@ from sagacity._state import (
     compensation_failed_payload,
     fold,
 )
+from sagacity.errors import InvalidValueError
 from sagacity.model import CompensationContext, CompensationOutcome, CompensationStep, Phase, SagaStatus
-from sagacity.tools import ToolRegistry, ToolSpec
+from sagacity.tools import ToolRegistry, ToolSpec, json_object
 
 if TYPE_CHECKING:
     from sagacity._journal import Journal
@@ -62,9 +62,8 @@ def plan(state: SagaState, registry: ToolRegistry) -> list[PlannedStep]:
         assert call.outcome is not None
         done = state.compensations.get(call.outcome.seq)
         spec = registry.get(call.intent.tool_name)
-        started = done is not None and done.intent is not None
-        if started and (done.outcome is not None or not spec.compensation_idempotent):  # type: ignore[union-attr]
-            continue  # compensated, failed, or in doubt and not safe to repeat
+        if done is not None and not done.may_run(idempotent=spec.compensation_idempotent):
+            continue
         steps.append(PlannedStep(call, spec if spec.compensation is not None else None))
     return steps
 
@@ -201,8 +200,8 @@ async def _await(awaitable: Any) -> Any:
 
 
 def _loads(text: str) -> dict[str, Any]:
+    """The call's arguments; ``{}`` for an input that is not a JSON object (another writer's)."""
     try:
-        value = json.loads(text)
-    except ValueError:
+        return json_object(text, what="input")
+    except InvalidValueError:
         return {}
-    return value if isinstance(value, dict) else {}

@@ -145,11 +145,8 @@ class Sagacity:
             self._leave(run)
             raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            result = await run.conclude_async(None, exc)
-        else:
-            result = await run.conclude_async(value, None)
-        self._leave(run)
-        return result
+            return await self._conclude_async(run, None, exc)
+        return await self._conclude_async(run, value, None)
 
     def saga(self, saga_id: str) -> SagaScope:
         """``with sg.saga(id) as saga:`` (or ``async with``); ``saga.result`` after the block.
@@ -187,6 +184,12 @@ class Sagacity:
         finally:
             self._leave(run)
 
+    async def _conclude_async(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
+        try:
+            return await run.conclude_async(value, error)
+        finally:
+            self._leave(run)
+
     def _lock(self, saga_id: str) -> Any:
         return self._locks[hash(saga_id) % _LOCK_STRIPES]
 
@@ -209,6 +212,7 @@ class Sagacity:
         with self._lock(saga_id):
             state = self._state(saga_id)
             if state.finished is None:
+                self._compensator.check_tools(state)  # before the first entry: never half-started
                 self._prepare_compensation(state, reason)
                 report = self._compensator.run(state)
             status = self._compensator.finish(saga_id)
@@ -220,6 +224,7 @@ class Sagacity:
         report: list[Any] = []
         state = await asyncio.to_thread(self._state, saga_id)
         if state.finished is None:
+            self._compensator.check_tools(state)
             await asyncio.to_thread(self._prepare_compensation, state, reason)
             report = await self._compensator.run_async(state)
         status = await asyncio.to_thread(self._compensator.finish, saga_id)
@@ -341,6 +346,10 @@ class Sagacity:
                     if happened
                     else compensation_failed_payload(comp.executed_seq, f"resolved by {resolver}: {reason}")
                 )
+            if call is not None and (state.compensating or not happened):
+                # The saga will compensate next: refuse now, before the resolution is journaled.
+                self._compensator.check_tools(state)
+                self.registry.get(intent.tool_name)
             self.journal.append(
                 saga_id,
                 GATE_TOOL,
@@ -436,11 +445,8 @@ class Sagacity:
                 )
                 value = await run.execute_async(granted.spec, call_seq, payload, args, kwargs)
         except Exception as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-            result = await run.conclude_async(None, exc)
-        else:
-            result = await run.conclude_async(value, None)
-        self._leave(run)
-        return result
+            return await self._conclude_async(run, None, exc)
+        return await self._conclude_async(run, value, None)
 
     def expire_approvals(self, now: datetime | None = None) -> list[ApprovalRequest]:
         """Expire every request past its time (REJECTED, reason expired; the saga compensates)."""
@@ -537,10 +543,7 @@ class SagaScope:
         if isinstance(exc, KeyboardInterrupt | SystemExit):
             self.sagacity._leave(run)
             return
-        try:
-            self.result = await run.conclude_async(None, exc)
-        finally:
-            self.sagacity._leave(run)
+        self.result = await self.sagacity._conclude_async(run, None, exc)
 
     @property
     def id(self) -> str:

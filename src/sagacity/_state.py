@@ -99,6 +99,10 @@ class Compensation:
     intent: Entry | None = None
     outcome: Entry | None = None
 
+    def may_run(self, *, idempotent: bool) -> bool:
+        """False once it has an outcome, or once it started unless it is safe to repeat (in doubt)."""
+        return self.intent is None or (self.outcome is None and idempotent)
+
 
 @dataclass
 class Gate:

@@ -392,9 +392,9 @@ def test_a_forged_request_row_is_never_approved_or_run(
             request.created_at,
         )
     )
-    with pytest.raises(ApprovalRefusedError, match="does not match the journaled gate"):
+    with pytest.raises(ApprovalRefusedError, match="differs from the journaled gate"):
         sg.approve("forged", request.journal_seq, "alice")
-    with pytest.raises(ApprovalRefusedError, match="does not match the journaled gate"):
+    with pytest.raises(ApprovalRefusedError, match="differs from the journaled gate"):
         sg.resume("forged", request.journal_seq, forged)
     assert world["wired"] == []
     assert not any(e.phase == Phase.APPROVED for e in sg.entries("forged"))
@@ -504,3 +504,20 @@ def test_resume_journals_who_asked_for_the_execution(
     assert sg.status("by") is SagaStatus.COMPLETED
     with pytest.raises(ApprovalNotFoundError):
         sg.resume("by", request.journal_seq, request.input)
+
+
+def test_resume_refuses_before_consuming_when_compensation_would_need_a_missing_tool(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str], world: dict
+) -> None:
+    """A resume that might have to compensate refuses while a step's tool is not imported, writing nothing."""
+    from sagacity.tools import registry
+
+    request = gated(sg, "need-tools", wire, reserve)
+    sg.approve("need-tools", request.journal_seq, "alice")
+    before = sg.entries("need-tools")
+    registry.unregister("reserve")
+    with pytest.raises(UnknownToolError, match="'reserve'"):
+        sg.resume("need-tools", request.journal_seq, request.input)
+    assert sg.entries("need-tools") == before
+    assert len(sg.pending_approvals("need-tools")) == 1
+    assert world["wired"] == []

@@ -503,3 +503,28 @@ def test_async_compensations_run_in_async_sagas(sg: Sagacity) -> None:
 
     assert sg.run("sync-comp", sync_agent).status is SagaStatus.COMPENSATED
     assert undone == ["a", "b"]
+
+
+def test_recover_and_resolve_refuse_before_writing_without_the_tools(sg: Sagacity) -> None:
+    """Compensating needs every executed step's tool: without one, recover and resolve journal nothing."""
+    from sagacity.errors import UnknownToolError
+    from sagacity.tools import registry
+
+    @tool
+    def booked(room: str) -> str:
+        return room
+
+    sg.run("half", booked, "101")
+    sg.journal.append("half", "booked", Phase.INTENT, '{"room":"102"}')  # a call cut off by a crash
+    sg.journal.append("other", "booked", Phase.INTENT, '{"room":"1"}')
+    sg.journal.append("other", "booked", Phase.EXECUTED, '{"room":"1"}', "1")
+    sg.journal.append("other", "booked", Phase.INTENT, '{"room":"2"}')
+    sg.journal.append("other", "booked", Phase.FAILED, '{"room":"2"}', "OSError: disk")  # crashed after
+    # Forget the tool, as a process that did not import its module would.
+    registry.unregister("booked")
+    before = {s: sg.entries(s) for s in ("half", "other")}
+    with pytest.raises(UnknownToolError):
+        sg.resolve_in_doubt("half", 3, happened=False, resolver="ops")
+    with pytest.raises(UnknownToolError):
+        sg.recover("other")
+    assert {s: sg.entries(s) for s in ("half", "other")} == before
