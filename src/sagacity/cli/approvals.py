@@ -22,7 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sagacity._approvals import utc_now
-from sagacity._doctor import human_duration, tools_needed
+from sagacity._doctor import human_duration
 from sagacity._sagacity import Sagacity
 from sagacity._state import SagaState, fold, parse_decision_payload, sha256_hex
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
@@ -63,27 +63,6 @@ def find_request(sg: Sagacity, state: SagaState, seq: int) -> ApprovalRequest:
         by = f" by {approver}" if approver else ""
         raise CommandError(f"{where} was rejected{by}: {reason or 'no reason given'}")
     raise CommandError(f"{where} has no pending request (see `sagacity doctor`)")
-
-
-def require_journaled_payload(state: SagaState, request: ApprovalRequest) -> None:
-    """Refuse when the request row's payload is not the journal's: it was altered after the gate."""
-    gate = state.gates.get(request.journal_seq)
-    journaled = gate.entry.input if gate is not None else None
-    if journaled is None or journaled != request.input or sha256_hex(journaled) != request.input_hash:
-        raise CommandError(
-            f"saga {request.saga_id!r} seq {request.journal_seq}: the pending request's payload or hash "
-            "differs from the journaled AWAITING_APPROVAL entry; refusing to act on it"
-        )
-
-
-def require_tools(sg: Sagacity, state: SagaState, doing: str) -> None:
-    """Refuse before writing anything when compensating the saga would need unimported tools."""
-    missing = tools_needed(state, sg.registry)
-    if missing:
-        raise CommandError(
-            f"{doing} may compensate saga {state.saga_id!r}, which needs the tool(s) "
-            f"{', '.join(missing)}; pass --import MODULE for the module(s) defining them"
-        )
 
 
 def _decision_json(decision: ApprovalDecision) -> dict[str, object]:
@@ -243,7 +222,6 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
     with open_sagacity(db_url) as sg:
         state = fold(saga_id, sg.entries(saga_id))
         request = find_request(sg, state, seq)
-        require_journaled_payload(state, request)
         decision = sg.approve(saga_id, seq, approver)
         spec = sg.registry.find(request.tool_name)
         gate = fold(saga_id, sg.entries(saga_id)).gates[seq]
@@ -282,7 +260,6 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     with open_sagacity(db_url) as sg:
         state = fold(saga_id, sg.entries(saga_id))
         find_request(sg, state, seq)
-        require_tools(sg, state, "rejecting")
         decision = sg.reject(saga_id, seq, approver, reason)
     assert decision.result is not None
     if as_json:
@@ -339,13 +316,6 @@ def resume(
     with open_sagacity(db_url) as sg:
         state = fold(saga_id, sg.entries(saga_id))
         request = find_request(sg, state, seq)
-        require_journaled_payload(state, request)
-        if sg.registry.find(request.tool_name) is None:
-            raise CommandError(
-                f"tool {request.tool_name!r} is not registered in this process; pass --import MODULE "
-                "for the module that defines it"
-            )
-        require_tools(sg, state, "resuming")
         payload = request.input if payload is None else payload
         if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
             raise CommandError(

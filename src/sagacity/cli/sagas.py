@@ -16,11 +16,12 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from sagacity._doctor import human_duration, tools_needed
+from sagacity._doctor import human_duration
 from sagacity._state import fold
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
 from sagacity.cli._render import cells, iso, journal_table, shorten, status_text, when
+from sagacity.errors import UnknownToolError
 from sagacity.model import SagaStatus
 
 _STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
@@ -234,12 +235,6 @@ def resolve(
                 f"saga {saga_id!r} seq {seq} is not an in-doubt INTENT "
                 f"(in doubt: {', '.join(map(str, sorted(open_seqs))) or 'none'})"
             )
-        missing = tools_needed(state, sg.registry)
-        if missing:
-            raise CommandError(
-                f"resolving may compensate saga {saga_id!r}, which needs the tool(s) {', '.join(missing)}; "
-                "pass --import MODULE for the module(s) defining them"
-            )
         status = sg.resolve_in_doubt(
             saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
         )
@@ -285,17 +280,12 @@ def recover(saga_id: str | None, as_json: bool, db_url: str) -> None:
                     {"sagaId": sid, "status": str(state.status), "detail": "in-doubt call: resolve it"}
                 )
                 continue
-            missing = tools_needed(state, sg.registry)
-            if missing:
-                rows.append(
-                    {
-                        "sagaId": sid,
-                        "status": str(state.status),
-                        "detail": f"skipped: import {', '.join(missing)}",
-                    }
-                )
+            try:
+                results = sg.recover(sid)
+            except UnknownToolError as exc:  # refused before anything was journaled
+                rows.append({"sagaId": sid, "status": str(state.status), "detail": f"skipped: {exc}"})
                 continue
-            for result in sg.recover(sid):
+            for result in results:
                 steps = ", ".join(f"seq {s.seq} {s.outcome}" for s in result.report)
                 rows.append({"sagaId": sid, "status": str(result.status), "detail": steps or "finished"})
     unfinished = [r for r in rows if r["status"] != SagaStatus.COMPENSATED]
