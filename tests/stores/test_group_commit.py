@@ -19,7 +19,7 @@ import pytest
 from sagacity import Entry, Phase, Sagacity, chain
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.stores import open_store
-from sagacity.stores._group import Pending
+from sagacity.stores._group import MAX_BATCH, Pending
 from sagacity.stores.postgres import PostgresStore
 from sagacity.stores.sqlite import SQLiteStore
 
@@ -114,16 +114,21 @@ def _stored(store: SQLiteStore | PostgresStore, saga_id: str, seq: int) -> Entry
     return store.get_entry(saga_id, seq)
 
 
-def test_distinct_rows_in_one_batch_all_land(store: SQLiteStore | PostgresStore) -> None:
-    """A batch of new keys is written as one statement and every caller gets True."""
+@pytest.mark.parametrize("queued", [6, 7, 40, MAX_BATCH + 9])
+def test_distinct_rows_in_one_batch_all_land(store: SQLiteStore | PostgresStore, queued: int) -> None:
+    """A batch of new keys is written as one statement and every caller gets True.
+
+    The sizes cross the drivers' edges: 7 rows is over psycopg's 50 parameters for a cached
+    query, and more than ``MAX_BATCH`` queued rows take two statements.
+    """
     leader = _entry("lead", 1)
-    rows = [_entry(f"s{i}", 1, f"p{i}") for i in range(6)]
+    rows = [_entry(f"s{i}", 1, f"p{i}") for i in range(queued)]
     gate = Gate(store, queued=len(rows))
     results = _run(
         gate, [lambda: store.insert_entry(leader)] + [lambda e=e: store.insert_entry(e) for e in rows]
     )
-    assert results == [True] * 7
-    assert max(len(b) for b in gate.batches) == len(rows), "the queued rows were not written together"
+    assert results == [True] * (queued + 1)
+    assert max(len(b) for b in gate.batches) == min(len(rows), MAX_BATCH), "queued rows were split"
     for entry in [leader, *rows]:
         assert _stored(store, entry.saga_id, entry.seq) == entry
 

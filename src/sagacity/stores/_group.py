@@ -172,13 +172,13 @@ def first_of_each_key(batch: list[Pending]) -> list[Pending]:
 
 
 @functools.cache
-def insert_sql(rows: int, placeholder: str, *, returning: bool) -> str:
-    """A multi-row INSERT of ``rows`` journal rows.
+def insert_sql(rows: int, *, returning: bool) -> str:
+    """A multi-row INSERT of ``rows`` journal rows, with ``?`` placeholders.
 
     Plain, it fails whole (writing nothing) if any key is taken. With ``returning`` it skips the
     taken keys and names the rows it wrote.
     """
-    row = "(" + ", ".join([placeholder] * ENTRY_WIDTH) + ")"
+    row = "(" + ", ".join(["?"] * ENTRY_WIDTH) + ")"
     sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([row] * rows)}"
     if returning:
         sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"

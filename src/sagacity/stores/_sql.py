@@ -56,6 +56,12 @@ def split_statements(ddl: str) -> list[str]:
     return statements
 
 
+def numbered(sql: str) -> str:
+    """``?`` placeholders as PostgreSQL's own ``$1, $2, ...``, which a raw cursor sends as they are."""
+    first, *rest = sql.split("?")
+    return first + "".join(f"${n}{part}" for n, part in enumerate(rest, 1))
+
+
 class SQLStore(ABC):
     """A store over a DB-API driver; subclasses supply connections and the dialect hooks."""
 

@@ -207,13 +207,13 @@ class SQLiteStore(SQLStore):
         params = [value for request in rows for value in request.params]
         try:
             try:
-                conn.execute(insert_sql(len(rows), "?", returning=False), params)
+                conn.execute(insert_sql(len(rows), returning=False), params)
                 for request in rows:
                     request.inserted = True
                 return
             except sqlite3.IntegrityError:
                 pass  # a key was taken; the statement was rolled back whole
-            landed = set(conn.execute(insert_sql(len(rows), "?", returning=True), params).fetchall())
+            landed = set(conn.execute(insert_sql(len(rows), returning=True), params).fetchall())
         except sqlite3.Error as exc:
             error = _translate(exc)
             if isinstance(error, StoreUnavailableError):
