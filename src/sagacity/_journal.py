@@ -36,6 +36,7 @@ DEFAULT_RECONNECT_ATTEMPTS = 6
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
 _TAIL_CACHE_SIZE = 100_000
+_PHASE_TEXT = {phase: phase.value for phase in Phase}
 
 
 class Journal:
@@ -127,10 +128,11 @@ class Journal:
         micros = self._clock() // 1000
         seconds, fraction = divmod(micros, 1_000_000)
         ts = _EPOCH + timedelta(microseconds=micros)
+        phase_text = _PHASE_TEXT[phase]  # ``phase.value`` is two Python calls (enum descriptors)
         digest = chain._digest(
-            (prev, saga_id, str(seq), tool_name, phase.value, input, payload, f"{seconds}.{fraction:06d}")
+            (prev, saga_id, str(seq), tool_name, phase_text, input, payload, f"{seconds}.{fraction:06d}")
         )
-        return Entry(saga_id, seq, tool_name, phase.value, input, payload, ts, digest)
+        return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest)
 
     def _insert(self, entry: Entry) -> bool:
         """Insert; True if this entry is now stored, False if another took its seq."""

@@ -8,6 +8,9 @@ from typing import Any
 
 from sagacity.errors import InvalidValueError
 
+# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
 #: Prefix of a payload that had to be escaped to be storable.
 ESCAPED_PREFIX = "sagacity-escaped:"
 
@@ -18,7 +21,7 @@ def compact(value: Any) -> str:
     Non-JSON values (dates, decimals, objects) fall back to ``str``, so journaling never fails on
     an argument the tool itself accepts.
     """
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _COMPACT.encode(value)
 
 
 def encode_result(value: Any) -> str:
