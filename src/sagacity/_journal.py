@@ -35,6 +35,7 @@ DEFAULT_APPEND_ATTEMPTS = 1000
 DEFAULT_RECONNECT_ATTEMPTS = 6
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
+_ONE_MICROSECOND = timedelta(microseconds=1)
 _TAIL_CACHE_SIZE = 100_000
 _PHASE_TEXT = {phase: phase.value for phase in Phase}
 
@@ -127,7 +128,7 @@ class Journal:
         # truncated microseconds give both the stored datetime and the hashed ``ts`` directly.
         micros = self._clock() // 1000
         seconds, fraction = divmod(micros, 1_000_000)
-        ts = _EPOCH + timedelta(microseconds=micros)
+        ts = _EPOCH + micros * _ONE_MICROSECOND  # half the cost of timedelta(microseconds=...)
         phase_text = _PHASE_TEXT[phase]  # ``phase.value`` is two Python calls (enum descriptors)
         digest = chain._digest(
             (prev, saga_id, str(seq), tool_name, phase_text, input, payload, f"{seconds}.{fraction:06d}")

@@ -41,6 +41,8 @@ def storable(value: str) -> bool:
     """
     if "\x00" in value or value.startswith(ESCAPED_PREFIX):
         return False
+    if value.isascii():
+        return True  # encodable, without building the bytes
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

@@ -105,9 +105,16 @@ def entry_hash(
 def _digest(fields: tuple[str, ...]) -> str:
     """SHA-256 (lowercase hex) of ``F(f)`` for each field in order: the hash once ``ts`` is a string."""
     # The same bytes as b"".join(frame(f) for f in fields), built as one str and encoded once:
-    # UTF-8 of a concatenation is the concatenation of the UTF-8s, and an ASCII string's byte
-    # length is its length. Half the cost of framing field by field, on every append and verify.
-    text = "".join([f"{len(f) if f.isascii() else len(f.encode('utf-8'))}:{f}" for f in fields])
+    # UTF-8 of a concatenation is the concatenation of the UTF-8s. When the whole text is ASCII
+    # every field is, and a field's byte length is its length: one f-string, the hot path of every
+    # append and verify. Otherwise each field's length is counted in UTF-8 bytes.
+    prev, saga_id, seq, tool_name, phase, input_, payload, ts = fields
+    text = (
+        f"{len(prev)}:{prev}{len(saga_id)}:{saga_id}{len(seq)}:{seq}{len(tool_name)}:{tool_name}"
+        f"{len(phase)}:{phase}{len(input_)}:{input_}{len(payload)}:{payload}{len(ts)}:{ts}"
+    )
+    if not text.isascii():
+        text = "".join([f"{len(f.encode('utf-8'))}:{f}" for f in fields])
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
