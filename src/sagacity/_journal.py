@@ -161,12 +161,11 @@ class Journal:
 
     # -- tail cache ------------------------------------------------------------------------------
     def _cached_tail(self, saga_id: str) -> tuple[int, str]:
+        # Not moved to the end here: every append that lands does that in ``_remember``, so the
+        # cache forgets the sagas least recently appended to.
         with self._tails_lock:
             tail = self._tails.get(saga_id)
-            if tail is not None:
-                self._tails.move_to_end(saga_id)
-                return tail
-        return 0, chain.GENESIS_HASH
+        return (0, chain.GENESIS_HASH) if tail is None else tail
 
     def _read_tail(self, saga_id: str) -> tuple[int, str]:
         entry = self.read(self.store.tail, saga_id)

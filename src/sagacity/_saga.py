@@ -62,16 +62,14 @@ class SagaRun:
         """Journal INTENT (durable before the tool runs) and return its seq."""
         return self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload).seq
 
-    def succeeded(self, spec: ToolSpec, input: str, result: Any) -> None:
-        self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, encode_result(result))
-
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
         self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc))
 
     def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
+        """Journal EXECUTED with the tool's result."""
         try:
-            self.succeeded(spec, input, result)
+            self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, encode_result(result))
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
