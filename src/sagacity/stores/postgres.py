@@ -40,7 +40,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
@@ -114,6 +114,10 @@ class PostgresStore(SQLStore):
             raise self._translate(exc) from exc
 
     def _translate(self, exc: Exception) -> StoreError:
+        if self._closed or isinstance(exc, PoolClosed):
+            # Not StoreUnavailableError: retrying cannot help, and the journal would back off
+            # for seconds before giving up.
+            return StoreError(f"store {safe_url(self.url)} is closed")
         if isinstance(exc, PoolTimeout):
             return StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: no connection: {exc}")
         if isinstance(exc, psycopg.OperationalError):
@@ -136,7 +140,7 @@ class PostgresStore(SQLStore):
         pool = self._pool
         try:
             conn = pool.getconn()
-        except PoolTimeout as exc:
+        except psycopg.Error as exc:  # PoolTimeout and PoolClosed among them
             raise self._translate(exc) from exc
         try:
             inserted = conn.execute(self._INSERT_ENTRY_PG, params).rowcount == 1

@@ -76,11 +76,12 @@ class SQLiteStore(SQLStore):
         self._group_commit = group_commit
         # Connections are borrowed per operation, not owned per thread: a thread that ends leaves
         # nothing open, and a few warm connections serve any number of short-lived threads.
+        # Only idle connections are held here; ``close`` closes those, and a borrowed one is
+        # closed when it comes back (closing it under its user crashes the sqlite3 module).
         self._idle: list[sqlite3.Connection] = []
-        self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        # The group commit's own connection: only the leader of the moment uses it, so its
-        # statement cache keeps every batch size prepared.
+        # The group commit's own connection, parked here between batches: only the leader of the
+        # moment uses it, so its statement cache keeps every batch size prepared.
         self._writer: sqlite3.Connection | None = None
         self._closed = False
         self._group = GroupCommit(self._write_batch)
@@ -90,8 +91,6 @@ class SQLiteStore(SQLStore):
 
     # -- connections ---------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:
-        if self._closed:
-            raise StoreError(f"store {self.url} is closed")
         try:
             # isolation_level=None: autocommit; we issue BEGIN ourselves where we want one.
             conn = sqlite3.connect(
@@ -108,34 +107,38 @@ class SQLiteStore(SQLStore):
             conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
-        with self._connections_lock:
-            if not self._closed:
-                self._connections.append(conn)
-                return conn
-        conn.close()
-        raise StoreError(f"store {self.url} is closed")
+        return conn
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {self.url} is closed")
 
     def _borrow(self) -> sqlite3.Connection:
         with self._connections_lock:
+            self._refuse_if_closed()
             if self._idle:
                 return self._idle.pop()  # the most recently used: its caches are warm
         return self._open()
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
-        if conn.in_transaction:
-            # A transaction that could not be ended (a failed ROLLBACK) must not be lent on.
-            self._discard(conn)
-            return
         with self._connections_lock:
-            if not self._closed:
+            # A transaction that could not be ended (a failed ROLLBACK) must not be lent on.
+            if not self._closed and not conn.in_transaction:
                 self._idle.append(conn)
                 return
         conn.close()
 
-    def _discard(self, conn: sqlite3.Connection) -> None:
+    def _take_writer(self) -> sqlite3.Connection:
         with self._connections_lock:
-            if conn in self._connections:
-                self._connections.remove(conn)
+            self._refuse_if_closed()
+            conn, self._writer = self._writer, None
+        return conn or self._open()
+
+    def _park_writer(self, conn: sqlite3.Connection) -> None:
+        with self._connections_lock:
+            if not self._closed and self._writer is None:
+                self._writer = conn
+                return
         conn.close()
 
     @contextmanager
@@ -193,7 +196,13 @@ class SQLiteStore(SQLStore):
         Only when it fails on a key already taken (the statement then wrote nothing) is the batch
         written again with ``ON CONFLICT DO NOTHING RETURNING``, which names the rows that landed.
         """
-        conn = self._writer or self._open_writer()
+        conn = self._take_writer()
+        try:
+            self._write_rows(conn, batch)
+        finally:
+            self._park_writer(conn)
+
+    def _write_rows(self, conn: sqlite3.Connection, batch: list[Pending]) -> None:
         if len(batch) == 1:
             # The lone writer's path: an autocommit INSERT is its own durable transaction.
             request = batch[0]
@@ -225,21 +234,20 @@ class SQLiteStore(SQLStore):
                 return
             # Some row the database refuses: write each alone, so it fails alone.
             for request in rows:
-                self._write_batch([request])
+                self._write_rows(conn, [request])
             return
         # fetchall() ran the statement to its end: its implicit transaction has committed.
         for request in rows:
             request.inserted = request.key in landed
 
-    def _open_writer(self) -> sqlite3.Connection:
-        self._writer = self._open()
-        return self._writer
-
     def close(self) -> None:
+        """Close the idle connections now; one in use is closed when its operation ends."""
         with self._connections_lock:
             self._closed = True
-            connections, self._connections, self._idle = self._connections, [], []
-            self._writer = None
+            connections, self._idle = self._idle, []
+            if self._writer is not None:
+                connections.append(self._writer)
+                self._writer = None
         for conn in connections:
             conn.close()
 
