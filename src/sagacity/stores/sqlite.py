@@ -39,6 +39,7 @@ from sagacity.stores._sql import Cursor, SQLStore, load_ddl, split_statements
 __all__ = ["SQLiteStore"]
 
 _TS_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
+_WRITER = "writer"
 
 
 def path_from_url(url: str) -> str:
@@ -81,8 +82,10 @@ class SQLiteStore(SQLStore):
         self._idle: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         # The group commit's own connection, parked here between batches: only the leader of the
-        # moment uses it, so its statement cache keeps every batch size prepared.
-        self._writer: sqlite3.Connection | None = None
+        # moment uses it, so its statement cache keeps every batch size prepared. Taken and closed
+        # with ``dict.pop``, which is atomic: one of the leader and ``close`` gets it, never both,
+        # and the append path pays no lock for it.
+        self._parked: dict[str, sqlite3.Connection] = {}
         self._closed = False
         self._group = GroupCommit(self._write_batch)
         parent = Path(self.path).parent
@@ -125,19 +128,6 @@ class SQLiteStore(SQLStore):
             # A transaction that could not be ended (a failed ROLLBACK) must not be lent on.
             if not self._closed and not conn.in_transaction:
                 self._idle.append(conn)
-                return
-        conn.close()
-
-    def _take_writer(self) -> sqlite3.Connection:
-        with self._connections_lock:
-            self._refuse_if_closed()
-            conn, self._writer = self._writer, None
-        return conn or self._open()
-
-    def _park_writer(self, conn: sqlite3.Connection) -> None:
-        with self._connections_lock:
-            if not self._closed and self._writer is None:
-                self._writer = conn
                 return
         conn.close()
 
@@ -196,11 +186,14 @@ class SQLiteStore(SQLStore):
         Only when it fails on a key already taken (the statement then wrote nothing) is the batch
         written again with ``ON CONFLICT DO NOTHING RETURNING``, which names the rows that landed.
         """
-        conn = self._take_writer()
+        self._refuse_if_closed()
+        conn = self._parked.pop(_WRITER, None) or self._open()
         try:
             self._write_rows(conn, batch)
         finally:
-            self._park_writer(conn)
+            self._parked[_WRITER] = conn
+            if self._closed:  # close() ran meanwhile and found no writer parked
+                self._close_writer()
 
     def _write_rows(self, conn: sqlite3.Connection, batch: list[Pending]) -> None:
         if len(batch) == 1:
@@ -245,10 +238,13 @@ class SQLiteStore(SQLStore):
         with self._connections_lock:
             self._closed = True
             connections, self._idle = self._idle, []
-            if self._writer is not None:
-                connections.append(self._writer)
-                self._writer = None
         for conn in connections:
+            conn.close()
+        self._close_writer()
+
+    def _close_writer(self) -> None:
+        conn = self._parked.pop(_WRITER, None)
+        if conn is not None:
             conn.close()
 
     def __repr__(self) -> str:
