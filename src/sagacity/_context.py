@@ -64,9 +64,9 @@ def current_call() -> ToolCall | None:
     return _call.get()
 
 
-def current_run() -> SagaRun | None:
-    """The saga live in this context, if any."""
-    return _run.get()
+#: The saga live in this context, if any. The ContextVar's own ``get``: no Python frame on the
+#: path of every tool call.
+current_run: Callable[[], SagaRun | None] = _run.get
 
 
 @contextmanager

@@ -102,7 +102,11 @@ class Journal:
             seq, prev = self._cached_tail(saga_id)
             for attempt in range(self.max_append_attempts):
                 entry = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
-                if self._insert(entry):
+                try:
+                    inserted = self.store.insert_entry(entry)
+                except StoreUnavailableError as exc:
+                    inserted = self._confirm(entry, exc)
+                if inserted:
                     self._remember(entry)
                     return entry
                 seq, prev = self._read_tail(saga_id)
@@ -135,25 +139,21 @@ class Journal:
         )
         return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest)
 
-    def _insert(self, entry: Entry) -> bool:
-        """Insert; True if this entry is now stored, False if another took its seq."""
-        failure: StoreUnavailableError | None = None
-        for attempt in range(self.reconnect_attempts):
-            if failure is not None:
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-                try:
-                    existing = self.store.get_entry(entry.saga_id, entry.seq)
-                except StoreUnavailableError as exc:
-                    failure = exc
-                    continue
+    def _confirm(self, entry: Entry, failure: StoreUnavailableError) -> bool:
+        """After an insert whose outcome is unknown: read the row back, and insert again if absent.
+
+        True if this entry is now stored, False if another writer took its seq.
+        """
+        for attempt in range(1, self.reconnect_attempts):
+            time.sleep(min(2.0, 0.05 * 2**attempt))
+            try:
+                existing = self.store.get_entry(entry.saga_id, entry.seq)
                 if existing is not None:
                     # The lost connection did commit (our hash), or another writer won (theirs).
                     return existing.hash == entry.hash
-            try:
                 return self.store.insert_entry(entry)
             except StoreUnavailableError as exc:
                 failure = exc
-        assert failure is not None
         raise StoreUnavailableError(
             f"append to saga {entry.saga_id!r} seq {entry.seq} ({entry.tool_name} {entry.phase}) "
             f"not confirmed after {self.reconnect_attempts} attempts: {failure}"

@@ -82,24 +82,20 @@ class ToolSpec:
     # Parameter names when every parameter is plain positional-or-keyword without a default:
     # then a call with exactly that many positional arguments binds as ``zip(names, args)``.
     _plain_names: tuple[str, ...] | None = field(init=False, repr=False, compare=False)
-    # Read on every call; inspect.iscoroutinefunction costs ~1 us. Fixed by ``fn``, as the
-    # signature is.
-    _is_async: bool = field(init=False, repr=False, compare=False)
+    # Read on every call: a field, not a property over inspect.iscoroutinefunction (~1 us). Fixed
+    # by ``fn``, as the signature is.
+    is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.signature = inspect.signature(self.fn)
         params = self.signature.parameters.values()
         plain = all(p.kind is p.POSITIONAL_OR_KEYWORD and p.default is p.empty for p in params)
         self._plain_names = tuple(self.signature.parameters) if plain else None
-        self._is_async = inspect.iscoroutinefunction(self.fn)
+        self.is_async = inspect.iscoroutinefunction(self.fn)
 
     @property
     def irreversible(self) -> bool:
         return self.reversibility is Reversibility.IRREVERSIBLE
-
-    @property
-    def is_async(self) -> bool:
-        return self._is_async
 
     @property
     def origin(self) -> str:

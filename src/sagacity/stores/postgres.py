@@ -182,7 +182,7 @@ class PostgresStore(SQLStore):
         """Write a batch in one autocommit statement: one round trip, one WAL flush.
 
         A statement that fails on a dead connection may or may not have committed: every caller
-        gets ``StoreUnavailableError`` and ``_journal._insert`` resolves its row by reading back.
+        gets ``StoreUnavailableError`` and ``Journal._confirm`` resolves its row by reading back.
         Any other error fails the statement whole, and each row is then written alone, so a row
         the server refuses fails alone.
         """

@@ -220,7 +220,7 @@ class SQLiteStore(SQLStore):
             error = _translate(exc)
             if isinstance(error, StoreUnavailableError):
                 # Locked out or an I/O error: unknown or nothing written. Each caller resolves
-                # its own row by reading it back (``_journal._insert``).
+                # its own row by reading it back (``Journal._confirm``).
                 error.__cause__ = exc
                 for request in rows:
                     request.error = copy_error(error)
