@@ -16,7 +16,6 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import TypeVar
@@ -36,8 +35,23 @@ DEFAULT_RECONNECT_ATTEMPTS = 6
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
 _ONE_MICROSECOND = timedelta(microseconds=1)
-_TAIL_CACHE_SIZE = 100_000
+#: Saga tails remembered per stripe (128 x 1024 stripes: ~131k sagas in all).
+_TAILS_PER_STRIPE = 128
 _PHASE_TEXT = {phase: phase.value for phase in Phase}
+
+
+_NO_TAIL = (0, chain.GENESIS_HASH)
+
+
+def _remember(tails: dict[str, tuple[int, str]], entry: Entry) -> None:
+    """Cache ``entry`` as its saga's tail in a stripe's part of the cache (its lock held).
+
+    Re-inserted at the end, so the part forgets the saga least recently appended to first.
+    """
+    tails.pop(entry.saga_id, None)
+    tails[entry.saga_id] = (entry.seq, entry.hash)
+    if len(tails) > _TAILS_PER_STRIPE:
+        del tails[next(iter(tails))]
 
 
 class Journal:
@@ -58,10 +72,11 @@ class Journal:
         self.reconnect_attempts = reconnect_attempts
         self._clock = clock
         # Same-saga appends from this process queue on a stripe lock instead of racing through
-        # the database; different sagas rarely share a stripe.
+        # the database; different sagas rarely share a stripe. Each stripe's lock also guards
+        # its part of the tail cache, so an append takes one lock, not a process-wide one that
+        # every thread's appends would queue on.
         self._stripes = [threading.Lock() for _ in range(_STRIPES)]
-        self._tails: OrderedDict[str, tuple[int, str]] = OrderedDict()
-        self._tails_lock = threading.Lock()
+        self._tails: list[dict[str, tuple[int, str]]] = [{} for _ in range(_STRIPES)]
 
     # -- writing ---------------------------------------------------------------------------------
     def append(
@@ -98,8 +113,10 @@ class Journal:
         if type(phase) is not Phase:
             phase = Phase(phase)
         stored_payload = escape_text(payload)
-        with self._stripes[hash(saga_id) % _STRIPES]:
-            seq, prev = self._cached_tail(saga_id)
+        stripe = hash(saga_id) % _STRIPES
+        tails = self._tails[stripe]
+        with self._stripes[stripe]:
+            seq, prev = tails.get(saga_id) or _NO_TAIL
             for attempt in range(self.max_append_attempts):
                 entry = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
                 try:
@@ -107,7 +124,7 @@ class Journal:
                 except StoreUnavailableError as exc:
                     inserted = self._confirm(entry, exc)
                 if inserted:
-                    self._remember(entry)
+                    _remember(tails, entry)
                     return entry
                 seq, prev = self._read_tail(saga_id)
                 if attempt >= 3:
@@ -160,23 +177,9 @@ class Journal:
         ) from failure
 
     # -- tail cache ------------------------------------------------------------------------------
-    def _cached_tail(self, saga_id: str) -> tuple[int, str]:
-        # Not moved to the end here: every append that lands does that in ``_remember``, so the
-        # cache forgets the sagas least recently appended to.
-        with self._tails_lock:
-            tail = self._tails.get(saga_id)
-        return (0, chain.GENESIS_HASH) if tail is None else tail
-
     def _read_tail(self, saga_id: str) -> tuple[int, str]:
         entry = self.read(self.store.tail, saga_id)
         return (0, chain.GENESIS_HASH) if entry is None else (entry.seq, entry.hash)
-
-    def _remember(self, entry: Entry) -> None:
-        with self._tails_lock:
-            self._tails[entry.saga_id] = (entry.seq, entry.hash)
-            self._tails.move_to_end(entry.saga_id)
-            if len(self._tails) > _TAIL_CACHE_SIZE:
-                self._tails.popitem(last=False)
 
     # -- reading ---------------------------------------------------------------------------------
     def read(self, operation: Callable[..., T], *args: object) -> T:

@@ -53,3 +53,21 @@ def test_unknown_saga_raises() -> None:
 
     with Sagacity("memory://") as sg, pytest.raises(SagaNotFoundError):
         sg.verify("nope")
+
+
+def test_a_saga_whose_tail_the_cache_forgot_appends_in_order(
+    store_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room for one tail per stripe, nearly every append finds its saga forgotten: it starts
+    at seq 1, loses to the stored row, reads the tail and lands next, gap-free."""
+    monkeypatch.setattr("sagacity._journal._TAILS_PER_STRIPE", 1)
+    with Sagacity(store_url) as sg:
+        sagas = [f"forgotten-{i}" for i in range(3000)]  # more sagas than stripes: they share
+        for round_ in range(3):
+            for saga in sagas[:: 7 if round_ else 1]:
+                sg.journal.append(saga, "tool", Phase.INTENT, "{}", f"round {round_}")
+        for saga in sagas[:50:7]:
+            entries = sg.entries(saga)
+            assert [e.seq for e in entries] == [1, 2, 3]
+            assert [e.payload for e in entries] == ["round 0", "round 1", "round 2"]
+            assert sg.verify(saga).valid
