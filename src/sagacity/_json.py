@@ -8,8 +8,17 @@ from typing import Any
 
 from sagacity.errors import InvalidValueError
 
-# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+# One encoder for every call: ``json.dumps`` with options builds a new one each time, and so does
+# ``JSONEncoder.encode`` (its C half, per call). Built once here without circular-reference
+# markers, the C encoder keeps no state between calls, so one instance serves every thread; a
+# value that contains itself then ends in RecursionError, reported below as what it is.
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_COMPACT: Any = (
+    None
+    if _c_make_encoder is None
+    else _c_make_encoder(None, str, json.encoder.encode_basestring, None, ":", ",", False, False, True)
+)
 
 #: Prefix of a payload that had to be escaped to be storable.
 ESCAPED_PREFIX = "sagacity-escaped:"
@@ -21,7 +30,14 @@ def compact(value: Any) -> str:
     Non-JSON values (dates, decimals, objects) fall back to ``str``, so journaling never fails on
     an argument the tool itself accepts.
     """
-    return _COMPACT.encode(value)
+    if _C_COMPACT is None:
+        return _COMPACT.encode(value)
+    try:
+        return "".join(_C_COMPACT(value, 0))
+    except RecursionError:
+        raise InvalidValueError(
+            "cannot encode a value nested too deep or containing itself (a circular reference)"
+        ) from None
 
 
 def encode_result(value: Any) -> str:
