@@ -35,11 +35,10 @@ DEFAULT_RECONNECT_ATTEMPTS = 6
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
 _ONE_MICROSECOND = timedelta(microseconds=1)
+_PHASE_TEXT = {phase: phase.value for phase in Phase}
 #: Saga tails remembered per stripe (128 x 1024 stripes: ~131k sagas in all).
 _TAILS_PER_STRIPE = 128
-_PHASE_TEXT = {phase: phase.value for phase in Phase}
-
-
+#: The tail of a saga with no entries: seq 0 and the chain's genesis hash.
 _NO_TAIL = (0, chain.GENESIS_HASH)
 
 
@@ -179,7 +178,7 @@ class Journal:
     # -- tail cache ------------------------------------------------------------------------------
     def _read_tail(self, saga_id: str) -> tuple[int, str]:
         entry = self.read(self.store.tail, saga_id)
-        return (0, chain.GENESIS_HASH) if entry is None else (entry.seq, entry.hash)
+        return _NO_TAIL if entry is None else (entry.seq, entry.hash)
 
     # -- reading ---------------------------------------------------------------------------------
     def read(self, operation: Callable[..., T], *args: object) -> T:

@@ -10,9 +10,10 @@ from sagacity.errors import InvalidValueError
 
 # One encoder for every call: ``json.dumps`` with options builds a new one each time, and so does
 # ``JSONEncoder.encode`` (its C half, per call). Built once here without circular-reference
-# markers, the C encoder keeps no state between calls, so one instance serves every thread; a
-# value that contains itself then ends in RecursionError, reported below as what it is.
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+# markers, the C encoder keeps no state between calls, so one instance serves every thread. A
+# value that contains itself then ends in RecursionError, reported by ``compact`` as what it is;
+# the pure-Python fallback (a build without ``_json``) is set up to behave the same way.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str, check_circular=False)
 _c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
 _C_COMPACT: Any = (
     None
@@ -30,10 +31,8 @@ def compact(value: Any) -> str:
     Non-JSON values (dates, decimals, objects) fall back to ``str``, so journaling never fails on
     an argument the tool itself accepts.
     """
-    if _C_COMPACT is None:
-        return _COMPACT.encode(value)
     try:
-        return "".join(_C_COMPACT(value, 0))
+        return _COMPACT.encode(value) if _C_COMPACT is None else "".join(_C_COMPACT(value, 0))
     except RecursionError:
         raise InvalidValueError(
             "cannot encode a value nested too deep or containing itself (a circular reference)"

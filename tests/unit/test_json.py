@@ -52,11 +52,21 @@ def test_compact_is_json_dumps_with_the_same_options(value: Any) -> None:
         {7: "int key", True: "bool key", None: "none key", 2.5: "float key"},
     ],
 )
-def test_compact_matches_json_dumps_on_the_awkward_cases(value: Any) -> None:
+@pytest.mark.parametrize("encoder", ["c", "python"])
+def test_compact_matches_json_dumps_on_the_awkward_cases(
+    value: Any, encoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if encoder == "python":  # a build without the _json C module
+        monkeypatch.setattr("sagacity._json._C_COMPACT", None)
     assert compact(value) == reference(value)
 
 
-def test_a_value_that_contains_itself_is_refused_clearly() -> None:
+@pytest.mark.parametrize("encoder", ["c", "python"])
+def test_a_value_that_contains_itself_is_refused_clearly(
+    encoder: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if encoder == "python":
+        monkeypatch.setattr("sagacity._json._C_COMPACT", None)
     looped: dict[str, Any] = {}
     looped["self"] = looped
     with pytest.raises(InvalidValueError, match="circular"):

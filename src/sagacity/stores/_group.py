@@ -68,7 +68,7 @@ class GroupCommit:
         self._lock = threading.Lock()
         self._queue: list[Pending] = []
         self._leading = False
-        #: The largest batch taken from the queue so far (tests read it to prove a multi-row write).
+        #: The largest batch written so far (tests read it to prove a multi-row write happened).
         self.largest_batch = 0
 
     def insert(self, entry: Entry, params: tuple[Any, ...]) -> bool:
@@ -82,7 +82,8 @@ class GroupCommit:
                 self._leading = True
                 wake = None
         if wake is None:
-            return self._write_alone(request)
+            self._lead([request])
+            return request.outcome()
         try:
             wake.acquire()  # until a leader finished our row, or handed us the leadership
         except BaseException:
@@ -119,39 +120,24 @@ class GroupCommit:
         with self._lock:
             return len(self._queue)
 
-    def _write_alone(self, request: Pending) -> bool:
-        """``_lead`` for a lone writer's own row: nobody waits on it, so there is nobody to wake."""
-        try:
-            self._write([request])
-        except BaseException as exc:  # noqa: BLE001 - the leadership must be handed on first
-            request.error = exc
-        request.done = True
-        self._hand_over()
-        return request.outcome()
-
-    def _hand_over(self) -> None:
-        """Make the oldest waiter the leader, or end leadership when nobody waits."""
-        with self._lock:
-            if self._queue:
-                successor = self._queue[0].wake
-                assert successor is not None
-                successor.release()
-            else:
-                self._leading = False
-
     def _lead(self, batch: list[Pending]) -> None:
+        self.largest_batch = max(self.largest_batch, len(batch))
         try:
-            self.largest_batch = max(self.largest_batch, len(batch))
             self._write(batch)
         except BaseException as exc:  # noqa: BLE001 - every waiter must be released, with a reason
             for request in batch:
-                if not request.done:
-                    request.error = exc if len(batch) == 1 else copy_error(exc)
+                request.error = exc if len(batch) == 1 else copy_error(exc)
         finally:
+            # Hand over before waking the finished: the next batch's commit starts sooner.
+            with self._lock:
+                if self._queue:
+                    successor = self._queue[0].wake
+                    assert successor is not None
+                    successor.release()
+                else:
+                    self._leading = False
             for request in batch:
-                request.done = True
-            self._hand_over()  # before waking the finished: the next batch's commit starts sooner
-            for request in batch:
+                request.done = True  # before its wake: a woken waiter reads it
                 if request.wake is not None:
                     request.wake.release()
 
