@@ -5,31 +5,49 @@ whose compensation already has a journaled outcome, so a run interrupted by a cr
 later from the journal alone and no compensation runs twice. A compensation that has an INTENT
 but no outcome is *in doubt*: it is re-run only if declared idempotent, otherwise left for a
 human (``Sagacity.resolve_in_doubt``), and the saga stays IN_DOUBT until then.
+
+Across processes:
+
+- A run holds the saga's lease (``stores/_lease.py``) from start to end, so whoever holds it
+  knows that a compensation INTENT without an outcome was left by a runner that died: only then
+  is it "in doubt". The owner's runs wait for the lease; ``recover`` skips a saga whose lease is
+  taken.
+- The start (saga-level FAILED, and REJECTED voiding every open gate), each step's INTENT and
+  the end are fenced decisions (``Engine.decide``): a step is claimed by appending its INTENT
+  right after the state that showed it unclaimed, and the end is written only on a state with
+  no call open and nothing left to run.
 """
 
 from __future__ import annotations
 
-import asyncio
-import inspect
+import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sagacity._context import idempotency_key
+from sagacity._effects import Invoke, Operation, Outcome
+from sagacity._engine import Engine, Row
 from sagacity._state import (
     COMPENSATES,
+    GATE_TOOL,
     SAGA_TOOL,
     Call,
     SagaState,
     compensated_payload,
     compensation_failed_payload,
-    fold,
+    decision_input,
+    decision_payload,
 )
 from sagacity.errors import InvalidValueError
-from sagacity.model import CompensationContext, CompensationOutcome, CompensationStep, Phase, SagaStatus
+from sagacity.model import (
+    CompensationContext,
+    CompensationOutcome,
+    CompensationStep,
+    Phase,
+    SagaResult,
+    SagaStatus,
+)
 from sagacity.tools import ToolRegistry, ToolSpec, json_object
-
-if TYPE_CHECKING:
-    from sagacity._journal import Journal
 
 
 def describe(exc: BaseException) -> str:
@@ -83,120 +101,130 @@ def context_for(saga_id: str, call: Call) -> CompensationContext:
     )
 
 
-class Compensator:
-    """Runs plans against one journal; the sync and async paths share every journaling step."""
+def check_tools(state: SagaState, registry: ToolRegistry) -> None:
+    """Raise ``UnknownToolError`` now, before any decision is journaled, if compensating this
+    saga would need a tool that is not imported here: never a half-started compensation."""
+    plan(state, registry)
 
-    def __init__(self, journal: Journal, registry: ToolRegistry) -> None:
-        self.journal = journal
-        self.registry = registry
 
-    def check_tools(self, state: SagaState) -> None:
-        """Raise ``UnknownToolError`` now, before any decision is journaled, if compensating
-        this saga would need a tool that is not imported here."""
-        plan(state, self.registry)
-
-    # -- shared steps ----------------------------------------------------------------------------
-    def start(self, state: SagaState, reason: str) -> None:
-        """Journal the saga-level FAILED that marks the start of compensation (once)."""
-        if state.failure is None:
-            state.failure = self.journal.append(state.saga_id, SAGA_TOOL, Phase.FAILED, "", reason)
-
-    def _begin(self, saga_id: str, step: PlannedStep) -> CompensationContext:
-        assert step.spec is not None
-        self.journal.append(
-            saga_id,
-            step.call.intent.tool_name,
-            Phase.INTENT,
-            step.call.intent.input,
-            f"{COMPENSATES}{step.executed_seq}",
+def start_rows(state: SagaState, reason: str) -> list[Row]:
+    """What starts a saga's compensation: the saga-level FAILED with the reason (once), and a
+    REJECTED voiding each gate still open, so no approval of it can ever be resumed."""
+    if state.finished is not None:
+        return []
+    rows: list[Row] = []
+    if state.failure is None:
+        rows.append((SAGA_TOOL, Phase.FAILED, "", reason))
+    for gate in state.open_gates:
+        rows.append(
+            (
+                GATE_TOOL,
+                Phase.REJECTED,
+                decision_input(gate.entry.seq, gate.input_hash),
+                decision_payload("", f"void: {reason}"),
+            )
         )
-        return context_for(saga_id, step.call)
+    return rows
 
-    def _succeeded(self, saga_id: str, step: PlannedStep) -> CompensationStep:
-        self.journal.append(
-            saga_id,
-            step.call.intent.tool_name,
-            Phase.COMPENSATED,
-            step.call.intent.input,
-            compensated_payload(step.executed_seq),
-        )
-        return CompensationStep(
-            step.executed_seq, step.call.intent.tool_name, CompensationOutcome.COMPENSATED
-        )
 
-    def _failed(self, saga_id: str, step: PlannedStep, exc: BaseException) -> CompensationStep:
-        error = describe(exc)
-        self.journal.append(
-            saga_id,
-            step.call.intent.tool_name,
-            Phase.COMPENSATION_FAILED,
-            step.call.intent.input,
-            compensation_failed_payload(step.executed_seq, error),
-        )
-        return CompensationStep(
-            step.executed_seq, step.call.intent.tool_name, CompensationOutcome.COMPENSATION_FAILED, error
-        )
+@dataclass(frozen=True, slots=True)
+class CompensationRun:
+    """How a run ended: the saga's status and what each step did, in order."""
 
-    def finish(self, saga_id: str) -> SagaStatus:
-        """Journal the end of compensation if nothing is left in doubt; return the saga's status."""
-        state = fold(saga_id, self.journal.iter_entries(saga_id))
-        if state.finished is not None or state.failure is None:
-            return state.status
-        if state.open_calls or state.open_compensations:
-            return SagaStatus.IN_DOUBT
-        if any(step.spec is not None for step in plan(state, self.registry)):
-            return SagaStatus.COMPENSATING
-        outcomes = [c.outcome.phase for c in state.compensations.values() if c.outcome is not None]
-        failed = outcomes.count(Phase.COMPENSATION_FAILED)
-        phase = Phase.COMPENSATION_FAILED if failed else Phase.COMPENSATED
-        summary = f"compensation finished: {len(outcomes) - failed} compensated, {failed} failed"
-        self.journal.append(saga_id, SAGA_TOOL, phase, "", summary)
-        return SagaStatus(phase)
+    status: SagaStatus
+    report: tuple[CompensationStep, ...] = ()
 
-    # -- runs ------------------------------------------------------------------------------------
-    def run(self, state: SagaState) -> list[CompensationStep]:
-        """Run the plan synchronously (async compensations get their own event loop)."""
-        report = []
-        for step in plan(state, self.registry):
+    def result(self, saga_id: str, value: Any = None, error: BaseException | None = None) -> SagaResult:
+        return SagaResult(saga_id, self.status, value, error, self.report)
+
+
+def compensate(
+    engine: Engine, saga_id: str, reason: str, *, wait: bool = True
+) -> Operation[CompensationRun | None]:
+    """Start (or carry on) the saga's compensation and run it to the end or to a doubt.
+
+    Returns None, doing nothing, when ``wait`` is False and another runner holds the lease.
+    """
+    with engine.lease(saga_id, wait=wait) as held:
+        if not held:
+            return None
+        state = engine.snapshot(saga_id)
+        if state.finished is not None:
+            return CompensationRun(state.status)
+        check_tools(state, engine.registry)
+        voided = [gate.entry.seq for gate in state.open_gates]
+        engine.decide(state, lambda s: start_rows(s, reason))
+        for seq in voided:
+            engine.drop_request(saga_id, seq)
+        report: list[CompensationStep] = []
+        handled: set[int] = set()
+        while (step := _next_step(state, engine.registry, handled)) is not None:
+            handled.add(step.executed_seq)
             if step.spec is None:
-                report.append(self._skipped(step))
+                report.append(_outcome_of(step, CompensationOutcome.SKIPPED))
                 continue
-            ctx = self._begin(state.saga_id, step)
-            try:
-                outcome = step.spec.compensation(ctx)  # type: ignore[misc]
-                if inspect.isawaitable(outcome):
-                    asyncio.run(_await(outcome))
-            except Exception as exc:  # noqa: BLE001 - journaled; the run goes on to the next step
-                report.append(self._failed(state.saga_id, step, exc))
-            else:
-                report.append(self._succeeded(state.saga_id, step))
-        return report
-
-    async def run_async(self, state: SagaState) -> list[CompensationStep]:
-        """Run the plan inside the caller's event loop; journal I/O goes to a worker thread."""
-        report = []
-        for step in plan(state, self.registry):
-            if step.spec is None:
-                report.append(self._skipped(step))
-                continue
-            ctx = await asyncio.to_thread(self._begin, state.saga_id, step)
-            try:
-                outcome = step.spec.compensation(ctx)  # type: ignore[misc]
-                if inspect.isawaitable(outcome):
-                    await outcome
-            except Exception as exc:  # noqa: BLE001 - journaled; the run goes on to the next step
-                report.append(await asyncio.to_thread(self._failed, state.saga_id, step, exc))
-            else:
-                report.append(await asyncio.to_thread(self._succeeded, state.saga_id, step))
-        return report
-
-    @staticmethod
-    def _skipped(step: PlannedStep) -> CompensationStep:
-        return CompensationStep(step.executed_seq, step.call.intent.tool_name, CompensationOutcome.SKIPPED)
+            if not engine.decide(state, functools.partial(_claim_rows, step=step)):
+                continue  # settled meanwhile (a human resolved it)
+            outcome: Outcome = yield Invoke(step.spec.compensation, (context_for(saga_id, step.call),))  # type: ignore[arg-type]
+            report.append(_record(engine, state, step, outcome))
+        return CompensationRun(_finish(engine, state), tuple(report))
 
 
-async def _await(awaitable: Any) -> Any:
-    return await awaitable
+def _next_step(state: SagaState, registry: ToolRegistry, handled: set[int]) -> PlannedStep | None:
+    return next((s for s in plan(state, registry) if s.executed_seq not in handled), None)
+
+
+def _claim_rows(state: SagaState, step: PlannedStep) -> list[Row]:
+    """The step's INTENT, if the state still shows it to run (under the lease, an INTENT without
+    outcome is a dead runner's: re-run only if the compensation is idempotent)."""
+    assert step.spec is not None
+    done = state.compensations.get(step.executed_seq)
+    if done is not None and not done.may_run(idempotent=step.spec.compensation_idempotent):
+        return []
+    intent = step.call.intent
+    return [(intent.tool_name, Phase.INTENT, intent.input, f"{COMPENSATES}{step.executed_seq}")]
+
+
+def _record(engine: Engine, state: SagaState, step: PlannedStep, outcome: Outcome) -> CompensationStep:
+    intent = step.call.intent
+    if outcome.error is None:
+        engine.append(
+            state, intent.tool_name, Phase.COMPENSATED, intent.input, compensated_payload(step.executed_seq)
+        )
+        return _outcome_of(step, CompensationOutcome.COMPENSATED)
+    error = describe(outcome.error)
+    engine.append(
+        state,
+        intent.tool_name,
+        Phase.COMPENSATION_FAILED,
+        intent.input,
+        compensation_failed_payload(step.executed_seq, error),
+    )
+    return _outcome_of(step, CompensationOutcome.COMPENSATION_FAILED, error)
+
+
+def _outcome_of(step: PlannedStep, outcome: CompensationOutcome, error: str = "") -> CompensationStep:
+    return CompensationStep(step.executed_seq, step.call.intent.tool_name, outcome, error)
+
+
+def _finish(engine: Engine, state: SagaState) -> SagaStatus:
+    """Journal the end of compensation if nothing is open or left; the saga's status."""
+    engine.decide(state, lambda s: _finish_rows(s, engine.registry))
+    return state.status
+
+
+def _finish_rows(state: SagaState, registry: ToolRegistry) -> list[Row]:
+    if state.finished is not None or state.failure is None:
+        return []
+    if state.open_calls or state.open_compensations:
+        return []
+    if any(step.spec is not None for step in plan(state, registry)):
+        return []
+    outcomes = [c.outcome.phase for c in state.compensations.values() if c.outcome is not None]
+    failed = outcomes.count(Phase.COMPENSATION_FAILED)
+    phase = Phase.COMPENSATION_FAILED if failed else Phase.COMPENSATED
+    summary = f"compensation finished: {len(outcomes) - failed} compensated, {failed} failed"
+    return [(SAGA_TOOL, phase, "", summary)]
 
 
 def _loads(text: str) -> dict[str, Any]:

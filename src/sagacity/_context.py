@@ -13,16 +13,30 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from sagacity.chain import frame
 from sagacity.errors import SagaStateError
 
 if TYPE_CHECKING:
-    from sagacity._saga import SagaRun
+    from sagacity.tools import ToolSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class SagaRun(Protocol):
+    """What a tool needs of the live saga (``sagacity._saga.SagaRun`` implements it): the
+    context module knows the runtime only by this shape, so nothing here imports it."""
+
+    saga_id: str
+
+    def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+
+    async def call_async(
+        self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any: ...
+
 
 _run: contextvars.ContextVar[SagaRun | None] = contextvars.ContextVar("sagacity_run", default=None)
 _call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar("sagacity_call", default=None)

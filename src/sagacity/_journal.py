@@ -9,6 +9,15 @@ up to ``max_append_attempts`` times. An append is never dropped silently: it lan
 A saga this process has not seen starts optimistically at seq 1; if the saga exists the insert
 loses once and the tail is read. An insert whose connection died is *in doubt*: it is resolved by
 reading the row back (ours, by hash: done; another's: lost the race; none: insert again).
+
+Two things are not retried blindly against a newer tail:
+
+- A *decision* (``commit``) is built on a state the caller read; it lands only at the seq right
+  after that state, or not at all, and the caller reads again and decides again (SPEC §4).
+- The INTENT (or AWAITING_APPROVAL) that begins a call: the cached tail is itself a
+  compare-and-append, and when it loses, the entries appended meanwhile are read; if one of them
+  starts or ends the saga's compensation (another process rejected a gate, recovered the saga),
+  the call is refused before its tool runs. The saga stays marked closed in the cache.
 """
 
 from __future__ import annotations
@@ -22,7 +31,14 @@ from typing import TypeVar
 
 from sagacity import chain
 from sagacity._json import escape_text, require_storable
-from sagacity.errors import AppendConflictError, InvalidValueError, SagaNotFoundError, StoreUnavailableError
+from sagacity._state import closes_saga
+from sagacity.errors import (
+    AppendConflictError,
+    InvalidValueError,
+    SagaClosedError,
+    SagaNotFoundError,
+    StoreUnavailableError,
+)
 from sagacity.model import Entry, Phase
 from sagacity.stores.base import Store
 
@@ -35,20 +51,26 @@ DEFAULT_RECONNECT_ATTEMPTS = 6
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
 _ONE_MICROSECOND = timedelta(microseconds=1)
+hash_of = hash  # ``remember`` takes a parameter named ``hash``
 _PHASE_TEXT = {phase: phase.value for phase in Phase}
 #: Saga tails remembered per stripe (128 x 1024 stripes: ~131k sagas in all).
 _TAILS_PER_STRIPE = 128
-#: The tail of a saga with no entries: seq 0 and the chain's genesis hash.
-_NO_TAIL = (0, chain.GENESIS_HASH)
+#: The tail of a saga with no entries: seq 0, the chain's genesis hash, not closed.
+_NO_TAIL = (0, chain.GENESIS_HASH, False)
+#: Phases that begin a call: refused once the saga's compensation started.
+_BEGINS_CALL = frozenset({Phase.INTENT, Phase.AWAITING_APPROVAL})
+
+Tail = tuple[int, str, bool]
+"""A saga's cached tail: its last seq and hash, and whether its compensation started."""
 
 
-def _remember(tails: dict[str, tuple[int, str]], entry: Entry) -> None:
-    """Cache ``entry`` as its saga's tail in a stripe's part of the cache (its lock held).
+def _remember(tails: dict[str, Tail], saga_id: str, tail: Tail) -> None:
+    """Cache ``tail`` as the saga's in a stripe's part of the cache (its lock held).
 
     Re-inserted at the end, so the part forgets the saga least recently appended to first.
     """
-    tails.pop(entry.saga_id, None)
-    tails[entry.saga_id] = (entry.seq, entry.hash)
+    tails.pop(saga_id, None)
+    tails[saga_id] = tail
     if len(tails) > _TAILS_PER_STRIPE:
         del tails[next(iter(tails))]
 
@@ -75,7 +97,7 @@ class Journal:
         # its part of the tail cache, so an append takes one lock, not a process-wide one that
         # every thread's appends would queue on.
         self._stripes = [threading.Lock() for _ in range(_STRIPES)]
-        self._tails: list[dict[str, tuple[int, str]]] = [{} for _ in range(_STRIPES)]
+        self._tails: list[dict[str, Tail]] = [{} for _ in range(_STRIPES)]
 
     # -- writing ---------------------------------------------------------------------------------
     def append(
@@ -115,17 +137,22 @@ class Journal:
         stripe = hash(saga_id) % _STRIPES
         tails = self._tails[stripe]
         with self._stripes[stripe]:
-            seq, prev = tails.get(saga_id) or _NO_TAIL
+            seq, prev, closed = tails.get(saga_id) or _NO_TAIL
             for attempt in range(self.max_append_attempts):
+                if closed and phase in _BEGINS_CALL:
+                    raise SagaClosedError(
+                        f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "
+                        "started and did not run"
+                    )
                 entry = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
                 try:
                     inserted = self.store.insert_entry(entry)
                 except StoreUnavailableError as exc:
-                    inserted = self._confirm(entry, exc)
+                    inserted = self._confirm([entry], exc)
                 if inserted:
-                    _remember(tails, entry)
+                    _remember(tails, saga_id, (entry.seq, entry.hash, closed))
                     return entry
-                seq, prev = self._read_tail(saga_id)
+                seq, prev, closed = self._catch_up(saga_id, seq, closed)
                 if attempt >= 3:
                     # Heavy contention: back off a little, with jitter, so writers spread out.
                     time.sleep(random.uniform(0, min(0.05, 0.0005 * attempt)))
@@ -133,6 +160,59 @@ class Journal:
             f"append to saga {saga_id!r} ({tool_name} {phase}) lost the race for the next seq "
             f"{self.max_append_attempts} times; nothing was written"
         )
+
+    def commit(
+        self, saga_id: str, after: tuple[int, str], rows: list[tuple[str, Phase, str, str]]
+    ) -> list[Entry] | None:
+        """Append ``rows`` (tool_name, phase, input, payload) right after ``after`` (seq, hash),
+        all of them or none: a decision's compare-and-append.
+
+        Returns the entries as stored, or None, writing nothing, if the saga's tail is no longer
+        ``after`` (another writer got there first): the caller must read again and decide again.
+        """
+        for tool_name, _, text, _ in rows:
+            require_storable("tool_name", tool_name)
+            require_storable("input", text)
+        require_storable("saga_id", saga_id)
+        seq, prev = after
+        entries = []
+        closed = False
+        for tool_name, phase, text, payload in rows:
+            seq += 1
+            entry = self._build(saga_id, seq, prev, tool_name, Phase(phase), text, escape_text(payload))
+            entries.append(entry)
+            prev = entry.hash
+            closed = closed or closes_saga(entry)
+        try:
+            inserted = self.store.insert_entries(entries)
+        except StoreUnavailableError as exc:
+            inserted = self._confirm(entries, exc)
+        if not inserted:
+            return None
+        stripe = hash(saga_id) % _STRIPES
+        with self._stripes[stripe]:
+            tails = self._tails[stripe]
+            cached = tails.get(saga_id)
+            if cached is None or cached[0] < entries[-1].seq:
+                closed = closed or (cached is not None and cached[2])
+                _remember(tails, saga_id, (entries[-1].seq, entries[-1].hash, closed))
+        return entries
+
+    def remember(self, saga_id: str, seq: int, hash: str, *, closed: bool) -> None:
+        """Seed the tail cache from a state just read, so the saga's next append lands first time."""
+        stripe = hash_of(saga_id) % _STRIPES
+        with self._stripes[stripe]:
+            tails = self._tails[stripe]
+            cached = tails.get(saga_id)
+            if cached is None or cached[0] <= seq:
+                _remember(tails, saga_id, (seq, hash, closed or (cached is not None and cached[2])))
+
+    def is_closed(self, saga_id: str) -> bool:
+        """Whether this process has seen the saga's compensation start (cheap; may be stale)."""
+        stripe = hash_of(saga_id) % _STRIPES
+        with self._stripes[stripe]:
+            cached = self._tails[stripe].get(saga_id)
+        return cached is not None and cached[2]
 
     def _build(
         self,
@@ -155,11 +235,13 @@ class Journal:
         )
         return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest)
 
-    def _confirm(self, entry: Entry, failure: StoreUnavailableError) -> bool:
-        """After an insert whose outcome is unknown: read the row back, and insert again if absent.
+    def _confirm(self, entries: list[Entry], failure: StoreUnavailableError) -> bool:
+        """After an insert whose outcome is unknown: read the first row back, and insert again
+        if absent (several entries are inserted all or none, so the first tells for all).
 
-        True if this entry is now stored, False if another writer took its seq.
+        True if these entries are now stored, False if another writer took their seq.
         """
+        entry = entries[0]
         for attempt in range(1, self.reconnect_attempts):
             time.sleep(min(2.0, 0.05 * 2**attempt))
             try:
@@ -167,7 +249,7 @@ class Journal:
                 if existing is not None:
                     # The lost connection did commit (our hash), or another writer won (theirs).
                     return existing.hash == entry.hash
-                return self.store.insert_entry(entry)
+                return self.store.insert_entries(entries)
             except StoreUnavailableError as exc:
                 failure = exc
         raise StoreUnavailableError(
@@ -176,9 +258,15 @@ class Journal:
         ) from failure
 
     # -- tail cache ------------------------------------------------------------------------------
-    def _read_tail(self, saga_id: str) -> tuple[int, str]:
-        entry = self.read(self.store.tail, saga_id)
-        return _NO_TAIL if entry is None else (entry.seq, entry.hash)
+    def _catch_up(self, saga_id: str, seq: int, closed: bool) -> Tail:
+        """The tail after losing the race at ``seq + 1``: the entries appended since, read, so
+        that one that starts or ends the saga's compensation closes it for new calls."""
+        newer = self.read(self.store.read_entries, saga_id, seq, None)
+        if not newer:  # nothing after ``seq``: the race was lost to a row not yet visible here
+            tail = self.read(self.store.tail, saga_id)
+            return _NO_TAIL if tail is None else (tail.seq, tail.hash, closed)
+        closed = closed or any(closes_saga(e) for e in newer)
+        return (newer[-1].seq, newer[-1].hash, closed)
 
     # -- reading ---------------------------------------------------------------------------------
     def read(self, operation: Callable[..., T], *args: object) -> T:
@@ -202,6 +290,10 @@ class Journal:
             if len(rows) < batch:
                 return
             after = rows[-1].seq
+
+    def entries_after(self, saga_id: str, seq: int) -> list[Entry]:
+        """The saga's entries with a seq above ``seq``, in order (to bring a state up to date)."""
+        return self.read(self.store.read_entries, saga_id, seq, None)
 
     def entries(self, saga_id: str) -> list[Entry]:
         """Every entry of a saga in seq order (an empty list for an unknown saga)."""

@@ -2,7 +2,13 @@
 
 A ``SagaRun`` is shared by every context copied from the saga's (tasks, ``to_thread``,
 ``in_current_saga``), so its mutable state sits behind a lock. The sync and async call paths
-drive the same journaling methods and differ only in ``fn()`` versus ``await fn()``.
+drive the same journaling methods and differ only in ``fn()`` versus ``await fn()``: a tool call
+is the one hot path, so it is not routed through the generator protocol of ``_effects``, which the
+colder operations (the ending, compensation, decisions) share.
+
+A call's INTENT is appended on the journal's fast path, which refuses it (``SagaClosedError``,
+before the tool runs) once the saga's compensation has started anywhere; the error is latched,
+so the saga's ending joins that compensation.
 """
 
 from __future__ import annotations
@@ -10,31 +16,34 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from sagacity._compensation import describe
+from sagacity._approvals import awaiting_message, gate
+from sagacity._compensation import compensate, describe
 from sagacity._context import ToolCall, calling
+from sagacity._effects import Operation, finish_shielded
+from sagacity._engine import Engine
 from sagacity._json import encode_result
-from sagacity._state import RESUMES
+from sagacity._state import closes_saga
+from sagacity.errors import SagaClosedError
 from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
-
-if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
 
 
 class SagaRun:
     """The saga live in this process under ``saga_id``."""
 
-    def __init__(self, sg: Sagacity, saga_id: str, *, existed: bool = True) -> None:
-        self.sg = sg
-        # A saga new to the journal can only be waiting on gates this run opened.
+    def __init__(self, engine: Engine, saga_id: str, *, existed: bool = True, last_seq: int = 0) -> None:
+        self.engine = engine
+        self.journal = engine.journal
+        # A saga new to the journal can only be waiting on gates this run opened, and only a
+        # saga others can see gates in can be closed by them.
         self.existed = existed
         self.saga_id = saga_id
-        self.journal = sg.journal
         self._lock = threading.Lock()
         self._failure: BaseException | None = None
         self._gates: list[ApprovalRequest] = []
+        self._last_seq = last_seq
 
     # -- state shared across copied contexts ------------------------------------------------------
     @property
@@ -48,38 +57,56 @@ class SagaRun:
             if self._failure is None:
                 self._failure = exc
 
-    def gated(self, request: ApprovalRequest) -> None:
-        with self._lock:
-            self._gates.append(request)
-
     @property
     def gates(self) -> tuple[ApprovalRequest, ...]:
         with self._lock:
             return tuple(self._gates)
 
+    def _seen(self, seq: int) -> None:
+        # Plain int compare-and-store under the GIL; the ending only needs a lower bound.
+        self._last_seq = max(self._last_seq, seq)
+
     # -- journaling steps -------------------------------------------------------------------------
-    def begin(self, spec: ToolSpec, input: str, payload: str = "") -> int:
+    def begin(self, spec: ToolSpec, input: str) -> int:
         """Journal INTENT (durable before the tool runs) and return its seq."""
-        return self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload).seq
+        try:
+            seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input).seq
+        except SagaClosedError as exc:
+            self.latch(exc)
+            raise
+        self._seen(seq)
+        return seq
 
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
-        self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc))
+        self._seen(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc)).seq)
 
     def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
         """Journal EXECUTED with the tool's result."""
         try:
-            self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, encode_result(result))
+            entry = self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, encode_result(result))
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
             self.latch(exc)
             raise
+        self._seen(entry.seq)
+
+    def _gate(self, spec: ToolSpec, input: str) -> str:
+        try:
+            request = gate(self.engine, self.saga_id, spec, input)
+        except SagaClosedError as exc:
+            self.latch(exc)
+            raise
+        self._seen(request.journal_seq)
+        with self._lock:
+            self._gates.append(request)
+        return awaiting_message(spec, self.saga_id, request.journal_seq)
 
     # -- calls ------------------------------------------------------------------------------------
     def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if spec.irreversible:
-            return self.sg._approvals.gate(self, spec, input)
+            return self._gate(spec, input)
         seq = self.begin(spec, input)
         return self.execute(spec, seq, input, args, kwargs)
 
@@ -108,7 +135,7 @@ class SagaRun:
         self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if spec.irreversible:
-            return await asyncio.to_thread(self.sg._approvals.gate, self, spec, input)
+            return await asyncio.to_thread(self._gate, spec, input)
         seq = await asyncio.to_thread(self.begin, spec, input)
         return await self.execute_async(spec, seq, input, args, kwargs)
 
@@ -128,37 +155,36 @@ class SagaRun:
                     await asyncio.sleep(delay)
                     attempt += 1
                     continue
-                await asyncio.to_thread(self.failed, spec, input, exc)
+                # Cancelled mid-call: the effect is unknown; FAILED is journaled even if the task
+                # is cancelled again meanwhile, then the cancellation goes on.
+                await finish_shielded(asyncio.to_thread(self.failed, spec, input, exc))
                 raise
-            await asyncio.to_thread(self._record_outcome, spec, input, result)
+            await finish_shielded(asyncio.to_thread(self._record_outcome, spec, input, result))
             return result
 
-    def begin_resume(
-        self, spec: ToolSpec, request: ApprovalRequest, payload: str, resumed_by: str | None = None
-    ) -> tuple[int, tuple[Any, ...], dict[str, Any]]:
-        args, kwargs = spec.decode_input(payload)
-        by = f" by={resumed_by}" if resumed_by else ""
-        seq = self.begin(spec, payload, f"{RESUMES}{request.journal_seq}{by}")
-        return seq, args, kwargs
-
     # -- ending -----------------------------------------------------------------------------------
-    def conclude(self, value: Any, error: BaseException | None) -> SagaResult:
-        """The saga's result; compensates first when the work raised or a tool failed."""
+    def conclusion(self, value: Any, error: BaseException | None) -> Operation[SagaResult]:
+        """The saga's result; compensates first when the work raised, a tool failed, or another
+        process started the saga's compensation meanwhile."""
         failure = error if error is not None else self.failure
-        if failure is not None:
-            return self.sg._compensate(self.saga_id, describe(failure), value=value, error=failure)
-        return self._settled(value)
+        if failure is None and (self.existed or self.gates):
+            failure = self._closed_elsewhere()
+        if failure is None:
+            return self._settled(value)
+        run = yield from compensate(self.engine, self.saga_id, describe(failure))
+        assert run is not None  # a waiting run always gets the lease
+        return run.result(self.saga_id, value, failure)
 
-    async def conclude_async(self, value: Any, error: BaseException | None) -> SagaResult:
-        failure = error if error is not None else self.failure
-        if failure is not None:
-            return await self.sg._compensate_async(
-                self.saga_id, describe(failure), value=value, error=failure
-            )
-        return await asyncio.to_thread(self._settled, value)
+    def _closed_elsewhere(self) -> SagaClosedError | None:
+        newer = self.journal.entries_after(self.saga_id, self._last_seq)
+        if any(closes_saga(e) for e in newer) or self.journal.is_closed(self.saga_id):
+            return SagaClosedError(f"saga {self.saga_id!r} was compensated by another process")
+        return None
 
     def _settled(self, value: Any) -> SagaResult:
-        pending = tuple(self.sg.pending_approvals(self.saga_id)) if self.existed or self.gates else ()
+        pending: tuple[ApprovalRequest, ...] = ()
+        if self.existed or self.gates:
+            pending = tuple(self.journal.read(self.engine.store.list_approval_requests, self.saga_id))
         status = SagaStatus.AWAITING_APPROVAL if pending else SagaStatus.COMPLETED
         return SagaResult(self.saga_id, status, value, None, (), pending)
 

@@ -1,31 +1,29 @@
-"""The ``Sagacity`` facade: a URL in, the whole API out."""
+"""The ``Sagacity`` facade: a URL in, the whole API out, as thin sync and async shells.
+
+Every operation lives below (``_engine``, ``_approvals``, ``_compensation``, ``_recovery``,
+``_saga``), written once; a blocking method drives it in the calling thread and refuses to run
+inside an event loop, naming its ``_async`` twin, which drives the same operation without
+blocking the loop (journal I/O in worker threads, async user code on the caller's loop).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import inspect
-import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from sagacity._approvals import Approvals, age, claim, require_identity, utc_now
-from sagacity._compensation import Compensator
+from sagacity import _approvals, _recovery
+from sagacity._approvals import Claim
 from sagacity._context import entered
+from sagacity._effects import Operation, drive, drive_async
+from sagacity._engine import Engine
 from sagacity._export import export_lines
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._saga import SagaRun
-from sagacity._state import (
-    GATE_TOOL,
-    SagaState,
-    compensated_payload,
-    compensation_failed_payload,
-    decision_payload,
-    fold,
-    resolution_input,
-)
 from sagacity.chain import Verification
 from sagacity.errors import (
     BlockingCallError,
@@ -39,7 +37,6 @@ from sagacity.model import (
     ApprovalRequest,
     Entry,
     InDoubtCall,
-    Phase,
     SagaResult,
     SagaStatus,
     SagaSummary,
@@ -53,17 +50,16 @@ T = TypeVar("T")
 
 #: How long an approval request stays valid unless the tool or the Sagacity says otherwise.
 DEFAULT_APPROVAL_TTL = timedelta(hours=24)
-_LOCK_STRIPES = 64
 
 
-def _refuse_in_loop(name: str) -> None:
+def _refuse_in_loop(name: str, twin: str | None = None) -> None:
     """A blocking call would stall every task of a running loop: name the twin instead."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return
     raise BlockingCallError(
-        f"Sagacity.{name}() blocks; inside a running event loop use `await sg.{name}_async(...)`"
+        f"Sagacity.{name}() blocks; inside a running event loop use {twin or f'`await sg.{name}_async(...)`'}"
     )
 
 
@@ -72,11 +68,15 @@ class Sagacity:
 
     ``url`` picks the store: ``sqlite:///path.db`` (the embedded default), ``postgresql://...``
     or ``memory://``; without one, ``$SAGACITY_URL``, else ``sqlite:///sagacity.db``. The schema
-    is created if missing. ``max_append_attempts`` bounds how often one append may lose the race
-    for the next seq before it raises; ``store_options`` go to the store's constructor (e.g.
-    ``max_connections`` for PostgreSQL). ``approval_ttl`` is how long approval requests stay
-    valid by default (``None``: never expire; a tool's own ``approval_ttl`` wins). ``registry``
-    is where tools are looked up by name (the process-wide one by default).
+    is created if missing. ``max_append_attempts`` bounds how often one append (or decision)
+    may lose the race for the next seq before it raises; ``store_options`` go to the store's
+    constructor (e.g. ``max_connections`` for PostgreSQL). ``approval_ttl`` is how long approval
+    requests stay valid by default (``None``: never expire; a tool's own ``approval_ttl`` wins).
+    ``registry`` is where tools are looked up by name (the process-wide one by default).
+
+    Every blocking method has an ``_async`` twin; the blocking one refuses to run inside an
+    event loop. Any number of processes and machines may share one store: every decision is
+    fenced on the journal (see the guide's "Several processes").
     """
 
     def __init__(
@@ -102,38 +102,34 @@ class Sagacity:
             timedelta(seconds=approval_ttl) if isinstance(approval_ttl, int | float) else approval_ttl
         )
         self.registry = registry if registry is not None else default_registry
-        self._approvals = Approvals(self)
-        self._compensator = Compensator(self.journal, self.registry)
-        self._locks = [threading.RLock() for _ in range(_LOCK_STRIPES)]
-        self._live: dict[str, int] = {}
-        self._live_lock = threading.Lock()
+        self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
 
     # -- running sagas -----------------------------------------------------------------------------
     def run(self, saga_id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> SagaResult:
         """Run ``fn(*args, **kwargs)`` as saga ``saga_id`` and return how it ended.
 
         Does not raise for the work's failures: they compensate and come back in the result.
+        ``KeyboardInterrupt`` and ``SystemExit`` compensate too, then go on their way.
         """
         _refuse_in_loop("run")
         if inspect.iscoroutinefunction(fn):
             raise InvalidValueError(f"{fn.__name__} is a coroutine function: use `await sg.run_async(...)`")
         run = self._start(saga_id)
-        value: Any = None
-        error: BaseException | None = None
         try:
             with entered(run):
                 value = fn(*args, **kwargs)
-        except (KeyboardInterrupt, SystemExit):
-            self._leave(run)
-            raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            error = exc
-        return self._conclude(run, value, error)
+            return _reraise_interrupt(self._conclude(run, None, exc), exc)
+        return self._conclude(run, value, None)
 
     async def run_async(
         self, saga_id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
     ) -> SagaResult:
-        """``run`` for ``async def`` work (a sync ``fn`` runs in a worker thread)."""
+        """``run`` for ``async def`` work (a sync ``fn`` runs in a worker thread).
+
+        Cancelled (``task.cancel()``, ``asyncio.timeout``, a failing TaskGroup), the saga
+        compensates, shielded from further cancellation, then ``CancelledError`` propagates.
+        """
         run = await asyncio.to_thread(self._start, saga_id)
         try:
             with entered(run):
@@ -141,11 +137,8 @@ class Sagacity:
                     value: Any = await fn(*args, **kwargs)
                 else:
                     value = await asyncio.to_thread(fn, *args, **kwargs)
-        except (KeyboardInterrupt, SystemExit):
-            self._leave(run)
-            raise
         except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            return await self._conclude_async(run, None, exc)
+            return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
         return await self._conclude_async(run, value, None)
 
     def saga(self, saga_id: str) -> SagaScope:
@@ -159,89 +152,41 @@ class Sagacity:
         require_storable("saga_id", saga_id)
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
-        existed = self.journal.read(self.store.tail, saga_id) is not None
-        if existed:
-            state = self._state(saga_id)
-            if state.failure is not None or state.finished is not None:
-                raise SagaStateError(
-                    f"saga {saga_id!r} is {state.status.value}; its journal is closed, start a new saga id"
-                )
-        with self._live_lock:
-            self._live[saga_id] = self._live.get(saga_id, 0) + 1
-        return SagaRun(self, saga_id, existed=existed)
-
-    def _leave(self, run: SagaRun) -> None:
-        with self._live_lock:
-            left = self._live.get(run.saga_id, 1) - 1
-            if left:
-                self._live[run.saga_id] = left
-            else:
-                self._live.pop(run.saga_id, None)
+        state = self.engine.snapshot(saga_id)
+        if state.closed:
+            raise SagaStateError(
+                f"saga {saga_id!r} is {state.status.value}; its journal is closed, start a new saga id"
+            )
+        if state.entry_count:
+            self.journal.remember(saga_id, state.last_seq, state.last_hash, closed=False)
+        self.engine.enter(saga_id)
+        return SagaRun(self.engine, saga_id, existed=state.entry_count > 0, last_seq=state.last_seq)
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
-            return run.conclude(value, error)
+            return drive(run.conclusion(value, error))
         finally:
-            self._leave(run)
+            self.engine.leave(run.saga_id)
 
     async def _conclude_async(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
-            return await run.conclude_async(value, error)
+            return await drive_async(run.conclusion(value, error))
         finally:
-            self._leave(run)
-
-    def _lock(self, saga_id: str) -> Any:
-        return self._locks[hash(saga_id) % _LOCK_STRIPES]
-
-    def _resting_states(self, saga_id: str | None) -> Iterator[SagaState]:
-        """The state of one saga or of every saga, leaving out sagas live in this process."""
-        for sid in [saga_id] if saga_id is not None else self.saga_ids():
-            with self._live_lock:
-                if sid in self._live:
-                    continue
-            yield self._state(sid)
-
-    def _state(self, saga_id: str) -> SagaState:
-        return fold(saga_id, self.journal.iter_entries(saga_id))
-
-    def _compensate(
-        self, saga_id: str, reason: str, *, value: Any = None, error: BaseException | None = None
-    ) -> SagaResult:
-        """Start (or continue) the saga's compensation and run it to the end or to a doubt."""
-        report: list[Any] = []
-        with self._lock(saga_id):
-            state = self._state(saga_id)
-            if state.finished is None:
-                self._compensator.check_tools(state)  # before the first entry: never half-started
-                self._prepare_compensation(state, reason)
-                report = self._compensator.run(state)
-            status = self._compensator.finish(saga_id)
-        return SagaResult(saga_id, status, value, error, tuple(report))
-
-    async def _compensate_async(
-        self, saga_id: str, reason: str, *, value: Any = None, error: BaseException | None = None
-    ) -> SagaResult:
-        report: list[Any] = []
-        state = await asyncio.to_thread(self._state, saga_id)
-        if state.finished is None:
-            self._compensator.check_tools(state)
-            await asyncio.to_thread(self._prepare_compensation, state, reason)
-            report = await self._compensator.run_async(state)
-        status = await asyncio.to_thread(self._compensator.finish, saga_id)
-        return SagaResult(saga_id, status, value, error, tuple(report))
-
-    def _prepare_compensation(self, state: SagaState, reason: str) -> None:
-        self._compensator.start(state, reason)
-        for gate in state.open_gates:
-            self._approvals.void(gate, reason)
+            self.engine.leave(run.saga_id)
 
     # -- state -------------------------------------------------------------------------------------
     def status(self, saga_id: str) -> SagaStatus:
         """The saga's status from its journal (``RUNNING`` while live in this process). Read-only."""
-        with self._live_lock:
-            if saga_id in self._live:
-                return SagaStatus.RUNNING
-        state = self._state(saga_id)
+        _refuse_in_loop("status")
+        return self._status(saga_id)
+
+    async def status_async(self, saga_id: str) -> SagaStatus:
+        return await asyncio.to_thread(self._status, saga_id)
+
+    def _status(self, saga_id: str) -> SagaStatus:
+        if self.engine.is_live(saga_id):
+            return SagaStatus.RUNNING
+        state = self.engine.snapshot(saga_id)
         if state.entry_count == 0:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
         return state.status
@@ -254,14 +199,22 @@ class Sagacity:
         Read-only. Reads every saga's journal (the shared schema has no saga table), so it costs
         time in proportion to the journal; page with ``limit``/``offset``.
         """
+        _refuse_in_loop("sagas")
+        return self._sagas(status, limit, offset)
+
+    async def sagas_async(
+        self, *, status: SagaStatus | str | None = None, limit: int | None = None, offset: int = 0
+    ) -> list[SagaSummary]:
+        return await asyncio.to_thread(self._sagas, status, limit, offset)
+
+    def _sagas(self, status: SagaStatus | str | None, limit: int | None, offset: int) -> list[SagaSummary]:
         wanted = SagaStatus(status) if status is not None else None
         summaries = []
-        for sid in self.saga_ids():
-            state = self._state(sid)
+        for sid in self._saga_ids():
+            state = self.engine.snapshot(sid)
             if state.entry_count == 0:
                 continue
-            with self._live_lock:
-                current = SagaStatus.RUNNING if sid in self._live else state.status
+            current = SagaStatus.RUNNING if self.engine.is_live(sid) else state.status
             if wanted is not None and current is not wanted:
                 continue
             assert state.first_timestamp is not None
@@ -287,113 +240,83 @@ class Sagacity:
         Sagas live in this process are left out; a call running in another process shows here
         too, so judge by ``age``.
         """
-        now = utc_now()
-        found = []
-        for state in self._resting_states(saga_id):
-            sid = state.saga_id
-            for call in state.open_calls:
-                e = call.intent
-                found.append(
-                    InDoubtCall(sid, e.seq, e.tool_name, e.input, e.timestamp, age(e.timestamp, now))
-                )
-            for comp in state.open_compensations:
-                assert comp.intent is not None
-                e = comp.intent
-                found.append(
-                    InDoubtCall(
-                        sid,
-                        e.seq,
-                        e.tool_name,
-                        e.input,
-                        e.timestamp,
-                        age(e.timestamp, now),
-                        "compensation",
-                        comp.executed_seq,
-                    )
-                )
-        return sorted(found, key=lambda c: c.started_at)
+        _refuse_in_loop("in_doubt")
+        return _recovery.in_doubt(self.engine, self._ids(saga_id))
+
+    async def in_doubt_async(self, saga_id: str | None = None) -> list[InDoubtCall]:
+        return await asyncio.to_thread(lambda: _recovery.in_doubt(self.engine, self._ids(saga_id)))
 
     def resolve_in_doubt(
         self, saga_id: str, seq: int, *, happened: bool, resolver: str, result: str = "", reason: str = ""
     ) -> SagaStatus:
         """A human settles an in-doubt INTENT: it happened (with ``result``) or it did not.
 
-        Journals a decision naming the INTENT and the resolver, then the outcome (EXECUTED /
-        FAILED for a call, COMPENSATED / COMPENSATION_FAILED for a compensation). A compensating
-        saga then carries on compensating. Returns the saga's status afterwards.
+        Journals a decision naming the INTENT and the resolver together with the outcome
+        (EXECUTED / FAILED for a call, COMPENSATED / COMPENSATION_FAILED for a compensation),
+        fenced: two resolvers racing cannot both settle it. A compensating saga then carries on
+        compensating. Returns the saga's status afterwards.
         """
-        resolver = require_identity(resolver)
-        with self._lock(saga_id):
-            state = self._state(saga_id)
-            call = next((c for c in state.open_calls if c.intent.seq == seq), None)
-            comp = next((c for c in state.open_compensations if c.intent and c.intent.seq == seq), None)
-            if call is None and comp is None:
-                raise SagaStateError(f"saga {saga_id!r} seq {seq} is not an INTENT without an outcome")
-            intent = call.intent if call is not None else comp.intent  # type: ignore[union-attr]
-            assert intent is not None
-            if call is not None:
-                phase = Phase.EXECUTED if happened else Phase.FAILED
-                payload = (
-                    result
-                    if happened
-                    else f"NotExecuted: resolved by {resolver}: {reason or 'did not happen'}"
-                )
-            else:
-                assert comp is not None
-                phase = Phase.COMPENSATED if happened else Phase.COMPENSATION_FAILED
-                payload = (
-                    compensated_payload(comp.executed_seq)
-                    if happened
-                    else compensation_failed_payload(comp.executed_seq, f"resolved by {resolver}: {reason}")
-                )
-            if call is not None and (state.compensating or not happened):
-                # The saga will compensate next: refuse now, before the resolution is journaled.
-                self._compensator.check_tools(state)
-                self.registry.get(intent.tool_name)
-            self.journal.append(
-                saga_id,
-                GATE_TOOL,
-                Phase.APPROVED if happened else Phase.REJECTED,
-                resolution_input(seq, phase),
-                decision_payload(resolver, reason),
-            )
-            self.journal.append(saga_id, intent.tool_name, phase, intent.input, payload)
-            after = self._state(saga_id)
-            if after.compensating and not after.open_calls:
-                return self._compensate(saga_id, f"resolution of seq {seq} by {resolver}").status
-            return after.status
+        _refuse_in_loop("resolve_in_doubt")
+        return drive(self._resolve(saga_id, seq, happened, resolver, result, reason))
+
+    async def resolve_in_doubt_async(
+        self, saga_id: str, seq: int, *, happened: bool, resolver: str, result: str = "", reason: str = ""
+    ) -> SagaStatus:
+        return await drive_async(self._resolve(saga_id, seq, happened, resolver, result, reason))
+
+    def _resolve(
+        self, saga_id: str, seq: int, happened: bool, resolver: str, result: str, reason: str
+    ) -> Operation[SagaStatus]:
+        return _recovery.resolve(
+            self.engine, saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
+        )
 
     def recover(self, saga_id: str | None = None) -> list[SagaResult]:
         """Finish compensations that a crash interrupted, from the journal alone.
 
-        Looks at one saga or every saga not live in this process. A saga with an in-doubt call is
-        left alone (a human must resolve it first); an in-doubt compensation is re-run only if
-        declared idempotent. Run it where no other process is working on those sagas (at start-up).
+        Looks at one saga or every saga not live in this process. Safe to run at any time and
+        from any process (cron, a second worker): a saga with a call still open is left alone (its
+        process may be running the tool, or a human must resolve it), a saga another runner is
+        compensating is skipped, and each step is claimed in the journal, so nothing is
+        compensated twice. An in-doubt compensation is re-run only if declared idempotent.
         """
         _refuse_in_loop("recover")
-        results = []
-        for state in self._resting_states(saga_id):
-            sid = state.saga_id
-            if not state.compensating or state.open_calls:
-                continue
-            reason = state.failure.payload if state.failure is not None else _failed_call_reason(state)
-            results.append(self._compensate(sid, reason))
-        return results
+        return drive(_recovery.recover(self.engine, self._ids(saga_id)))
+
+    async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
+        ids = await asyncio.to_thread(self._ids, saga_id)
+        return await drive_async(_recovery.recover(self.engine, ids))
+
+    def _ids(self, saga_id: str | None) -> list[str]:
+        return [saga_id] if saga_id is not None else self._saga_ids()
 
     # -- approvals ---------------------------------------------------------------------------------
     def pending_approvals(self, saga_id: str | None = None) -> list[ApprovalRequest]:
         """Approval requests waiting for a decision or a resume, oldest first. Read-only."""
-        return self._approvals.pending(saga_id)
+        _refuse_in_loop("pending_approvals")
+        return self._pending(saga_id)
+
+    async def pending_approvals_async(self, saga_id: str | None = None) -> list[ApprovalRequest]:
+        return await asyncio.to_thread(self._pending, saga_id)
+
+    def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
+        return list(self.journal.read(self.store.list_approval_requests, saga_id))
 
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
         """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing."""
-        with self._lock(saga_id):
-            return self._approvals.approve(saga_id, seq, approver)
+        _refuse_in_loop("approve")
+        return drive(_approvals.approve(self.engine, saga_id, seq, approver))
+
+    async def approve_async(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
+        return await drive_async(_approvals.approve(self.engine, saga_id, seq, approver))
 
     def reject(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
         """Journal REJECTED, drop the request and compensate the saga (``decision.result``)."""
-        with self._lock(saga_id):
-            return self._approvals.reject(saga_id, seq, approver, reason)
+        _refuse_in_loop("reject")
+        return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason))
+
+    async def reject_async(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
+        return await drive_async(_approvals.reject(self.engine, saga_id, seq, approver, reason))
 
     def resume(self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None) -> SagaResult:
         """Execute an approved gate's tool with ``payload``, at most once, if every check passes.
@@ -405,60 +328,64 @@ class Sagacity:
         asked for the execution; it is journaled in the resumed call's INTENT.
         """
         _refuse_in_loop("resume")
-        resumed_by = require_identity(resumed_by) if resumed_by is not None else None
-        with self._lock(saga_id):
-            granted = claim(self._approvals, saga_id, seq, payload)
-            if granted.mismatch:
-                mismatch = PayloadMismatchError(f"saga {saga_id!r} seq {seq}: {granted.mismatch}")
-                return self._compensate(
-                    saga_id, f"resume of seq {seq} refused: {granted.mismatch}", error=mismatch
-                )
-            run = self._start(saga_id)
-            value: Any = None
-            error: Exception | None = None
-            try:
-                with entered(run):
-                    call_seq, args, kwargs = run.begin_resume(
-                        granted.spec, granted.request, payload, resumed_by
-                    )
-                    value = run.execute(granted.spec, call_seq, payload, args, kwargs)
-            except Exception as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-                error = exc
-            return self._conclude(run, value, error)
+        granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        if granted.refused:
+            return _refused(saga_id, seq, granted)
+        run = self._resumed(saga_id, granted)
+        try:
+            with entered(run):
+                value = run.execute(granted.spec, granted.seq, payload, granted.args, granted.kwargs or {})
+        except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
+            return _reraise_interrupt(self._conclude(run, None, exc), exc)
+        return self._conclude(run, value, None)
 
     async def resume_async(
         self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None
     ) -> SagaResult:
         """``resume`` for async tools and event loops."""
-        resumed_by = require_identity(resumed_by) if resumed_by is not None else None
-        granted = await asyncio.to_thread(claim, self._approvals, saga_id, seq, payload)
-        if granted.mismatch:
-            error = PayloadMismatchError(f"saga {saga_id!r} seq {seq}: {granted.mismatch}")
-            return await self._compensate_async(
-                saga_id, f"resume of seq {seq} refused: {granted.mismatch}", error=error
-            )
-        run = await asyncio.to_thread(self._start, saga_id)
+        granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        if granted.refused:
+            return _refused(saga_id, seq, granted)
+        run = self._resumed(saga_id, granted)
         try:
             with entered(run):
-                call_seq, args, kwargs = await asyncio.to_thread(
-                    run.begin_resume, granted.spec, granted.request, payload, resumed_by
+                value = await run.execute_async(
+                    granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
                 )
-                value = await run.execute_async(granted.spec, call_seq, payload, args, kwargs)
-        except Exception as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-            return await self._conclude_async(run, None, exc)
+        except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
+            return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
         return await self._conclude_async(run, value, None)
+
+    def _resumed(self, saga_id: str, granted: Claim) -> SagaRun:
+        self.engine.enter(saga_id)  # left in _conclude, whatever happens
+        return SagaRun(self.engine, saga_id, existed=True, last_seq=granted.seq)
 
     def expire_approvals(self, now: datetime | None = None) -> list[ApprovalRequest]:
         """Expire every request past its time (REJECTED, reason expired; the saga compensates)."""
-        return self._approvals.expire_due(now)
+        _refuse_in_loop("expire_approvals")
+        return drive(_approvals.expire_due(self.engine, now))
+
+    async def expire_approvals_async(self, now: datetime | None = None) -> list[ApprovalRequest]:
+        return await drive_async(_approvals.expire_due(self.engine, now))
 
     # -- evidence -------------------------------------------------------------------------------
     def entries(self, saga_id: str) -> list[Entry]:
         """The saga's journal in seq order (empty for an unknown saga). Read-only."""
+        _refuse_in_loop("entries")
         return self.journal.entries(saga_id)
+
+    async def entries_async(self, saga_id: str) -> list[Entry]:
+        return await asyncio.to_thread(self.journal.entries, saga_id)
 
     def saga_ids(self) -> list[str]:
         """Every saga with at least one entry, sorted. Read-only."""
+        _refuse_in_loop("saga_ids")
+        return self._saga_ids()
+
+    async def saga_ids_async(self) -> list[str]:
+        return await asyncio.to_thread(self._saga_ids)
+
+    def _saga_ids(self) -> list[str]:
         return self.journal.read(self.store.saga_ids)
 
     def verify(self, saga_id: str) -> Verification:
@@ -466,13 +393,28 @@ class Sagacity:
 
         Raises ``SagaNotFoundError`` when the saga has no entries.
         """
+        _refuse_in_loop("verify")
         return self.journal.verify(saga_id)
+
+    async def verify_async(self, saga_id: str) -> Verification:
+        return await asyncio.to_thread(self.journal.verify, saga_id)
 
     def export(self, saga_id: str) -> Iterator[str]:
         """The saga as JSON Lines (SPEC §7), streamed a batch of rows at a time. Read-only.
 
         Raises ``SagaNotFoundError`` at once (not on first iteration) for an unknown saga.
         """
+        _refuse_in_loop("export")
+        return self._export(saga_id)
+
+    async def export_async(self, saga_id: str) -> AsyncIterator[str]:
+        """``export`` for event loops: each batch of rows is read in a worker thread."""
+        lines = await asyncio.to_thread(self._export, saga_id)
+        done = object()
+        while (line := await asyncio.to_thread(next, lines, done)) is not done:
+            yield line  # type: ignore[misc]
+
+    def _export(self, saga_id: str) -> Iterator[str]:
         self.journal.require_saga(saga_id)
         return export_lines(self.journal.iter_entries(saga_id))
 
@@ -493,14 +435,27 @@ class Sagacity:
         return f"Sagacity({self.store!r})"
 
 
-def _failed_call_reason(state: SagaState) -> str:
-    call = state.failed_calls[0]
-    error = call.outcome.payload if call.outcome is not None else ""
-    return f"call seq {call.intent.seq} ({call.intent.tool_name}) failed: {error}"
+def _reraise_interrupt(result: SagaResult, error: BaseException) -> SagaResult:
+    """``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` go on their way once the saga
+    is compensated; any other failure of the work comes back in the result."""
+    if not isinstance(error, Exception):
+        raise error
+    return result
+
+
+def _refused(saga_id: str, seq: int, granted: Claim) -> SagaResult:
+    """The result of a resume whose payload did not match: REJECTED, compensated."""
+    assert granted.run is not None
+    mismatch = PayloadMismatchError(f"saga {saga_id!r} seq {seq}: {granted.refused}")
+    return granted.run.result(saga_id, error=mismatch)
 
 
 class SagaScope:
-    """What ``Sagacity.saga`` returns: a sync and async context manager over one saga."""
+    """What ``Sagacity.saga`` returns: a sync and async context manager over one saga.
+
+    An exception from the block (``KeyboardInterrupt`` and ``CancelledError`` included) is
+    re-raised after the saga is compensated.
+    """
 
     def __init__(self, sg: Sagacity, saga_id: str) -> None:
         self.sagacity = sg
@@ -522,16 +477,13 @@ class SagaScope:
         return self._run
 
     def __enter__(self) -> SagaScope:
+        _refuse_in_loop("saga", "`async with sg.saga(...)`")
         return self._enter(self.sagacity._start(self.saga_id))
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        run = self._exit_context()
-        if isinstance(exc, KeyboardInterrupt | SystemExit):
-            self.sagacity._leave(run)
-            return
-        self.result = self.sagacity._conclude(run, None, exc)
+        self.result = self.sagacity._conclude(self._exit_context(), None, exc)
 
     async def __aenter__(self) -> SagaScope:
         return self._enter(await asyncio.to_thread(self.sagacity._start, self.saga_id))
@@ -539,11 +491,7 @@ class SagaScope:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        run = self._exit_context()
-        if isinstance(exc, KeyboardInterrupt | SystemExit):
-            self.sagacity._leave(run)
-            return
-        self.result = await self.sagacity._conclude_async(run, None, exc)
+        self.result = await self.sagacity._conclude_async(self._exit_context(), None, exc)
 
     @property
     def id(self) -> str:

@@ -28,6 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sagacity.chain import GENESIS_HASH
 from sagacity.model import Entry, Phase, SagaStatus
 
 #: tool_name of saga-level entries (start and end of compensation).
@@ -128,7 +129,12 @@ class Gate:
 
 @dataclass
 class SagaState:
-    """Everything the journal says about one saga."""
+    """Everything the journal says about one saga, up to the entry at ``last_seq``.
+
+    Built by :func:`fold` and kept current with :meth:`apply`, one entry at a time, so an
+    operation reads a saga once and afterwards only the entries appended since (``last_seq``
+    and ``last_hash`` are where a fenced decision must append next).
+    """
 
     saga_id: str
     entry_count: int = 0
@@ -140,6 +146,10 @@ class SagaState:
     orphans: list[Entry] = field(default_factory=list)
     first_timestamp: datetime | None = None
     last_timestamp: datetime | None = None
+    last_seq: int = 0
+    last_hash: str = GENESIS_HASH
+    #: In-doubt INTENT seq -> resolver, for a resolution decision whose outcome is still to come.
+    resolving: dict[int, str] = field(default_factory=dict)
 
     @property
     def executed(self) -> list[Call]:
@@ -165,6 +175,11 @@ class SagaState:
         return [c for c in self.calls if c.outcome is not None and c.outcome.phase == Phase.FAILED]
 
     @property
+    def closed(self) -> bool:
+        """Compensation started or the saga ended: no new call may begin in it."""
+        return self.failure is not None or self.finished is not None
+
+    @property
     def compensating(self) -> bool:
         """Compensation started (or is due after a failed call) and has not finished."""
         return self.finished is None and (self.failure is not None or bool(self.failed_calls))
@@ -181,40 +196,53 @@ class SagaState:
             return SagaStatus.AWAITING_APPROVAL
         return SagaStatus.COMPLETED
 
+    def apply(self, entry: Entry) -> None:
+        """Take the saga's next entry into account (entries must come in seq order)."""
+        self.entry_count += 1
+        self.last_seq = entry.seq
+        self.last_hash = entry.hash
+        self.last_timestamp = entry.timestamp
+        if self.first_timestamp is None:
+            self.first_timestamp = entry.timestamp
+        if entry.tool_name == SAGA_TOOL and entry.phase != Phase.INTENT:
+            if entry.phase == Phase.FAILED and self.failure is None:
+                self.failure = entry
+            elif entry.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
+                self.finished = entry
+            return
+        if entry.tool_name == GATE_TOOL:
+            _decide(self, entry)
+            return
+        phase = entry.phase
+        if phase == Phase.INTENT:
+            _intent(self, entry)
+        elif phase in (Phase.EXECUTED, Phase.FAILED):
+            _outcome(self, entry)
+        elif phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
+            match = _EFFECT_SEQ.search(entry.payload)
+            if match is None:
+                self.orphans.append(entry)
+                return
+            comp = self.compensations.setdefault(int(match.group(1)), Compensation(int(match.group(1))))
+            comp.outcome = entry
+        elif phase == Phase.AWAITING_APPROVAL:
+            self.gates[entry.seq] = Gate(entry)
+
 
 def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
     """Read a saga's entries (seq order) into its state."""
     state = SagaState(saga_id)
-    resolving: dict[int, str] = {}  # in-doubt INTENT seq -> resolver
     for entry in entries:
-        state.entry_count += 1
-        state.last_timestamp = entry.timestamp
-        if state.first_timestamp is None:
-            state.first_timestamp = entry.timestamp
-        if entry.tool_name == SAGA_TOOL and entry.phase != Phase.INTENT:
-            if entry.phase == Phase.FAILED and state.failure is None:
-                state.failure = entry
-            elif entry.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
-                state.finished = entry
-            continue
-        if entry.tool_name == GATE_TOOL:
-            _decide(state, entry, resolving)
-            continue
-        phase = entry.phase
-        if phase == Phase.INTENT:
-            _intent(state, entry)
-        elif phase in (Phase.EXECUTED, Phase.FAILED):
-            _outcome(state, entry, resolving)
-        elif phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
-            match = _EFFECT_SEQ.search(entry.payload)
-            if match is None:
-                state.orphans.append(entry)
-                continue
-            comp = state.compensations.setdefault(int(match.group(1)), Compensation(int(match.group(1))))
-            comp.outcome = entry
-        elif phase == Phase.AWAITING_APPROVAL:
-            state.gates[entry.seq] = Gate(entry)
+        state.apply(entry)
     return state
+
+
+def closes_saga(entry: Entry) -> bool:
+    """Whether ``entry`` marks the start or end of the saga's compensation (no call may follow)."""
+    return entry.tool_name == SAGA_TOOL and entry.phase in _CLOSING_PHASES
+
+
+_CLOSING_PHASES = frozenset({Phase.FAILED, Phase.COMPENSATED, Phase.COMPENSATION_FAILED})
 
 
 def _intent(state: SagaState, entry: Entry) -> None:
@@ -235,7 +263,7 @@ def _intent(state: SagaState, entry: Entry) -> None:
     state.calls.append(call)
 
 
-def _outcome(state: SagaState, entry: Entry, resolving: dict[int, str]) -> None:
+def _outcome(state: SagaState, entry: Entry) -> None:
     candidates = [
         c
         for c in state.calls
@@ -244,13 +272,13 @@ def _outcome(state: SagaState, entry: Entry, resolving: dict[int, str]) -> None:
     if not candidates:
         state.orphans.append(entry)
         return
-    resolved = [c for c in candidates if c.intent.seq in resolving]
+    resolved = [c for c in candidates if c.intent.seq in state.resolving]
     call = resolved[0] if resolved else candidates[0]
     call.outcome = entry
-    call.resolved_by = resolving.pop(call.intent.seq, "")
+    call.resolved_by = state.resolving.pop(call.intent.seq, "")
 
 
-def _decide(state: SagaState, entry: Entry, resolving: dict[int, str]) -> None:
+def _decide(state: SagaState, entry: Entry) -> None:
     try:
         decided = json.loads(entry.input)
     except ValueError:
@@ -261,7 +289,7 @@ def _decide(state: SagaState, entry: Entry, resolving: dict[int, str]) -> None:
     seq: int = decided["seq"]
     approver, _ = parse_decision_payload(entry.payload)
     if "resolution" in decided:
-        resolving[seq] = approver
+        state.resolving[seq] = approver
         return
     gate = state.gates.get(seq)
     if gate is None:

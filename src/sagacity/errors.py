@@ -14,6 +14,7 @@
     │   ├── UnknownToolError        (also LookupError) a journal names a tool not imported here
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
+    │   └── SagaClosedError         its compensation started (maybe in another process): no new call
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
@@ -47,6 +48,7 @@ __all__ = [
     "IrreversibleToolError",
     "JournalIntegrityError",
     "PayloadMismatchError",
+    "SagaClosedError",
     "SagaNotFoundError",
     "SagaStateError",
     "SagacityError",
@@ -105,6 +107,11 @@ class IrreversibleToolError(ToolError):
 
 class SagaStateError(SagacityError):
     """The saga's journal does not allow the call (e.g. it was already compensated)."""
+
+
+class SagaClosedError(SagaStateError):
+    """A call was refused before its tool ran: the saga's compensation started, perhaps in
+    another process (a rejected gate, ``recover``), so nothing new may begin in it."""
 
 
 class ApprovalError(SagacityError):

@@ -23,9 +23,10 @@ ROOT = {"Authorization": "Bearer root-token-0123456789a"}
 PAYLOAD = '{"amount":"100.00","to":"ACME"}'
 
 
-def decisions(sg: Sagacity, saga_id: str, phase: Phase) -> list[str]:
+async def decisions(sg: Sagacity, saga_id: str, phase: Phase) -> list[str]:
     """Payloads of the saga's decision entries in ``phase``."""
-    return [e.payload for e in sg.entries(saga_id) if e.phase == phase and e.tool_name == "approval-gate"]
+    entries = await sg.entries_async(saga_id)
+    return [e.payload for e in entries if e.phase == phase and e.tool_name == "approval-gate"]
 
 
 async def test_approvals_list_has_the_java_fields_and_more(
@@ -92,7 +93,7 @@ async def test_approver_journaled_is_the_principal_not_the_body(
     assert body["approved"] is True
     assert body["approverIdentity"] == "alice@example.com"
     assert body["decidedAt"].endswith("Z")
-    assert decisions(sg, "order-1", Phase.APPROVED) == ["approver=alice@example.com"]
+    assert (await decisions(sg, "order-1", Phase.APPROVED)) == ["approver=alice@example.com"]
 
 
 async def test_approve_then_resume_completes(
@@ -105,8 +106,8 @@ async def test_approve_then_resume_completes(
     assert response.status_code == 200
     assert response.json() == {"sagaId": "order-1", "status": "COMPLETED", "result": "wire 100.00->ACME"}
     assert tools.EFFECTS == ["reserved SKU-1", "wired 100.00 to ACME"]
-    assert sg.status("order-1") is SagaStatus.COMPLETED
-    resumed = [e.payload for e in sg.entries("order-1") if e.payload.startswith("resumes")]
+    assert (await sg.status_async("order-1")) is SagaStatus.COMPLETED
+    resumed = [e.payload for e in (await sg.entries_async("order-1")) if e.payload.startswith("resumes")]
     assert resumed == [f"resumes seq={seq} by=alice@example.com"]  # who pressed resume, from the token
     again = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": PAYLOAD}, headers=ALICE)
     assert again.status_code == 404
@@ -140,8 +141,8 @@ async def test_stale_payload_is_409_and_compensates(
     assert body["status"] == "COMPENSATED"
     assert body["reason"].startswith("PayloadMismatchError")
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
-    assert sg.status("order-1") is SagaStatus.COMPENSATED
-    assert any("differs from the approved" in p for p in decisions(sg, "order-1", Phase.REJECTED))
+    assert (await sg.status_async("order-1")) is SagaStatus.COMPENSATED
+    assert any("differs from the approved" in p for p in (await decisions(sg, "order-1", Phase.REJECTED)))
 
 
 async def test_resumed_tool_failure_is_409_and_compensates(
@@ -174,7 +175,7 @@ async def test_reject_compensates_and_journals_principal_and_reason(
     assert body["reason"] == "wrong IBAN"
     assert body["status"] == "COMPENSATED"
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
-    assert decisions(sg, "order-1", Phase.REJECTED) == ["approver=bob@example.com\nreason=wrong IBAN"]
+    assert (await decisions(sg, "order-1", Phase.REJECTED)) == ["approver=bob@example.com\nreason=wrong IBAN"]
     twice = await client.post(f"/sagacity/reject/order-1/{seq}", headers=BOB)
     assert twice.status_code in {404, 409}
     assert twice.json()["sagaId"] == "order-1"
@@ -204,7 +205,7 @@ async def test_four_eyes_needs_two_distinct_principals(
     done = await client.post(f"/sagacity/resume/payout-1/{seq}", json={"payload": payload}, headers=BOB)
     assert done.status_code == 200
     assert done.json()["status"] == "COMPLETED"
-    assert decisions(sg, "payout-1", Phase.APPROVED) == [
+    assert (await decisions(sg, "payout-1", Phase.APPROVED)) == [
         "approver=alice@example.com",
         "approver=bob@example.com",
     ]
@@ -233,7 +234,7 @@ async def test_resume_bad_bodies_are_400_naming_the_problem(
     response = await client.post(f"/sagacity/resume/order-1/{seq}", content=content, headers=ALICE)
     assert response.status_code == 400
     assert fragment in response.json()["error"]
-    assert [r.journal_seq for r in sg.pending_approvals("order-1")] == [seq]
+    assert [r.journal_seq for r in (await sg.pending_approvals_async("order-1"))] == [seq]
 
 
 @pytest.mark.parametrize(
@@ -317,7 +318,7 @@ async def test_resume_of_a_tool_not_imported_is_404(
     assert listed[0]["toolImported"] is False
     assert response.status_code == 404
     assert "srv_wire" in response.json()["error"]
-    assert [r.journal_seq for r in sg.pending_approvals("order-1")] == [seq]
+    assert [r.journal_seq for r in (await sg.pending_approvals_async("order-1"))] == [seq]
 
 
 async def test_decision_on_a_compensated_saga_is_409(
@@ -328,7 +329,7 @@ async def test_decision_on_a_compensated_saga_is_409(
     await client.post(f"/sagacity/reject/order-1/{seq}", headers=ALICE)
     response = await client.post(f"/sagacity/approve/order-1/{seq}", headers=BOB)
     assert response.status_code in {404, 409}
-    assert sg.status("order-1") is SagaStatus.COMPENSATED
+    assert (await sg.status_async("order-1")) is SagaStatus.COMPENSATED
 
 
 async def test_audit_streams_json_lines(
@@ -342,7 +343,7 @@ async def test_audit_streams_json_lines(
         lines = [line async for line in response.aiter_lines() if line]
     rows = [json.loads(line) for line in lines]
     assert [r["seq"] for r in rows] == [1, 2, 3]
-    assert rows == [e.to_json() for e in sg.entries("order-1")]
+    assert rows == [e.to_json() for e in (await sg.entries_async("order-1"))]
     assert set(rows[0]) == {"sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash"}
 
 
@@ -466,7 +467,7 @@ async def test_oversize_streamed_body_is_413_while_reading(
     response = await client.post(f"/sagacity/reject/order-1/{seq}", content=chunks(), headers=ALICE)
     assert response.status_code == 413
     assert len(sent) < 100
-    assert sg.status("order-1") is SagaStatus.AWAITING_APPROVAL
+    assert (await sg.status_async("order-1")) is SagaStatus.AWAITING_APPROVAL
 
 
 async def test_unknown_route_and_wrong_method_are_json(client: httpx.AsyncClient) -> None:

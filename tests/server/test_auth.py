@@ -110,7 +110,7 @@ async def test_admin_holds_every_role(
     assert (await client.get("/sagacity/sagas", headers=ROOT)).status_code == 200
     assert (await client.get("/sagacity/approvals", headers=ROOT)).status_code == 200
     assert (await client.post(f"/sagacity/approve/order-1/{seq}", headers=ROOT)).status_code == 200
-    approved = [e.payload for e in sg.entries("order-1") if e.phase == Phase.APPROVED]
+    approved = [e.payload for e in (await sg.entries_async("order-1")) if e.phase == Phase.APPROVED]
     assert approved == ["approver=root@example.com"]
 
 

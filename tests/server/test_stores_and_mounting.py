@@ -48,8 +48,8 @@ async def test_approve_resume_and_reject_on_every_store(store_sg: Sagacity, tool
     assert rejected.json()["status"] == "COMPENSATED"
     assert verify["valid"] is True
     assert {s["sagaId"]: s["status"] for s in page["sagas"]} == {"pay-1": "COMPLETED", "pay-2": "COMPENSATED"}
-    assert sg.status("pay-2") is SagaStatus.COMPENSATED
-    assert [e.payload for e in sg.entries("pay-1") if e.phase == Phase.APPROVED] == [
+    assert (await sg.status_async("pay-2")) is SagaStatus.COMPENSATED
+    assert [e.payload for e in (await sg.entries_async("pay-1")) if e.phase == Phase.APPROVED] == [
         "approver=alice@example.com"
     ]
     assert tools.EFFECTS.count("wired 100.00 to ACME") == 1

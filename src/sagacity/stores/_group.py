@@ -18,19 +18,15 @@ statement and one commit; the others wait. The rules, and what breaks without ea
 
 from __future__ import annotations
 
-import functools
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from sagacity.errors import StoreError
 from sagacity.model import Entry
-from sagacity.stores._sql import ENTRY_COLUMNS, JOURNAL
 
 #: Rows per statement: 256 x 8 parameters stays far below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_BATCH = 256
-
-ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
 
 _allocate_lock = threading.Lock
 
@@ -167,17 +163,3 @@ def first_of_each_key(batch: list[Pending]) -> list[Pending]:
             seen.add(key)
             unique.append(request)
     return unique
-
-
-@functools.cache
-def insert_sql(rows: int, *, returning: bool) -> str:
-    """A multi-row INSERT of ``rows`` journal rows, with ``?`` placeholders.
-
-    Plain, it fails whole (writing nothing) if any key is taken. With ``returning`` it skips the
-    taken keys and names the rows it wrote.
-    """
-    row = "(" + ", ".join(["?"] * ENTRY_WIDTH) + ")"
-    sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([row] * rows)}"
-    if returning:
-        sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"
-    return sql

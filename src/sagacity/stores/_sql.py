@@ -7,6 +7,7 @@ statement is written once, with ``?`` placeholders.
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -20,6 +21,11 @@ JOURNAL = "side_effect_journal"
 APPROVALS = "sagacity_approval_request"
 EXPIRY = "sagacity_approval_expiry"
 ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
+ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
+
+
+class _LostRace(Exception):
+    """Raised inside a transaction to roll it back: a fenced insert found a seq taken."""
 
 
 class Cursor(Protocol):
@@ -54,6 +60,20 @@ def split_statements(ddl: str) -> list[str]:
             statements.append("\n".join(current).rstrip().rstrip(";"))
             current, in_body = [], False
     return statements
+
+
+@functools.cache
+def insert_sql(rows: int, *, returning: bool) -> str:
+    """A multi-row INSERT of ``rows`` journal rows, with ``?`` placeholders.
+
+    Plain, it fails whole (writing nothing) if any key is taken. With ``returning`` it skips the
+    taken keys and names the rows it wrote.
+    """
+    row = "(" + ", ".join(["?"] * ENTRY_WIDTH) + ")"
+    sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([row] * rows)}"
+    if returning:
+        sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"
+    return sql
 
 
 def numbered(sql: str) -> str:
@@ -115,6 +135,21 @@ class SQLStore(ABC):
         with self._cursor() as cur:
             cur.execute(self._sql(self.INSERT_ENTRY), self._entry_params(entry))
             return cur.rowcount == 1
+
+    def insert_entries(self, entries: Sequence[Entry]) -> bool:
+        if len(entries) == 1:
+            return self.insert_entry(entries[0])
+        # One transaction: ON CONFLICT DO NOTHING RETURNING names the rows that went in; fewer
+        # than all means another writer holds one of the seqs, and the rollback undoes the rest.
+        params = [value for entry in entries for value in self._entry_params(entry)]
+        try:
+            with self._cursor(transaction=True) as cur:
+                cur.execute(self._sql(insert_sql(len(entries), returning=True)), params)
+                if len(cur.fetchall()) != len(entries):
+                    raise _LostRace
+        except _LostRace:
+            return False
+        return True
 
     def tail(self, saga_id: str) -> Entry | None:
         with self._cursor() as cur:

@@ -8,6 +8,7 @@ store needs no base class and a type checker still verifies it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol, runtime_checkable
 
 from sagacity.model import ApprovalRequest, Entry
@@ -30,6 +31,20 @@ class Store(Protocol):
         Raises ``StoreUnavailableError`` when the outcome is unknown (the connection died); the
         journal then resolves it by reading back.
         """
+        ...
+
+    def insert_entries(self, entries: Sequence[Entry]) -> bool:
+        """Durably insert consecutive rows of one saga, all or none. Return False, writing
+        nothing, if any (saga_id, seq) exists: a fenced decision lost the race.
+
+        Raises ``StoreUnavailableError`` when the outcome is unknown, as ``insert_entry`` does.
+        """
+        ...
+
+    def lease(self, saga_id: str, *, wait: bool) -> AbstractContextManager[bool]:
+        """Hold the saga's lease for the block: exclusive across threads and processes on this
+        store, and released when its holder dies. Yields False (not waiting) if ``wait`` is
+        False and another holder has it."""
         ...
 
     def tail(self, saga_id: str) -> Entry | None:

@@ -7,9 +7,12 @@ and everything is gone when the process ends.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from sagacity.errors import StoreError
 from sagacity.model import ApprovalRequest, Entry
+from sagacity.stores._lease import LocalLeases
 
 __all__ = ["MemoryStore"]
 
@@ -22,6 +25,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._entries: dict[str, list[Entry]] = {}
         self._requests: dict[tuple[str, int], ApprovalRequest] = {}
+        self._leases = LocalLeases()
 
     def init_schema(self) -> None:
         """Nothing to create."""
@@ -38,6 +42,24 @@ class MemoryStore:
                 )
             chain.append(entry)
             return True
+
+    def insert_entries(self, entries: Sequence[Entry]) -> bool:
+        with self._lock:
+            chain = self._entries.setdefault(entries[0].saga_id, [])
+            if entries[0].seq <= len(chain):
+                return False
+            if entries[0].seq != len(chain) + 1:
+                raise StoreError(
+                    f"memory store: seq {entries[0].seq} for saga {entries[0].saga_id!r} would leave a "
+                    f"gap after {len(chain)}"
+                )
+            chain.extend(entries)
+            return True
+
+    @contextmanager
+    def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
+        with self._leases.hold(saga_id, wait=wait) as got:
+            yield got
 
     def tail(self, saga_id: str) -> Entry | None:
         with self._lock:

@@ -22,6 +22,8 @@ Choices, and what breaks without each:
 - ``init_schema`` holds a transaction-scoped advisory lock: two processes running
   ``CREATE TABLE IF NOT EXISTS`` at once on an empty database can otherwise fail with a
   unique violation on ``pg_type``.
+- Saga leases are session-level advisory locks, held on a pool connection for the lease's
+  duration and released before it goes back; PostgreSQL drops them with a dead session.
 - A dead connection (server restart, ``pg_terminate_backend``) raises ``StoreUnavailableError``
   after the pool has been told to drop dead idle connections; the journal retries, and resolves
   an insert whose commit it never heard about by reading the row back. A batch whose statement
@@ -45,8 +47,18 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
 from sagacity.stores import safe_url
-from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key, insert_sql
-from sagacity.stores._sql import APPROVALS, EXPIRY, JOURNAL, Cursor, SQLStore, load_ddl, numbered
+from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
+from sagacity.stores._lease import lease_key
+from sagacity.stores._sql import (
+    APPROVALS,
+    EXPIRY,
+    JOURNAL,
+    Cursor,
+    SQLStore,
+    insert_sql,
+    load_ddl,
+    numbered,
+)
 
 __all__ = ["PostgresStore", "safe_url"]
 
@@ -126,6 +138,25 @@ class PostgresStore(SQLStore):
             self._pool.check()
             return StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}")
         return StoreError(f"PostgreSQL: {exc}")
+
+    @contextmanager
+    def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
+        key = lease_key(saga_id)
+        try:
+            with self._pool.connection() as conn:
+                if wait:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                    got = True
+                else:
+                    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
+                    got = bool(row and row[0])
+                try:
+                    yield got
+                finally:
+                    if got and not conn.broken:
+                        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+        except (PoolTimeout, psycopg.Error) as exc:
+            raise self._translate(exc) from exc
 
     _INSERT_ENTRY_PG = SQLStore.INSERT_ENTRY.replace("?", "%s")
 

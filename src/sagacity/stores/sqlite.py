@@ -19,6 +19,8 @@ Choices, and what breaks without each:
   and each paid ~0.3 ms to open it and re-prepare its statements. The group commit writes on its
   own connection, whose statement cache holds every batch size.
 - Triggers refuse UPDATE and DELETE on the journal (see ``sql/sqlite.sql``).
+- Saga leases are POSIX record locks on a file beside the database (``<db>-sagacity-lease``,
+  see ``stores/_lease.py``): the kernel drops them when their process dies.
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from typing import Any
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.model import Entry
-from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key, insert_sql
-from sagacity.stores._sql import Cursor, SQLStore, load_ddl, split_statements
+from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
+from sagacity.stores._lease import FileLeases
+from sagacity.stores._sql import Cursor, SQLStore, insert_sql, load_ddl, split_statements
 
 __all__ = ["SQLiteStore"]
 
@@ -91,6 +94,14 @@ class SQLiteStore(SQLStore):
         parent = Path(self.path).parent
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
+        self._leases: FileLeases | None = None
+
+    @contextmanager
+    def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
+        if self._leases is None:
+            self._leases = FileLeases.for_database(self.path)
+        with self._leases.hold(saga_id, wait=wait) as got:
+            yield got
 
     # -- connections ---------------------------------------------------------------------------
     def _open(self) -> sqlite3.Connection:

@@ -1,0 +1,143 @@
+"""The engine: one store's journal, tool registry and decision protocol, below every runtime module.
+
+Every decision (approve, reject, resume's INTENT, expiry, void, in-doubt resolution, the start and
+steps of a compensation) goes through :meth:`Engine.decide`: it is made on a state folded from the
+journal and appended only right after the entry that state ends with (a compare-and-append on
+``(saga_id, seq)``, which the primary key gives us). If another writer, in any process or machine,
+appended first, the engine reads what was appended, and the decision is made again on the new
+state, or refused. In-process locks carry no correctness here: two ``Sagacity`` instances on
+one database are treated exactly like two machines.
+
+Ordinary tool INTENT/EXECUTED appends keep the journal's fast path (``Journal.append``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from datetime import UTC, datetime, timedelta
+
+from sagacity._journal import Journal
+from sagacity._state import SagaState, fold
+from sagacity.errors import AppendConflictError, ApprovalNotFoundError, InvalidValueError
+from sagacity.model import ApprovalRequest, Entry, Phase
+from sagacity.stores.base import Store
+from sagacity.tools import ToolRegistry
+
+#: One entry a decision appends: (tool_name, phase, input, payload).
+Row = tuple[str, Phase, str, str]
+
+_IDENTITY = re.compile(r"^[^\x00-\x1f\x7f\x85\u2028\u2029]{1,256}$")
+
+
+def utc_now() -> datetime:
+    """Naive UTC with whole microseconds, as the journal stores time."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def age(since: datetime, now: datetime | None = None) -> timedelta:
+    return (now or utc_now()) - since
+
+
+def require_identity(approver: str) -> str:
+    """A decision is recorded under a named identity: non-empty, one line, at most 256 chars."""
+    if not isinstance(approver, str) or not _IDENTITY.match(approver) or not approver.strip():
+        raise InvalidValueError(
+            "approver must be a non-empty identity of at most 256 characters without control "
+            f"characters or line breaks, got {approver!r}"
+        )
+    return approver.strip()
+
+
+class Engine:
+    """The journal of one store, the registry its tools are found in, and the sagas live here."""
+
+    def __init__(
+        self, store: Store, journal: Journal, registry: ToolRegistry, approval_ttl: timedelta | None
+    ) -> None:
+        self.store = store
+        self.journal = journal
+        self.registry = registry
+        self.approval_ttl = approval_ttl
+        # Sagas running in this process: only for ``status`` (RUNNING) and for leaving them out
+        # of this process's own ``recover``; other processes are told apart by the journal.
+        self._live: dict[str, int] = {}
+        self._live_lock = threading.Lock()
+
+    # -- reading ----------------------------------------------------------------------------------
+    def snapshot(self, saga_id: str) -> SagaState:
+        """The saga's state, folded from its whole journal (the one full read of an operation)."""
+        return fold(saga_id, self.journal.iter_entries(saga_id))
+
+    def refresh(self, state: SagaState) -> SagaState:
+        """Bring ``state`` up to date with the entries appended since it was read."""
+        for entry in self.journal.entries_after(state.saga_id, state.last_seq):
+            state.apply(entry)
+        return state
+
+    def request(self, saga_id: str, seq: int) -> ApprovalRequest:
+        request = self.find_request(saga_id, seq)
+        if request is None:
+            raise ApprovalNotFoundError(f"no pending approval request for saga {saga_id!r} seq {seq}")
+        return request
+
+    def find_request(self, saga_id: str, seq: int) -> ApprovalRequest | None:
+        return self.journal.read(self.store.get_approval_request, saga_id, seq)
+
+    def drop_request(self, saga_id: str, seq: int) -> bool:
+        """Delete a request row (working state); True for the one caller that deleted it."""
+        return self.journal.read(self.store.delete_approval_request, saga_id, seq)
+
+    # -- writing ----------------------------------------------------------------------------------
+    def decide(self, state: SagaState, choose: Callable[[SagaState], list[Row]]) -> list[Entry]:
+        """Append what ``choose`` decides on ``state``, fenced; on a lost race, re-read and re-decide.
+
+        ``choose`` is pure: it returns the rows to append (none: nothing to do) or raises a
+        refusal. ``state`` is kept current, including the appended entries.
+        """
+        for _ in range(self.journal.max_append_attempts):
+            rows = choose(state)
+            if not rows:
+                return []
+            landed = self.journal.commit(state.saga_id, (state.last_seq, state.last_hash), rows)
+            if landed is not None:
+                for entry in landed:
+                    state.apply(entry)
+                return landed
+            self.refresh(state)
+        raise AppendConflictError(
+            f"decision on saga {state.saga_id!r} lost the race for the next seq "
+            f"{self.journal.max_append_attempts} times; nothing was written"
+        )
+
+    def append(self, state: SagaState, tool_name: str, phase: Phase, input: str, payload: str) -> Entry:
+        """Append on the fast path (an outcome, never a decision) and keep ``state`` current."""
+        entry = self.journal.append(state.saga_id, tool_name, phase, input, payload)
+        if entry.seq == state.last_seq + 1:
+            state.apply(entry)
+        else:
+            self.refresh(state)
+        return entry
+
+    def lease(self, saga_id: str, *, wait: bool) -> AbstractContextManager[bool]:
+        """The saga's lease (``stores/_lease.py``): held by every compensation run."""
+        return self.store.lease(saga_id, wait=wait)
+
+    # -- sagas live in this process ---------------------------------------------------------------
+    def enter(self, saga_id: str) -> None:
+        with self._live_lock:
+            self._live[saga_id] = self._live.get(saga_id, 0) + 1
+
+    def leave(self, saga_id: str) -> None:
+        with self._live_lock:
+            left = self._live.get(saga_id, 1) - 1
+            if left:
+                self._live[saga_id] = left
+            else:
+                self._live.pop(saga_id, None)
+
+    def is_live(self, saga_id: str) -> bool:
+        with self._live_lock:
+            return saga_id in self._live

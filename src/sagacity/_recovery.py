@@ -1,0 +1,130 @@
+"""After a crash: calls and compensations left in doubt, their resolution by a human, ``recover``.
+
+``recover`` may run anywhere at any time — from cron, beside the processes that own the sagas:
+
+- A saga with a call open (an INTENT without outcome) is left alone: its process may still be
+  running the tool, or it died mid-call and a human must say what happened.
+- A saga being compensated by another runner is skipped: compensation runs hold the saga's
+  lease, and ``recover`` only takes a free one (``stores/_lease.py``).
+- Otherwise it finishes the compensation that a failure started, step by step, each step claimed
+  by a fenced INTENT: the owner, or a second ``recover``, racing it finds the step claimed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from sagacity._compensation import CompensationRun, check_tools, compensate
+from sagacity._effects import Operation
+from sagacity._engine import Engine, Row, age, require_identity, utc_now
+from sagacity._state import (
+    GATE_TOOL,
+    SagaState,
+    compensated_payload,
+    compensation_failed_payload,
+    decision_payload,
+    resolution_input,
+)
+from sagacity.errors import SagaStateError
+from sagacity.model import InDoubtCall, Phase, SagaResult, SagaStatus
+
+
+def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaState]:
+    """The state of each saga, leaving out sagas live in this process."""
+    for saga_id in saga_ids:
+        if not engine.is_live(saga_id):
+            yield engine.snapshot(saga_id)
+
+
+def in_doubt(engine: Engine, saga_ids: Iterable[str]) -> list[InDoubtCall]:
+    """Calls and compensations with an INTENT and no outcome, oldest first."""
+    now = utc_now()
+    found = []
+    for state in resting_states(engine, saga_ids):
+        sid = state.saga_id
+        for call in state.open_calls:
+            e = call.intent
+            found.append(InDoubtCall(sid, e.seq, e.tool_name, e.input, e.timestamp, age(e.timestamp, now)))
+        for comp in state.open_compensations:
+            assert comp.intent is not None
+            e = comp.intent
+            found.append(
+                InDoubtCall(
+                    sid,
+                    e.seq,
+                    e.tool_name,
+                    e.input,
+                    e.timestamp,
+                    age(e.timestamp, now),
+                    "compensation",
+                    comp.executed_seq,
+                )
+            )
+    return sorted(found, key=lambda c: c.started_at)
+
+
+def resolve(
+    engine: Engine, saga_id: str, seq: int, *, happened: bool, resolver: str, result: str, reason: str
+) -> Operation[SagaStatus]:
+    """A human settles an in-doubt INTENT: the decision and the outcome, appended together."""
+    resolver = require_identity(resolver)
+    state = engine.snapshot(saga_id)
+
+    def choose(now: SagaState) -> list[Row]:
+        call = next((c for c in now.open_calls if c.intent.seq == seq), None)
+        comp = next((c for c in now.open_compensations if c.intent and c.intent.seq == seq), None)
+        if call is None and comp is None:
+            raise SagaStateError(f"saga {saga_id!r} seq {seq} is not an INTENT without an outcome")
+        if call is not None:
+            intent = call.intent
+            phase = Phase.EXECUTED if happened else Phase.FAILED
+            payload = (
+                result if happened else f"NotExecuted: resolved by {resolver}: {reason or 'did not happen'}"
+            )
+            if now.compensating or not happened:
+                # The saga will compensate next: refuse now, before the resolution is journaled.
+                check_tools(now, engine.registry)
+                engine.registry.get(intent.tool_name)
+        else:
+            assert comp is not None
+            assert comp.intent is not None
+            intent = comp.intent
+            phase = Phase.COMPENSATED if happened else Phase.COMPENSATION_FAILED
+            payload = (
+                compensated_payload(comp.executed_seq)
+                if happened
+                else compensation_failed_payload(comp.executed_seq, f"resolved by {resolver}: {reason}")
+            )
+        decision: Row = (
+            GATE_TOOL,
+            Phase.APPROVED if happened else Phase.REJECTED,
+            resolution_input(seq, phase),
+            decision_payload(resolver, reason),
+        )
+        return [decision, (intent.tool_name, phase, intent.input, payload)]
+
+    engine.decide(state, choose)
+    if state.compensating and not state.open_calls:
+        run = yield from compensate(engine, saga_id, f"resolution of seq {seq} by {resolver}")
+        assert run is not None
+        return run.status
+    return state.status
+
+
+def recover(engine: Engine, saga_ids: Iterable[str]) -> Operation[list[SagaResult]]:
+    """Finish compensations that a crash interrupted, from the journal alone."""
+    results = []
+    for state in resting_states(engine, saga_ids):
+        if not state.compensating or state.open_calls:
+            continue
+        reason = state.failure.payload if state.failure is not None else failed_call_reason(state)
+        run: CompensationRun | None = yield from compensate(engine, state.saga_id, reason, wait=False)
+        if run is not None:
+            results.append(run.result(state.saga_id))
+    return results
+
+
+def failed_call_reason(state: SagaState) -> str:
+    call = state.failed_calls[0]
+    error = call.outcome.payload if call.outcome is not None else ""
+    return f"call seq {call.intent.seq} ({call.intent.tool_name}) failed: {error}"
