@@ -1,0 +1,131 @@
+"""Resume and reject of one gate sent at once to ``uvicorn --workers 4``: several server
+processes on one journal keep every promise the library keeps."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+
+from sagacity import Sagacity
+
+from .test_decision_races import check_invariants
+
+HERE = Path(__file__).parent
+TRIALS = int(os.environ.get("SAGACITY_RACE_TRIALS", "30"))
+ALICE = {"Authorization": "Bearer alice-token-0123456789"}
+BOB = {"Authorization": "Bearer bob-token-0123456789ab"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def server(durable_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """``uvicorn race_app:app --workers 4`` on a free loopback port; yields (base URL, journal URL)."""
+    port = _free_port()
+    log = (tmp_path / "uvicorn.log").open("wb")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "race_app:app",
+            "--workers",
+            "4",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--app-dir",
+            str(HERE),
+            "--log-level",
+            "warning",
+        ],
+        env={
+            **os.environ,
+            "SAGACITY_RACE_URL": durable_url,
+            "SAGACITY_RACE_EFFECTS": str(tmp_path / "effects.log"),
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/sagacity/me", headers=ALICE, timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert process.poll() is None, (tmp_path / "uvicorn.log").read_text()
+            assert time.monotonic() < deadline, "uvicorn did not start"
+            time.sleep(0.2)
+        yield base, durable_url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        log.close()
+
+
+def _send(
+    start: threading.Barrier,
+    codes: dict[str, int],
+    name: str,
+    client: httpx.Client,
+    path: str,
+    body: dict[str, str],
+    who: dict[str, str],
+) -> None:
+    start.wait()
+    codes[name] = client.post(path, json=body, headers=who).status_code
+
+
+def test_resume_and_reject_race_through_four_server_workers(
+    race: ModuleType, server: tuple[str, str], tmp_path: Path
+) -> None:
+    """A resume and a reject of one approved gate, sent at once to a 4-worker server."""
+    base, url = server
+    outcomes: Counter[str] = Counter()
+    saga_ids = [f"http-{n}" for n in range(TRIALS)]
+    with (
+        httpx.Client(base_url=base, timeout=60) as resumer,
+        httpx.Client(base_url=base, timeout=60) as rejecter,
+    ):
+        for saga_id in saga_ids:
+            with Sagacity(url) as sg:
+                seq = race.gated(sg, saga_id, approved=True)
+            start = threading.Barrier(2)
+            codes: dict[str, int] = {}
+            requests = [
+                ("resume", resumer, f"/sagacity/resume/{saga_id}/{seq}", {"payload": race.PAYLOAD}, ALICE),
+                ("reject", rejecter, f"/sagacity/reject/{saga_id}/{seq}", {"reason": "no"}, BOB),
+            ]
+            threads = [threading.Thread(target=_send, args=(start, codes, *r)) for r in requests]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert set(codes.values()) <= {200, 404, 409}, codes
+            assert sorted(codes.values()).count(200) == 1, f"{saga_id}: exactly one of them wins: {codes}"
+            outcomes.update(f"{name}:{code}" for name, code in codes.items())
+    effects_file = tmp_path / "effects.log"
+    effects = effects_file.read_text().splitlines() if effects_file.exists() else []
+    with Sagacity(url) as sg:
+        for saga_id in saga_ids:
+            check_invariants(sg, saga_id, effects)
+    print(dict(outcomes))
