@@ -6,13 +6,17 @@ What it measures, in one run, for SQLite (WAL, ``synchronous=FULL``, a temp file
 (``--pg`` or ``$SAGACITY_TEST_POSTGRES_URL``, in fresh schemas dropped afterwards; skipped with a
 message when neither is set):
 
-- subject: ``with sg.saga(id): noop()`` repeated, where ``noop`` is ``@tool def noop() -> str``.
-  The saga's start (its tail read) and end (the pending-approvals read) are inside the timing,
-  spread over the saga's calls, as a user would pay them. With 8 and 64 sagas at once each thread
-  runs its own saga and the figure is wall time divided by all the calls made.
+- subject: sagas of ``--saga-calls`` calls (default 5, an agent task's size), one after another,
+  each ``with sg.saga(new_id): noop()`` x 5, where ``noop`` is ``@tool def noop() -> str``. Each
+  saga's start (its journal read) and end are inside the timing, as a user pays them; a single
+  saga of 200 calls (as this benchmark ran before #10) spread them too thin to show. "1 saga"
+  means one at a time; with 8 and 64 at once each thread runs its own sagas, and the figure is
+  wall time divided by all the calls made.
 - floor: one durable commit of a journal-sized row by the raw driver (``bench/_floor.py``): an
-  autocommit INSERT on PostgreSQL, one INSERT per WAL transaction with ``synchronous=FULL`` on
-  SQLite, one writer on one connection.
+  autocommit INSERT on PostgreSQL (into the journal's DDL, which SPEC §2 fixes), one INSERT per WAL
+  transaction with ``synchronous=FULL`` on SQLite (into a table with the journal's columns and
+  primary key only: no index or trigger of ours), one writer on one connection. Both databases
+  sit in one directory on the working disk.
 
 A call journals INTENT and EXECUTED, two durable appends, so 2x the floor is the physical limit for
 one saga. Targets (issue #3): one saga <= 2.3x the floor per call; 8 and 64 sagas at once: wall time
@@ -105,31 +109,35 @@ def floor_round(writer: FloorWriter, ops: int) -> Callable[[int], float]:
     return run
 
 
-def subject_round(sg: Sagacity, sagas: int, calls_per_saga: int) -> Callable[[int], float]:
-    """One round of the subject: ``sagas`` threads, each its own saga of ``calls_per_saga`` calls,
-    in µs of wall time per call."""
+def subject_round(sg: Sagacity, sagas: int, calls_per_thread: int, saga_calls: int) -> Callable[[int], float]:
+    """One round of the subject: ``sagas`` threads, each making ``calls_per_thread`` calls in
+    sagas of ``saga_calls`` calls, in µs of wall time per call."""
 
-    def one_saga(saga_id: str) -> None:
-        with sg.saga(saga_id) as scope:
-            for _ in range(calls_per_saga):
-                noop()
-        assert scope.result is not None
-        assert scope.result.status.value == "COMPLETED", scope.result
+    def sagas_of(tag: str) -> None:
+        for n in range(max(1, calls_per_thread // saga_calls)):
+            with sg.saga(f"{tag}-{n}") as scope:
+                for _ in range(saga_calls):
+                    noop()
+            assert scope.result is not None
+            assert scope.result.status.value == "COMPLETED", scope.result
 
     def run(r: int) -> float:
         tag = f"ov{sagas}-{r}-{time.monotonic_ns()}"
         if sagas == 1:
             started = time.perf_counter()
-            one_saga(tag)
+            sagas_of(tag)
             elapsed = time.perf_counter() - started
         else:
-            elapsed = run_threads(sagas, lambda i: one_saga(f"{tag}-{i}"))
-        return elapsed / (sagas * calls_per_saga) * 1e6
+            elapsed = run_threads(sagas, lambda i: sagas_of(f"{tag}-{i}"))
+        calls = sagas * max(1, calls_per_thread // saga_calls) * saga_calls
+        return elapsed / calls * 1e6
 
     return run
 
 
-def bench_store(target: Target, rounds: int, calls: dict[int, int], floor_ops: int) -> list[Row]:
+def bench_store(
+    target: Target, rounds: int, calls: dict[int, int], floor_ops: int, saga_calls: int
+) -> list[Row]:
     """The three figures of one store; each pairs its own interleaved floor rounds."""
     rows = []
     with Sagacity(target.subject_url) as sg:
@@ -137,7 +145,9 @@ def bench_store(target: Target, rounds: int, calls: dict[int, int], floor_ops: i
         try:
             for sagas in CONCURRENCY:
                 subject_us, floor_us = interleaved(
-                    rounds, subject_round(sg, sagas, calls[sagas]), floor_round(writer, floor_ops)
+                    rounds,
+                    subject_round(sg, sagas, calls[sagas], saga_calls),
+                    floor_round(writer, floor_ops),
                 )
                 rows.append(Row(target.name, sagas, calls[sagas], subject_us, floor_us))
                 print(rows[-1].line(), flush=True)
@@ -151,7 +161,9 @@ def chosen_targets(args: argparse.Namespace) -> Iterator[list[Callable[[], Abstr
     """The stores asked for, each as a context manager that creates and removes its database."""
     stores = set(args.stores.split(","))
     targets: list[Callable[[], AbstractContextManager[Target]]] = []
-    with tempfile.TemporaryDirectory(prefix="sagacity-overhead-") as tmp:
+    # On the working disk beside the project, as a user's journal would be (not in /tmp, which
+    # may be memory-backed on other machines and makes every fsync free).
+    with tempfile.TemporaryDirectory(prefix="sagacity-overhead-", dir=Path(__file__).parent) as tmp:
         workdir = Path(tmp)
         if "sqlite" in stores:
             print(f"sqlite: {sqlite_version()} (WAL, synchronous=FULL) in {workdir}")
@@ -172,7 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pg", default=os.environ.get("SAGACITY_TEST_POSTGRES_URL"), help="PostgreSQL URL")
     parser.add_argument("--rounds", type=int, default=7, help="measured rounds per figure (median)")
     parser.add_argument("--calls", type=int, default=200, help="calls in the one-saga round")
-    parser.add_argument("--calls-concurrent", type=int, default=25, help="calls per saga with 8 and 64 sagas")
+    parser.add_argument(
+        "--calls-concurrent", type=int, default=25, help="calls per thread with 8 and 64 sagas at once"
+    )
+    parser.add_argument("--saga-calls", type=int, default=5, help="calls per saga")
     parser.add_argument("--floor-ops", type=int, default=400, help="commits per floor round")
     parser.add_argument("--quick", action="store_true", help="few rounds and small sizes: a smoke run")
     parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated subset to run")
@@ -191,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         print(HEADER)
         for make in targets:
             with make() as target:
-                rows.extend(bench_store(target, args.rounds, calls, args.floor_ops))
+                rows.extend(bench_store(target, args.rounds, calls, args.floor_ops, args.saga_calls))
 
     print("\nWrapped no-op tool call in a saga (µs of wall time per call) against one durable commit")
     print(HEADER)
