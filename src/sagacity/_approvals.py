@@ -220,7 +220,7 @@ def _close_gate(
         return [rejected, *start_rows(_without_gate(now, seq), why)]
 
     entry, *_ = engine.decide(state, choose)
-    run = yield from compensate(engine, request.saga_id, why)
+    run = yield from compensate(engine, request.saga_id, why, state=state)
     return entry, run
 
 

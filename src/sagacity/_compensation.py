@@ -139,16 +139,19 @@ class CompensationRun:
 
 
 def compensate(
-    engine: Engine, saga_id: str, reason: str, *, wait: bool = True
+    engine: Engine, saga_id: str, reason: str, *, wait: bool = True, state: SagaState | None = None
 ) -> Operation[CompensationRun | None]:
     """Start (or carry on) the saga's compensation and run it to the end or to a doubt.
 
+    ``state``, if the caller already read the saga, is brought up to date instead of read again.
     Returns None, doing nothing, when ``wait`` is False and another runner holds the lease.
     """
     with engine.lease(saga_id, wait=wait) as held:
         if not held:
             return None
-        state = engine.snapshot(saga_id)
+        # Read (or caught up) only once the lease is held: an open compensation INTENT in this
+        # state can then only be a dead runner's.
+        state = engine.refresh(state) if state is not None else engine.snapshot(saga_id)
         if state.finished is not None:
             return CompensationRun(state.status)
         check_tools(state, engine.registry)

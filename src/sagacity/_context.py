@@ -13,13 +13,10 @@ import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 from sagacity.chain import frame
 from sagacity.errors import SagaStateError
-
-if TYPE_CHECKING:
-    from sagacity.tools import ToolSpec
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -27,14 +24,15 @@ R = TypeVar("R")
 
 class SagaRun(Protocol):
     """What a tool needs of the live saga (``sagacity._saga.SagaRun`` implements it): the
-    context module knows the runtime only by this shape, so nothing here imports it."""
+    context module knows the runtime only by this shape, so it imports neither the runtime nor
+    ``tools`` (``spec`` is a ``sagacity.tools.ToolSpec``)."""
 
     saga_id: str
 
-    def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
+    def call(self, spec: Any, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any: ...
 
     async def call_async(
-        self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, spec: Any, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any: ...
 
 

@@ -105,7 +105,7 @@ def resolve(
 
     engine.decide(state, choose)
     if state.compensating and not state.open_calls:
-        run = yield from compensate(engine, saga_id, f"resolution of seq {seq} by {resolver}")
+        run = yield from compensate(engine, saga_id, f"resolution of seq {seq} by {resolver}", state=state)
         assert run is not None
         return run.status
     return state.status
@@ -118,7 +118,9 @@ def recover(engine: Engine, saga_ids: Iterable[str]) -> Operation[list[SagaResul
         if not state.compensating or state.open_calls:
             continue
         reason = state.failure.payload if state.failure is not None else failed_call_reason(state)
-        run: CompensationRun | None = yield from compensate(engine, state.saga_id, reason, wait=False)
+        run: CompensationRun | None = yield from compensate(
+            engine, state.saga_id, reason, wait=False, state=state
+        )
         if run is not None:
             results.append(run.result(state.saga_id))
     return results
