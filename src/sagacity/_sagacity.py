@@ -130,7 +130,7 @@ class Sagacity:
         Cancelled (``task.cancel()``, ``asyncio.timeout``, a failing TaskGroup), the saga
         compensates, shielded from further cancellation, then ``CancelledError`` propagates.
         """
-        run = await asyncio.to_thread(self._start, saga_id)
+        run = await self._start_async(saga_id)
         try:
             with entered(run):
                 if inspect.iscoroutinefunction(fn):
@@ -161,6 +161,20 @@ class Sagacity:
             self.journal.remember(saga_id, state.last_seq, state.last_hash, closed=False)
         self.engine.enter(saga_id)
         return SagaRun(self.engine, saga_id, existed=state.entry_count > 0, last_seq=state.last_seq)
+
+    async def _start_async(self, saga_id: str) -> SagaRun:
+        """``_start`` in a worker thread. Cancelled meanwhile, the start may still complete
+        there: then the saga leaves the live set again, rather than reading RUNNING forever."""
+        started = asyncio.ensure_future(asyncio.to_thread(self._start, saga_id))
+        try:
+            return await asyncio.shield(started)
+        except asyncio.CancelledError:
+            started.add_done_callback(self._abandon_start)
+            raise
+
+    def _abandon_start(self, started: asyncio.Future[SagaRun]) -> None:
+        if not started.cancelled() and started.exception() is None:
+            self.engine.leave(started.result().saga_id)
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
@@ -486,7 +500,7 @@ class SagaScope:
         self.result = self.sagacity._conclude(self._exit_context(), None, exc)
 
     async def __aenter__(self) -> SagaScope:
-        return self._enter(await asyncio.to_thread(self.sagacity._start, self.saga_id))
+        return self._enter(await self.sagacity._start_async(self.saga_id))
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

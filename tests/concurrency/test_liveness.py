@@ -125,3 +125,37 @@ def test_recover_skips_a_compensation_in_progress_then_takes_over_after_kill9(
         if child.poll() is None:
             child.kill()
         child.communicate(timeout=30)
+
+
+@pytest.mark.postgres
+def test_many_compensations_at_once_on_a_small_pool(postgres_url: str, tools_isolated: None) -> None:
+    """Sixteen sagas compensating at once through a pool of two connections: leases never hold
+    the connections their holders' own reads and writes need."""
+    released: list[str] = []
+
+    @tool
+    def pool_reserve(sku: str) -> str:
+        return sku
+
+    @pool_reserve.compensation
+    def pool_release(ctx: CompensationContext) -> None:
+        time.sleep(0.01)
+        released.append(f"{ctx.saga_id}/{ctx.args['sku']}")
+
+    def agent() -> None:
+        pool_reserve("A")
+        pool_reserve("B")
+        raise RuntimeError("agent failed")
+
+    with Sagacity(postgres_url, max_connections=2, connect_timeout=5) as sg:
+        statuses: list[SagaStatus] = []
+        threads = [
+            threading.Thread(target=lambda n=n: statuses.append(sg.run(f"pool-{n}", agent).status))
+            for n in range(16)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert statuses == [SagaStatus.COMPENSATED] * 16
+        assert sorted(released) == sorted(f"pool-{n}/{sku}" for n in range(16) for sku in "AB")

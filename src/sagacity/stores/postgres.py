@@ -22,8 +22,10 @@ Choices, and what breaks without each:
 - ``init_schema`` holds a transaction-scoped advisory lock: two processes running
   ``CREATE TABLE IF NOT EXISTS`` at once on an empty database can otherwise fail with a
   unique violation on ``pg_type``.
-- Saga leases are session-level advisory locks, held on a pool connection for the lease's
-  duration and released before it goes back; PostgreSQL drops them with a dead session.
+- Saga leases are session-level advisory locks on one dedicated connection (so holders never
+  starve the pool their own work needs), taken with ``pg_try_advisory_lock`` and polled while
+  another process holds them; PostgreSQL drops them with a dead session. The store holds one
+  more connection once a compensation has run.
 - A dead connection (server restart, ``pg_terminate_backend``) raises ``StoreUnavailableError``
   after the pool has been told to drop dead idle connections; the journal retries, and resolves
   an insert whose commit it never heard about by reading the row back. A batch whose statement
@@ -35,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -48,7 +51,7 @@ from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
-from sagacity.stores._lease import lease_key
+from sagacity.stores._lease import LocalLeases, lease_key
 from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
@@ -99,6 +102,9 @@ class PostgresStore(SQLStore):
         self._writer_cursor: psycopg.RawCursor[Any] | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
+        self._local_leases = LocalLeases()
+        self._lease_conn: psycopg.Connection[Any] | None = None
+        self._lease_lock = threading.Lock()
         try:
             self._pool = ConnectionPool(
                 url,
@@ -141,22 +147,46 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
-        key = lease_key(saga_id)
-        try:
-            with self._pool.connection() as conn:
-                if wait:
-                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
-                    got = True
-                else:
-                    row = conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()
-                    got = bool(row and row[0])
+        # Threads of this process queue on a local lock per saga; the advisory lock, taken once
+        # per saga per process, excludes other processes. All of this process's advisory locks
+        # live on one dedicated session, so holding leases never takes connections from the pool
+        # that the lease holders' own reads and writes need.
+        with self._local_leases.hold(saga_id, wait=wait) as got:
+            if not got:
+                yield False
+                return
+            key = lease_key(saga_id)
+            delay = 0.005
+            while not self._lease_call("SELECT pg_try_advisory_lock(%s)", key):
+                if not wait:
+                    yield False
+                    return
+                time.sleep(delay)  # another process holds it: poll, as the session is shared
+                delay = min(0.1, delay * 2)
+            try:
+                yield True
+            finally:
                 try:
-                    yield got
-                finally:
-                    if got and not conn.broken:
-                        conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
-        except (PoolTimeout, psycopg.Error) as exc:
-            raise self._translate(exc) from exc
+                    self._lease_call("SELECT pg_advisory_unlock(%s)", key)
+                except StoreError:
+                    pass  # a dead session has released every lock it held
+
+    def _lease_call(self, statement: str, key: int) -> bool:
+        with self._lease_lock:
+            if self._closed:
+                raise StoreError(f"store {safe_url(self.url)} is closed")
+            try:
+                if self._lease_conn is None or self._lease_conn.closed:
+                    self._lease_conn = psycopg.connect(
+                        self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
+                    )
+                row = self._lease_conn.execute(statement, (key,)).fetchone()
+            except psycopg.Error as exc:
+                if self._lease_conn is not None:
+                    self._lease_conn.close()
+                    self._lease_conn = None
+                raise self._translate(exc) from exc
+        return bool(row and row[0])
 
     _INSERT_ENTRY_PG = SQLStore.INSERT_ENTRY.replace("?", "%s")
 
@@ -300,6 +330,10 @@ class PostgresStore(SQLStore):
             self._writer_cursor = None
         if writer is not None:
             writer.close()
+        with self._lease_lock:
+            lease_conn, self._lease_conn = self._lease_conn, None
+        if lease_conn is not None:
+            lease_conn.close()
         self._pool.close()
 
     def __repr__(self) -> str:
