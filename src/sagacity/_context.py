@@ -81,14 +81,21 @@ def current_call() -> ToolCall | None:
 current_run: Callable[[], SagaRun | None] = _run.get
 
 
-@contextmanager
-def entered(run: SagaRun) -> Iterator[SagaRun]:
-    """Make ``run`` the live saga for the block, restoring what was live before."""
-    token = _run.set(run)
-    try:
-        yield run
-    finally:
-        _run.reset(token)
+class entered:
+    """Make ``run`` the live saga for the block, restoring what was live before (a class, as
+    ``calling`` is: it wraps every saga)."""
+
+    __slots__ = ("_run", "_token")
+
+    def __init__(self, run: SagaRun) -> None:
+        self._run = run
+
+    def __enter__(self) -> SagaRun:
+        self._token = _run.set(self._run)
+        return self._run
+
+    def __exit__(self, *exc_info: object) -> None:
+        _run.reset(self._token)
 
 
 class calling:

@@ -167,10 +167,11 @@ class SagaRun:
         """The saga's result; compensates first when the work raised, a tool failed, or another
         process started the saga's compensation meanwhile."""
         failure = error if error is not None else self.failure
-        if failure is None and (self.existed or self.gates):
+        visible = self.existed or bool(self._gates)  # others can only decide on a saga they see
+        if failure is None and visible:
             failure = self._closed_elsewhere()
         if failure is None:
-            return self._settled(value)
+            return self._settled(value, visible)
         run = yield from compensate(self.engine, self.saga_id, describe(failure))
         assert run is not None  # a waiting run always gets the lease
         return run.result(self.saga_id, value, failure)
@@ -181,9 +182,9 @@ class SagaRun:
             return SagaClosedError(f"saga {self.saga_id!r} was compensated by another process")
         return None
 
-    def _settled(self, value: Any) -> SagaResult:
+    def _settled(self, value: Any, visible: bool) -> SagaResult:
         pending: tuple[ApprovalRequest, ...] = ()
-        if self.existed or self.gates:
+        if visible:
             pending = tuple(self.journal.read(self.engine.store.list_approval_requests, self.saga_id))
         status = SagaStatus.AWAITING_APPROVAL if pending else SagaStatus.COMPLETED
         return SagaResult(self.saga_id, status, value, None, (), pending)

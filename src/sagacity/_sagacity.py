@@ -22,7 +22,6 @@ from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
-from sagacity._json import require_storable
 from sagacity._saga import SagaRun
 from sagacity.chain import Verification
 from sagacity.errors import (
@@ -149,10 +148,9 @@ class Sagacity:
         return SagaScope(self, saga_id)
 
     def _start(self, saga_id: str) -> SagaRun:
-        require_storable("saga_id", saga_id)
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
-        state = self.engine.snapshot(saga_id)
+        state = self.engine.snapshot(saga_id)  # refuses a saga id no journal can hold
         if state.closed:
             raise SagaStateError(
                 f"saga {saga_id!r} is {state.status.value}; its journal is closed, start a new saga id"
