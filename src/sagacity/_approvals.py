@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from sagacity._saga import SagaRun
     from sagacity._sagacity import Sagacity
 
-_IDENTITY = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+_IDENTITY = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,256}\Z")
 
 
 def utc_now() -> datetime:
