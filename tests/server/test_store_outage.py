@@ -10,9 +10,13 @@ are bounded only so that a broken recovery fails instead of hanging.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sqlite3
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -27,6 +31,7 @@ from sagacity.server import TokenAuth, create_app
 
 pytestmark = pytest.mark.anyio
 
+HERE = Path(__file__).parent
 TOKENS = {"root-token-0123456789a": {"name": "root@example.com", "roles": ["admin"]}}
 ROOT = {"Authorization": "Bearer root-token-0123456789a"}
 PAYLOAD = '{"amount":"100.00","to":"ACME"}'
@@ -34,6 +39,7 @@ PAYLOAD = '{"amount":"100.00","to":"ACME"}'
 READS = ["/sagacity/approvals", "/sagacity/sagas", "/sagacity/sagas/pay-1", "/sagacity/audit/pay-1/verify"]
 #: Bounds the wait for recovery: a broken recovery fails the test instead of hanging it.
 RECOVERY_ATTEMPTS = 60
+SAGACITY = shutil.which("sagacity", path=str(Path(sys.executable).parent)) or "sagacity"
 
 
 def free_port() -> int:
@@ -237,3 +243,69 @@ async def test_locked_sqlite_answers_503_then_recovers(tmp_path: Path, tools: Mo
         assert sg.verify("pay-1").valid
     finally:
         sg.close()
+
+
+def test_serve_store_timeout_must_be_positive_seconds(tmp_path: Path) -> None:
+    """`sagacity serve --store-timeout` refuses 0, negative and non-numbers as usage errors."""
+    from click.testing import CliRunner
+
+    from sagacity.cli import main
+
+    for value in ("0", "-1", "soon"):
+        result = CliRunner().invoke(
+            main, ["serve", "--db", f"sqlite:///{tmp_path}/j.db", "--store-timeout", value]
+        )
+        assert result.exit_code == 2, result.output
+        assert "--store-timeout" in result.output
+
+
+def test_serve_answers_503_while_postgres_is_gone_and_recovers(
+    proxy: tuple[Proxy, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`sagacity serve --store-timeout 2` as a real process: 503 during the outage, 200 after it."""
+    p, url = proxy
+    monkeypatch.syspath_prepend(str(HERE))
+    import server_tools
+
+    with Sagacity(url) as sg:
+        sg.run("pay-1", server_tools.transfer)
+    port = free_port()
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "SAGACITY_TOKENS": '{"tokens": {"root-token-0123456789a": {"name": "root", "roles": ["admin"]}}}',
+    }
+    env.pop("SAGACITY_TOKENS_FILE", None)
+    command = [
+        SAGACITY, "serve", "--db", url, "--import", "server_tools", "--host", "127.0.0.1",
+        "--port", str(port), "--store-timeout", "2", "--log-level", "warning",
+    ]  # fmt: skip
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=30) as http:
+            for _ in range(200):  # until it listens (bounded); a dead process fails at once
+                if process.poll() is not None:
+                    pytest.fail(f"sagacity serve exited {process.returncode}: {process.stdout.read()}")  # type: ignore[union-attr]
+                try:
+                    http.get("/sagacity/openapi.json")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            assert http.get("/sagacity/approvals", headers=ROOT).status_code == 200
+            p.stop()
+            down = http.get("/sagacity/approvals", headers=ROOT)
+            assert_unavailable(down)
+            p.start()
+            for _ in range(RECOVERY_ATTEMPTS):
+                up = http.get("/sagacity/approvals", headers=ROOT)
+                if up.status_code != 503:
+                    break
+                time.sleep(0.5)
+            assert up.status_code == 200, up.text
+            assert [i["sagaId"] for i in up.json()] == ["pay-1"]
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        if process.stdout is not None:
+            process.stdout.close()
