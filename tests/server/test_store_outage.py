@@ -83,7 +83,11 @@ class Proxy:
                 client.close()
                 continue
             client.settimeout(None)
-            with self._lock:
+            with self._lock:  # stop() clears the listener, then takes this lock to cut every socket
+                if self._listener is not listener:  # stopped while this connection was accepted
+                    client.close()
+                    upstream.close()
+                    return
                 self._sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
