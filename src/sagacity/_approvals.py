@@ -129,8 +129,7 @@ def _refuse_expired(engine: Engine, request: ApprovalRequest) -> Operation[None]
         engine,
         engine.snapshot(request.saga_id),
         request,
-        "",
-        f"expired at {request.expires_at} UTC",
+        decision_payload("", f"expired at {request.expires_at} UTC"),
         f"approval of seq {request.journal_seq} expired at {request.expires_at} UTC",
     )
     raise ApprovalRefusedError(
@@ -170,6 +169,7 @@ def reject(
     crashed before its INTENT) — and compensate. Tools are checked first, so a missing import
     refuses before anything is journaled."""
     approver = require_identity(approver)
+    payload = decision_payload(approver, reason)  # refuses a reason of more than one line, first
     state = engine.snapshot(saga_id)
     request = engine.find_request(saga_id, seq)
     if request is None:
@@ -183,8 +183,7 @@ def reject(
         engine,
         state,
         request,
-        approver,
-        reason,
+        payload,
         f"approval of seq {seq} rejected by {approver}: {reason or 'no reason'}",
     )
     result = run.result(saga_id) if run is not None else None
@@ -192,10 +191,11 @@ def reject(
 
 
 def _close_gate(
-    engine: Engine, state: SagaState, request: ApprovalRequest, approver: str, reason: str, why: str
+    engine: Engine, state: SagaState, request: ApprovalRequest, payload: str, why: str
 ) -> Operation[tuple[Entry, CompensationRun | None]]:
-    """Journal REJECTED for the gate, with the start of the saga's compensation in the same
-    batch, drop the request, then compensate. Refused if the gate was closed meanwhile."""
+    """Journal REJECTED (with ``payload``) for the gate, with the start of the saga's
+    compensation in the same batch, drop the request, then compensate. Refused if the gate was
+    closed meanwhile."""
     check_tools(state, engine.registry)
     seq = request.journal_seq
     engine.drop_request(request.saga_id, seq)  # working state: the fenced entry decides
@@ -211,12 +211,7 @@ def _close_gate(
             raise ApprovalRefusedError(f"{where} was already rejected")
         if found.resumed is not None:
             raise ApprovalRefusedError(f"{where} was already resumed; its tool ran or is running")
-        rejected: Row = (
-            GATE_TOOL,
-            Phase.REJECTED,
-            decision_input(seq, request.input_hash),
-            decision_payload(approver, reason),
-        )
+        rejected: Row = (GATE_TOOL, Phase.REJECTED, decision_input(seq, request.input_hash), payload)
         return [rejected, *start_rows(_without_gate(now, seq), why)]
 
     entry, *_ = engine.decide(state, choose)
@@ -244,8 +239,7 @@ def expire(engine: Engine, request: ApprovalRequest) -> Operation[bool]:
             engine,
             state,
             request,
-            "",
-            f"expired at {request.expires_at} UTC",
+            decision_payload("", f"expired at {request.expires_at} UTC"),
             f"approval of seq {request.journal_seq} expired at {request.expires_at} UTC",
         )
     except (ApprovalRefusedError, ApprovalNotFoundError, SagaStateError):
@@ -326,7 +320,7 @@ def claim(engine: Engine, saga_id: str, seq: int, payload: str, resumed_by: str 
     if live_hash != request.input_hash:
         mismatch = f"payload sha256 {live_hash} differs from the approved {request.input_hash}"
         _, run = yield from _close_gate(
-            engine, state, request, "", mismatch, f"resume of seq {seq} refused: {mismatch}"
+            engine, state, request, decision_payload("", mismatch), f"resume of seq {seq} refused: {mismatch}"
         )
         return Claim(request, spec, refused=mismatch, run=run)
     args, kwargs = spec.decode_input(payload)

@@ -29,7 +29,7 @@ from sagacity.tools import ToolRegistry
 #: One entry a decision appends: (tool_name, phase, input, payload).
 Row = tuple[str, Phase, str, str]
 
-_IDENTITY = re.compile(r"^[^\x00-\x1f\x7f\x85\u2028\u2029]{1,256}$")
+_IDENTITY = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,256}\Z")
 
 
 def utc_now() -> datetime:

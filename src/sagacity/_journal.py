@@ -40,6 +40,7 @@ from sagacity.errors import (
     StoreUnavailableError,
 )
 from sagacity.model import Entry, Phase
+from sagacity.stores._deadline import DEADLINE, WAIT_LIMIT
 from sagacity.stores.base import Store
 
 T = TypeVar("T")
@@ -134,6 +135,10 @@ class Journal:
         if type(phase) is not Phase:
             phase = Phase(phase)
         stored_payload = escape_text(payload)
+        if WAIT_LIMIT.get() is not None:
+            # Writing: from here on this context waits for the store as long as the library
+            # would, so what the entry starts is not abandoned half-way (stores/_deadline.py).
+            WAIT_LIMIT.set(None)
         stripe = hash(saga_id) % _STRIPES
         tails = self._tails[stripe]
         with self._stripes[stripe]:
@@ -174,6 +179,8 @@ class Journal:
             require_storable("tool_name", tool_name)
             require_storable("input", text)
         require_storable("saga_id", saga_id)
+        if WAIT_LIMIT.get() is not None:
+            WAIT_LIMIT.set(None)  # writing: wait for the store as long as the library would
         seq, prev = after
         entries = []
         closed = False
@@ -270,7 +277,14 @@ class Journal:
 
     # -- reading ---------------------------------------------------------------------------------
     def read(self, operation: Callable[..., T], *args: object) -> T:
-        """Run an idempotent store read, retrying while the database is unreachable."""
+        """Run an idempotent store read, retrying while the database is unreachable.
+
+        Under ``stores._deadline.limited_wait`` (the HTTP server's requests), it gives up once that
+        many seconds have passed, retries and pauses included.
+        """
+        limit = WAIT_LIMIT.get()
+        if limit is not None:
+            return self._read_within(limit, operation, args)
         for attempt in range(self.reconnect_attempts):
             try:
                 return operation(*args)
@@ -279,6 +293,33 @@ class Journal:
                     raise
                 time.sleep(min(2.0, 0.05 * 2 ** (attempt + 1)))
         raise AssertionError("unreachable")
+
+    def _read_within(self, limit: float, operation: Callable[..., T], args: tuple[object, ...]) -> T:
+        """``read`` with at most ``limit`` seconds of waiting for an unreachable store.
+
+        The deadline is published in ``DEADLINE`` so that a store waiting for a connection waits
+        no longer than the time left. A retry whose pause would end past it is not started.
+        """
+        start = time.monotonic()
+        deadline = start + limit
+        token = DEADLINE.set(deadline)
+        try:
+            attempt = 0
+            while True:
+                try:
+                    return operation(*args)
+                except StoreUnavailableError as exc:
+                    attempt += 1
+                    pause = min(2.0, 0.05 * 2**attempt)
+                    now = time.monotonic()
+                    if attempt >= self.reconnect_attempts or now + pause >= deadline:
+                        raise StoreUnavailableError(
+                            f"gave up after {attempt} attempt{'s' if attempt > 1 else ''} in "
+                            f"{now - start:.1f} s (wait limit {limit:g} s): {exc}"
+                        ) from exc
+                    time.sleep(pause)
+        finally:
+            DEADLINE.reset(token)
 
     def iter_entries(self, saga_id: str, batch: int = 1000) -> Iterator[Entry]:
         """Every entry of a saga in seq order, ``batch`` rows at a time: memory stays flat."""

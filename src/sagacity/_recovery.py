@@ -68,6 +68,7 @@ def resolve(
 ) -> Operation[SagaStatus]:
     """A human settles an in-doubt INTENT: the decision and the outcome, appended together."""
     resolver = require_identity(resolver)
+    note = decision_payload(resolver, reason)  # refuses a reason of more than one line, first
     state = engine.snapshot(saga_id)
 
     def choose(now: SagaState) -> list[Row]:
@@ -99,7 +100,7 @@ def resolve(
             GATE_TOOL,
             Phase.APPROVED if happened else Phase.REJECTED,
             resolution_input(seq, phase),
-            decision_payload(resolver, reason),
+            note,
         )
         return [decision, (intent.tool_name, phase, intent.input, payload)]
 

@@ -28,7 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sagacity._json import ESCAPED_PREFIX
 from sagacity.chain import GENESIS_HASH
+from sagacity.errors import InvalidValueError
 from sagacity.model import Entry, Phase, SagaStatus
 
 #: tool_name of saga-level entries (start and end of compensation).
@@ -64,18 +66,78 @@ def resolution_input(seq: int, outcome: Phase) -> str:
     return json.dumps({"seq": seq, "resolution": str(outcome)}, separators=(",", ":"))
 
 
+#: Characters that end a line for some reader or are not text at all: C0 and C1 controls (line
+#: feed, carriage return, vertical tab, form feed, the separators U+001C-U+001E, NEL U+0085: all
+#: of them end a line for ``str.splitlines``), DEL, the Unicode line and paragraph separators
+#: (which end a line in JavaScript) and unpaired surrogates (no store can hold them). A name or a
+#: person's note holding one could add a line, and a line is a field, to a decision's payload.
+NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+_APPROVER = "approver="
+_REASON = "reason="
+
+
+def one_line(field: str, text: str) -> str:
+    """``text`` if it is one line of storable text; else ``InvalidValueError`` naming what is in it."""
+    if not isinstance(text, str):
+        raise InvalidValueError(f"{field} must be a str, not {type(text).__name__}")
+    found = NOT_ONE_LINE.search(text)
+    if found is not None:
+        raise InvalidValueError(
+            f"{field} must be one line of text without control characters or line separators, "
+            f"but it holds U+{ord(found.group()):04X} at index {found.start()}: a line break in a "
+            f"decision's payload could add a field to it (got {text!r})"
+        )
+    return text
+
+
+def _quoted(text: str) -> str:
+    """``text`` as the escape prefix and a JSON string literal that is one line of storable text."""
+    literal = json.dumps(text, ensure_ascii=False)  # escapes C0 controls, quotes and backslashes
+    return ESCAPED_PREFIX + NOT_ONE_LINE.sub(lambda m: f"\\u{ord(m.group()):04x}", literal)
+
+
 def decision_payload(approver: str, reason: str = "") -> str:
-    """``approver=<identity>`` and/or ``reason=<text>``, one per line."""
-    lines = [f"approver={approver}"] if approver else []
+    """``approver=<identity>`` and/or ``reason=<text>``, one per line: never a line more.
+
+    Nothing in either value can add a line, so a reader splitting the payload into lines always
+    finds at most one ``approver=`` and it is the one the library was given:
+
+    * ``approver`` is a name and must be one line (``InvalidValueError`` otherwise).
+    * A reason given *with* an approver is what that person typed: it must be one line too, and
+      ``InvalidValueError`` is raised before anything is journaled. It is journaled verbatim.
+    * A reason the library writes on its own (no approver: an expiry, a void, a payload
+      mismatch) quotes things that already happened, such as a tool's error message, and cannot
+      be refused. When it holds a character of :data:`NOT_ONE_LINE` (or starts with the escape
+      prefix) it is journaled as ``reason=sagacity-escaped:"<JSON string literal>"``, one line,
+      and :func:`parse_decision_payload` gives the original back.
+    """
+    lines = [_APPROVER + one_line("approver", approver)] if approver else []
     if reason:
-        lines.append(f"reason={reason}")
+        if approver:
+            one_line("reason", reason)
+        elif NOT_ONE_LINE.search(reason) is not None or reason.startswith(ESCAPED_PREFIX):
+            reason = _quoted(reason)
+        lines.append(_REASON + reason)
     return "\n".join(lines)
 
 
 def parse_decision_payload(payload: str) -> tuple[str, str]:
-    """(approver, reason) from a decision entry's payload."""
-    approver, _, rest = payload.partition("\n") if payload.startswith("approver=") else ("", "", payload)
-    return approver.removeprefix("approver="), rest.removeprefix("reason=")
+    """(approver, reason) from a decision entry's payload.
+
+    The approver is the first line's, and only the first line's: a journal written before reasons
+    were kept to one line may hold a reason with line breaks, some reading ``approver=...``; they
+    are part of the reason. An escaped reason is unescaped.
+    """
+    approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
+    reason = rest.removeprefix(_REASON)
+    if reason.startswith(ESCAPED_PREFIX):
+        try:
+            decoded = json.loads(reason[len(ESCAPED_PREFIX) :])
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, str):
+            reason = decoded
+    return approver.removeprefix(_APPROVER), reason
 
 
 @dataclass

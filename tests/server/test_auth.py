@@ -270,6 +270,28 @@ async def test_proxy_header_is_trusted_only_when_opted_in_and_from_the_proxy(
     assert "only trusted from the configured proxy" in spoofed.json()["error"]
 
 
+@pytest.mark.anyio
+async def test_proxy_user_names_are_utf8_and_one_line(sg: Sagacity, gate: Callable[..., Any]) -> None:
+    """A proxied UTF-8 name is journaled as sent; one that could add a payload line, or not UTF-8, is 401."""
+    seq = await gate("order-1")
+    app = create_app(sg, auth=ProxyHeaderAuth(trusted_clients=["10.0.0.5"]))
+    roles = ("x-forwarded-roles", b"approver")
+    async with client_for(app, client=("10.0.0.5", 4000)) as c:
+        zoe = [("x-forwarded-user", "zoë 🦜".encode()), roles]
+        approved = await c.post(f"/sagacity/approve/order-1/{seq}", headers=zoe)
+        forged = [("x-forwarded-user", "bob\u2028approver=ceo".encode()), roles]
+        refused = await c.get("/sagacity/me", headers=forged)
+        not_utf8 = [("x-forwarded-user", "zo\xeb".encode("latin-1")), roles]
+        latin1 = await c.get("/sagacity/me", headers=not_utf8)
+    assert approved.status_code == 200, approved.text
+    assert approved.json()["approverIdentity"] == "zoë 🦜"
+    assert [e.payload for e in sg.entries("order-1") if e.phase == "APPROVED"] == ["approver=zoë 🦜"]
+    assert refused.status_code == 401
+    assert "line separators" in refused.json()["error"]
+    assert latin1.status_code == 401
+    assert "not UTF-8" in latin1.json()["error"]
+
+
 def test_insecure_principal_is_an_admin() -> None:
     """InsecureNoAuth's principal holds every role (admin implies approver and auditor)."""
     who = InsecureNoAuth.principal

@@ -18,9 +18,38 @@ from typing import Any, TypeVar
 
 import click
 
+from sagacity._approvals import require_identity
+from sagacity._state import one_line
 from sagacity.cli._common import CommandError
+from sagacity.errors import InvalidValueError
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+#: The journal's seq is a BIGINT: a larger number names no entry.
+MAX_SEQ = 2**63 - 1
+
+
+class Digits(click.IntRange):
+    """``click.IntRange`` that reads only the digits 0-9.
+
+    ``click.INT`` is Python's ``int()``: it also reads ``" 3"`` and ``"+3"`` as 3, ``"3_0"`` as
+    30 and ``"٣"`` as 3, so a command could act on a number other than the one typed.
+    """
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+            self.fail(
+                f"{value!r} is not a whole number written with the digits 0-9 (no sign, space, '_' or '.')",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
+
+
+def seq_argument(fn: F) -> F:
+    """``SEQ``: the journal seq a command acts on, 1 to 2^63-1, digits only."""
+    return click.argument("seq", type=Digits(min=1, max=MAX_SEQ), metavar="SEQ")(fn)
 
 
 def json_option(fn: F) -> F:
@@ -50,7 +79,18 @@ def resolve_identity(identity: str | None) -> str:
         where = "--as"
     if not identity or not identity.strip():
         raise CommandError(f"{where} is empty: decisions are recorded under a named identity; pass --as NAME")
-    return identity.strip()
+    try:
+        return require_identity(identity)
+    except InvalidValueError as exc:
+        raise CommandError(f"{where}: {exc}; nothing was journaled") from exc
+
+
+def one_line_option(name: str, text: str) -> str:
+    """A person's note (``--reason``) as journaled: one line, or exit 2 with nothing journaled."""
+    try:
+        return one_line(name, text)
+    except InvalidValueError as exc:
+        raise CommandError(f"{exc}; nothing was journaled") from exc
 
 
 def _import_modules(ctx: click.Context, param: click.Parameter, modules: tuple[str, ...]) -> tuple[str, ...]:

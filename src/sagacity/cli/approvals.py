@@ -26,13 +26,21 @@ from sagacity._doctor import human_duration
 from sagacity._sagacity import Sagacity
 from sagacity._state import SagaState, fold, parse_decision_payload, sha256_hex
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
+from sagacity.cli._options import (
+    echo_json,
+    identity_option,
+    import_option,
+    json_option,
+    one_line_option,
+    resolve_identity,
+    seq_argument,
+)
 from sagacity.cli._render import cells, iso, journal_table, request_json, shorten, status_text, until, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import ApprovalDecision, ApprovalRequest, SagaResult, SagaStatus
 
 SAGA = click.argument("saga_id", metavar="SAGA_ID")
-SEQ = click.argument("seq", type=click.IntRange(min=1), metavar="SEQ")
+SEQ = seq_argument
 
 
 @click.group()
@@ -257,6 +265,7 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     or is in doubt).
     """
     approver = resolve_identity(identity)
+    reason = one_line_option("--reason", reason)
     with open_sagacity(db_url) as sg:
         state = fold(saga_id, sg.entries(saga_id))
         find_request(sg, state, seq)

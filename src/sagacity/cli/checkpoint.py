@@ -29,7 +29,7 @@ from sagacity.checkpoints import (
 )
 from sagacity.checkpoints._scan import Progress as ProgressCallback
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import parse_duration
+from sagacity.cli._options import Digits, parse_duration
 from sagacity.errors import JournalIntegrityError, SagacityError
 
 
@@ -101,7 +101,7 @@ def _sink(out_dir: str | None, git_dir: str | None) -> Sink:
     metavar="DURATION",
     help="Keep going: a checkpoint every DURATION (30s, 5m, 1h) until interrupted.",
 )
-@click.option("--count", type=click.IntRange(min=1), help="With --every: stop after this many checkpoints.")
+@click.option("--count", type=Digits(min=1), help="With --every: stop after this many checkpoints.")
 @click.option(
     "--max-skew",
     default="60s",

@@ -19,7 +19,16 @@ from rich.text import Text
 from sagacity._doctor import human_duration
 from sagacity._state import fold
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import echo_json, identity_option, import_option, json_option, resolve_identity
+from sagacity.cli._options import (
+    Digits,
+    echo_json,
+    identity_option,
+    import_option,
+    json_option,
+    one_line_option,
+    resolve_identity,
+    seq_argument,
+)
 from sagacity.cli._render import cells, iso, journal_table, shorten, status_text, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import SagaStatus
@@ -38,8 +47,8 @@ def sagas() -> None:
     type=click.Choice(_STATUSES, case_sensitive=False),
     help="Only sagas with this status.",
 )
-@click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="At most N sagas.")
-@click.option("--offset", type=click.IntRange(min=0), default=0, help="Skip the first N (for paging).")
+@click.option("--limit", type=Digits(min=1), default=50, show_default=True, help="At most N sagas.")
+@click.option("--offset", type=Digits(min=0), default=0, help="Skip the first N (for paging).")
 @json_option
 @db_option
 def list_(status: str | None, limit: int, offset: int, as_json: bool, db_url: str) -> None:
@@ -187,7 +196,7 @@ def in_doubt(saga_id: str | None, as_json: bool, db_url: str) -> None:
 
 @sagas.command()
 @click.argument("saga_id", metavar="SAGA_ID")
-@click.argument("seq", type=click.IntRange(min=1), metavar="SEQ")
+@seq_argument
 @click.option(
     "--happened/--did-not-happen",
     default=None,
@@ -223,6 +232,7 @@ def resolve(
             "--result is the outcome of a call that happened; drop it with --did-not-happen"
         )
     resolver = resolve_identity(identity)
+    reason = one_line_option("--reason", reason)
     with open_sagacity(db_url) as sg:
         state = fold(saga_id, sg.entries(saga_id))
         if state.entry_count == 0:

@@ -12,7 +12,7 @@ from pathlib import Path
 import click
 
 from sagacity.cli._common import CommandError, db_option, open_sagacity
-from sagacity.cli._options import import_option
+from sagacity.cli._options import Digits, import_option
 from sagacity.errors import ConfigurationError
 from sagacity.stores import safe_url
 
@@ -23,7 +23,7 @@ INSECURE_FLAG = "--insecure-no-auth-i-know-what-i-am-doing"
 @db_option
 @import_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8000, show_default=True, type=click.IntRange(0, 65535), help="Port.")
+@click.option("--port", default=8000, show_default=True, type=Digits(0, 65535), help="Port.")
 @click.option(
     "--tokens-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -53,10 +53,19 @@ INSECURE_FLAG = "--insecure-no-auth-i-know-what-i-am-doing"
 )
 @click.option(
     "--max-body-bytes",
-    type=click.IntRange(min=1),
+    type=Digits(min=1),
     default=1 << 20,
     show_default=True,
     help="Refuse request bodies larger than this (413).",
+)
+@click.option(
+    "--store-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    default=5.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Answer 503 when the database has not answered a request within this many seconds "
+    "(retries included), instead of waiting as long as the library does.",
 )
 @click.option(
     INSECURE_FLAG,
@@ -74,6 +83,7 @@ def serve(
     proxy_roles_header: str,
     proxy_addresses: tuple[str, ...],
     max_body_bytes: int,
+    store_timeout: float,
     insecure: bool,
     log_level: str,
 ) -> None:
@@ -122,7 +132,11 @@ def serve(
     with open_sagacity(db_url, init_schema=True) as sg:
         try:
             app = create_app(
-                sg, auth=auth, insecure_no_auth_i_know_what_i_am_doing=insecure, max_body_bytes=max_body_bytes
+                sg,
+                auth=auth,
+                insecure_no_auth_i_know_what_i_am_doing=insecure,
+                max_body_bytes=max_body_bytes,
+                store_timeout=store_timeout,
             )
         except ConfigurationError as exc:
             raise CommandError(str(exc)) from exc

@@ -17,12 +17,17 @@ from datetime import datetime
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi import Path as PathParam
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, RedirectResponse, Response, StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.staticfiles import StaticFiles
@@ -32,7 +37,7 @@ from sagacity import __version__
 from sagacity._approvals import utc_now
 from sagacity._json import encode_result, require_storable
 from sagacity._sagacity import Sagacity
-from sagacity._state import SagaState, fold
+from sagacity._state import GATE_TOOL, SagaState, fold, parse_decision_payload
 from sagacity.chain import Verification
 from sagacity.errors import (
     ApprovalError,
@@ -43,6 +48,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
     StoreError,
+    StoreUnavailableError,
     UnknownToolError,
 )
 from sagacity.model import ApprovalRequest, Entry, InDoubtCall, SagaStatus, SagaSummary
@@ -55,11 +61,16 @@ from sagacity.server.auth import (
     Principal,
     auth_from_environment,
 )
+from sagacity.stores._deadline import limited_wait
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_STORE_TIMEOUT", "create_app"]
 
 #: Request bodies larger than this are refused with 413 while being read.
 DEFAULT_MAX_BODY_BYTES = 1 << 20
+#: Seconds a request waits for an unreachable database before answering 503.
+DEFAULT_STORE_TIMEOUT = 5.0
+#: What a 503 tells clients (a dashboard, a load balancer) about when to try again, in seconds.
+RETRY_AFTER = "5"
 #: The journal's seq is a BIGINT: anything larger names no entry and would overflow the driver.
 MAX_SEQ = 2**63 - 1
 STATIC_DIR = Path(__file__).parent / "static"
@@ -96,6 +107,19 @@ def _status_of(exc: Exception) -> int:
     return next((status for cls, status in _STATUS_OF if isinstance(exc, cls)), 500)
 
 
+def _headers_for(status: int) -> dict[str, str] | None:
+    return {"Retry-After": RETRY_AFTER} if status == 503 else None
+
+
+def _error_body(exc: BaseException) -> dict[str, Any]:
+    if isinstance(exc, StoreUnavailableError):
+        return {
+            "error": f"the journal database is unavailable, try again shortly: {exc}",
+            "type": type(exc).__name__,
+        }
+    return {"error": str(exc), "type": type(exc).__name__}
+
+
 class ApiError(Exception):
     """An HTTP error with the JSON body to send; every body carries ``error``."""
 
@@ -114,20 +138,27 @@ class BodyTooLargeError(Exception):
 
 
 class _Guard:
-    """Pure ASGI middleware: body size limit while reading, security headers on every response.
+    """Pure ASGI middleware: body size limit while reading, security headers on every response,
+    and the request's wait limit for the store.
 
-    Pure ASGI (not ``BaseHTTPMiddleware``) so a streamed export is not buffered and the limit is
-    enforced on the bytes as they arrive, whatever ``Content-Length`` claims.
+    Pure ASGI (not ``BaseHTTPMiddleware``) so a streamed export is not buffered, the limit is
+    enforced on the bytes as they arrive, whatever ``Content-Length`` claims, and the wait limit
+    (a context variable) is seen by the route and by the threads it hands library calls to.
     """
 
-    def __init__(self, app: ASGIApp, max_body_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_body_bytes: int, store_timeout: float | None) -> None:
         self.app = app
         self.max_body_bytes = max_body_bytes
+        self.store_timeout = store_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        with limited_wait(self.store_timeout):
+            await self._guarded(scope, receive, send)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -156,10 +187,6 @@ class _Guard:
 def _iso(value: datetime | None) -> str | None:
     """Naive UTC as ISO 8601 with microseconds and ``Z`` (the export's timestamp form)."""
     return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _error_body(exc: BaseException) -> dict[str, Any]:
-    return {"error": str(exc), "type": type(exc).__name__}
 
 
 def _saga_id(saga_id: str) -> str:
@@ -275,12 +302,65 @@ def _role(name: str) -> Callable[[Principal], Principal]:
     return check
 
 
+def _query_names(dependant: Dependant) -> set[str]:
+    """The query parameters a route declares, its dependencies' included."""
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
+
+
+def _declared_query(request: Request) -> None:
+    """400 for a query parameter the route does not declare, or one given twice.
+
+    Otherwise ``?stauts=FAILED`` (misspelt) would list every saga as if unfiltered, and
+    ``?status=A&status=B`` would quietly use one of the two.
+    """
+    route = request.scope.get("route")
+    allowed = _query_names(route.dependant) if isinstance(route, APIRoute) else set()
+    seen: set[str] = set()
+    for name, _ in request.query_params.multi_items():
+        if name not in allowed:
+            takes = f"it takes {', '.join(sorted(allowed))}" if allowed else "it takes none"
+            raise ApiError(400, {"error": f"unknown query parameter {name!r} for this route ({takes})"})
+        if name in seen:
+            raise ApiError(400, {"error": f"query parameter {name!r} is given more than once"})
+        seen.add(name)
+
+
+async def _authenticated_query(request: Request, who: Annotated[Principal, Depends(_principal)]) -> None:
+    """The query check of an authenticated route: after authentication, so a stranger gets 401."""
+    _declared_query(request)
+
+
 Anyone = Annotated[Principal, Depends(_principal)]
 Approver = Annotated[Principal, Depends(_role(APPROVER))]
 Auditor = Annotated[Principal, Depends(_role(AUDITOR))]
 SagacityDep = Annotated[Sagacity, Depends(_sagacity)]
+
+
+def _digits(value: Any) -> Any:
+    """A number from the URL exactly as written: the ASCII digits 0-9 and nothing else.
+
+    Left to themselves, ``int()`` and pydantic also read ``" 3"`` and ``"+3"`` as 3, ``"3_0"``
+    as 30, ``"3.0"`` as 3 and ``"٣"`` (an Arabic-Indic digit) as 3: a URL would then name one
+    seq and act on another. The range (1 to 2^63-1 for a seq) is checked after this.
+    """
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise PydanticCustomError(
+            "digits",
+            "must be a whole number written with the digits 0-9 only (no sign, space, '_', '.' "
+            "or exponent), got {text}",
+            {"text": repr(value)},
+        )
+    return value
+
+
+Digits = BeforeValidator(_digits)
 SagaIdParam = Annotated[str, PathParam(description="The saga id (may contain '/').")]
-SeqParam = Annotated[int, PathParam(ge=1, le=MAX_SEQ, description="The seq of the AWAITING_APPROVAL entry.")]
+SeqParam = Annotated[
+    int, PathParam(ge=1, le=MAX_SEQ, description="The seq of the AWAITING_APPROVAL entry."), Digits
+]
 
 
 # -- JSON shapes --------------------------------------------------------------------------------
@@ -339,6 +419,33 @@ def _in_doubt_json(c: InDoubtCall) -> dict[str, Any]:
     }
 
 
+def _decisions_json(entries: list[Entry]) -> list[dict[str, Any]]:
+    """Who decided what: each decision entry's approver and reason, read as the library reads them.
+
+    ``approver`` is null for the library's own decisions (expiry, void, payload mismatch).
+    """
+    found = []
+    for e in entries:
+        if e.tool_name != GATE_TOOL:
+            continue
+        approver, reason = parse_decision_payload(e.payload)
+        try:
+            decided = json.loads(e.input)
+        except ValueError:
+            decided = None
+        target = decided.get("seq") if isinstance(decided, dict) else None
+        found.append(
+            {
+                "seq": e.seq,
+                "phase": e.phase,
+                "decides": target if isinstance(target, int) else None,
+                "approver": approver or None,
+                "reason": reason,
+            }
+        )
+    return found
+
+
 def _verification_json(v: Verification) -> dict[str, Any]:
     return {
         "valid": v.valid,
@@ -356,8 +463,28 @@ def _entries_or_404(sg: Sagacity, saga_id: str) -> list[Entry]:
 
 
 def _about(saga_id: str, seq: int, exc: Exception) -> ApiError:
-    """A failed decision or resume: 404/409/400 naming the saga and seq it was about."""
-    return ApiError(_status_of(exc), {"sagaId": saga_id, "journalSeq": seq, **_error_body(exc)})
+    """A failed decision or resume: 404/409/400 (503 for the database) naming the saga and seq."""
+    status = _status_of(exc)
+    if status == 503:
+        _log_unavailable(exc)
+    return ApiError(status, {"sagaId": saga_id, "journalSeq": seq, **_error_body(exc)}, _headers_for(status))
+
+
+#: RFC 5987 ``attr-char``: what may stand unescaped in ``filename*``.
+_ATTR_CHARS = "!#$&+-.^_`|~"
+
+
+def _attachment(saga_id: str) -> str:
+    """``Content-Disposition`` for a download named after a saga: any Unicode id, Latin-1 header.
+
+    HTTP header values are Latin-1, so the id itself cannot go in ``filename=``. As RFC 6266
+    recommends, ``filename`` carries an ASCII stand-in (letters, digits, ``-_.``, the rest as
+    ``_``) for old clients and ``filename*=UTF-8''...`` the id percent-encoded, which browsers
+    prefer. Characters no file name should hold (``/``, ``\\``, controls) become ``_`` in both.
+    """
+    name = "".join("_" if c in "/\\" or not c.isprintable() else c for c in saga_id)[:100] + ".jsonl"
+    fallback = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe=_ATTR_CHARS)}"
 
 
 def _body_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
@@ -371,7 +498,7 @@ def _body_schema(properties: dict[str, Any], required: list[str] | None = None) 
 
 _IGNORED_APPROVER = {"type": "string", "description": "Ignored: the authenticated principal is journaled."}
 
-router = APIRouter()
+router = APIRouter(dependencies=[Depends(_authenticated_query)])
 
 
 # -- approvals (role: approver) -----------------------------------------------------------------
@@ -545,11 +672,8 @@ def audit(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> StreamingRespon
         for line in lines:
             yield line + "\n"
 
-    filename = "".join(c if c.isalnum() or c in "-_." else "_" for c in saga_id)[:100]
     return StreamingResponse(
-        body(),
-        media_type="application/x-ndjson",
-        headers={"Content-Disposition": f'attachment; filename="{filename}.jsonl"'},
+        body(), media_type="application/x-ndjson", headers={"Content-Disposition": _attachment(saga_id)}
     )
 
 
@@ -558,8 +682,8 @@ def list_sagas(
     who: Auditor,
     sg: SagacityDep,
     status: Annotated[SagaStatus | None, Query(description="Only sagas with this status.")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Sagas per page."), Digits] = 50,
+    offset: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Sagas to skip."), Digits] = 0,
 ) -> dict[str, Any]:
     every = sg.sagas(status=status)
     return {
@@ -580,6 +704,7 @@ def saga(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:
         "entryCount": len(entries),
         "verification": _verification_json(sg.verify(saga_id)),
         "entries": [e.to_json() for e in entries],
+        "decisions": _decisions_json(entries),
         "pendingApprovals": _approvals_json(sg, sg.pending_approvals(saga_id)),
         "inDoubt": [_in_doubt_json(c) for c in sg.in_doubt(saga_id)],
     }
@@ -610,11 +735,21 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return JSONResponse({"error": str(exc.detail)}, exc.status_code, headers=exc.headers)
 
 
+def _log_unavailable(exc: Exception) -> None:
+    """One line per request while the database is down, not a traceback per health check."""
+    if isinstance(exc, StoreUnavailableError):
+        log.warning("answering 503: %s", exc)
+    else:
+        log.error("store error", exc_info=exc)
+
+
 async def _library_error(request: Request, exc: Exception) -> Response:
     status = _status_of(exc)
-    if status >= 500:
+    if status == 503:
+        _log_unavailable(exc)
+    elif status >= 500:
         log.error("library error on %s %s", request.method, request.url.path, exc_info=exc)
-    return JSONResponse(_error_body(exc), status)
+    return JSONResponse(_error_body(exc), status, headers=_headers_for(status))
 
 
 def _resolve_auth(auth: Authenticator | None, insecure: bool) -> Authenticator:
@@ -644,6 +779,7 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     prefix: str = "/sagacity",
     dashboard: bool = True,
+    store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
 ) -> FastAPI:
     """The HTTP API and dashboard over ``sagacity``, as an ASGI app you can serve or mount.
 
@@ -653,16 +789,22 @@ def create_app(
     ``$SAGACITY_TOKENS``; with none of these, this refuses (``ConfigurationError``) unless
     ``insecure_no_auth_i_know_what_i_am_doing`` makes everyone an admin named ``anonymous``.
     Routes live under ``prefix``; the dashboard at ``{prefix}/ui/``.
+
+    ``store_timeout``: seconds a request waits for an unreachable database (each read, retries
+    included) before it answers 503; ``None`` waits as long as the library does for its agents.
+    Once a request has journaled something it is no longer cut short (see docs/http.md).
     """
     authenticator = _resolve_auth(auth, insecure_no_auth_i_know_what_i_am_doing)
     if max_body_bytes < 1:
         raise ConfigurationError(f"max_body_bytes must be positive, got {max_body_bytes}")
+    if store_timeout is not None and not store_timeout > 0:
+        raise ConfigurationError(f"store_timeout must be positive seconds or None, got {store_timeout}")
     prefix = "/" + prefix.strip("/") if prefix.strip("/") else ""
     app = FastAPI(
         title="Sagacity",
         version=__version__,
         description="Approvals and audit of Sagacity sagas (SPEC §7, compatible with the Java starter).",
-        openapi_url=f"{prefix}/openapi.json",
+        openapi_url=None,  # served below, with the query check every route has
         docs_url=None,  # Swagger UI and ReDoc load scripts from a CDN, which the CSP refuses
         redoc_url=None,
     )
@@ -674,12 +816,25 @@ def create_app(
     app.add_exception_handler(RequestValidationError, _invalid)
     app.add_exception_handler(StarletteHTTPException, _http_error)
     app.add_exception_handler(SagacityError, _library_error)
+    plain = [Depends(_declared_query)]
+
+    @app.get(f"{prefix}/openapi.json", include_in_schema=False, dependencies=plain)
+    def openapi(request: Request) -> JSONResponse:
+        # What FastAPI's own route does: tell clients of a mounted app where its routes are.
+        schema = app.openapi()
+        root_path = str(request.scope.get("root_path", "")).rstrip("/")
+        if root_path and root_path not in {s.get("url") for s in schema.get("servers", [])}:
+            schema = {**schema, "servers": [{"url": root_path}, *schema.get("servers", [])]}
+        return JSONResponse(schema)
+
     if dashboard:
+        # Its static files ignore query strings: links and browsers add cache-busting and
+        # tracking parameters, and a file has nothing to filter.
         app.mount(f"{prefix}/ui", StaticFiles(directory=STATIC_DIR, html=True), name="dashboard")
 
-        @app.get(prefix or "/", include_in_schema=False)
+        @app.get(prefix or "/", include_in_schema=False, dependencies=plain)
         def home(request: Request) -> RedirectResponse:
             return RedirectResponse(str(request.url_for("dashboard", path="/")))
 
-    app.add_middleware(_Guard, max_body_bytes=max_body_bytes)
+    app.add_middleware(_Guard, max_body_bytes=max_body_bytes, store_timeout=store_timeout)
     return app

@@ -63,7 +63,8 @@ TOKENS_FILE_ENV = "SAGACITY_TOKENS_FILE"
 #: A plain token shorter than this is refused: it could be guessed.
 MIN_TOKEN_LENGTH = 16
 _HASHED = re.compile(r"^sha256:([0-9a-f]{64})$")
-_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+#: A principal's name is journaled as ``approver=<name>``: one line, as ``require_identity`` wants.
+_NAME = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,256}\Z")
 
 
 class AuthenticationError(SagacityError):
@@ -102,7 +103,7 @@ def _principal(name: Any, roles: Any, where: str) -> Principal:
     if not isinstance(name, str) or not _NAME.match(name) or not name.strip():
         raise ConfigurationError(
             f"{where}: name must be a non-empty string of at most 256 characters without control "
-            f"characters (it is journaled as the approver), got {name!r}"
+            f"characters or line separators (it is journaled as the approver), got {name!r}"
         )
     if isinstance(roles, str) or not isinstance(roles, list | tuple | frozenset | set):
         raise ConfigurationError(f"{where}: roles must be a list of {sorted(ROLES)}, got {roles!r}")
@@ -237,6 +238,11 @@ class ProxyHeaderAuth:
         user = request.headers.get(self.user_header)
         if user is None:
             return None
+        try:
+            # HTTP hands header bytes over as Latin-1; proxies send names in UTF-8.
+            user = user.encode("latin-1").decode("utf-8")
+        except UnicodeError as exc:
+            raise AuthenticationError(f"the {self.user_header} header is not UTF-8") from exc
         client = request.client.host if request.client is not None else None
         if client not in self.trusted_clients:
             raise AuthenticationError(

@@ -45,11 +45,13 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
-from sagacity.errors import StoreError, StoreUnavailableError
+from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.model import Entry
 from sagacity.stores import safe_url
+from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
 from sagacity.stores._lease import LocalLeases, lease_key
 from sagacity.stores._sql import (
@@ -72,6 +74,14 @@ _SCHEMA_LOCK_KEY = 0x5A6AC17
 _INSERT_ONE_RAW = numbered(SQLStore.INSERT_ENTRY)
 
 
+def _conninfo_keys(url: str) -> set[str]:
+    """The parameters a connection URL sets itself (none if it cannot be parsed here)."""
+    try:
+        return set(conninfo_to_dict(url))
+    except psycopg.Error:
+        return set()
+
+
 @functools.cache
 def _insert_batch_raw(rows: int) -> str:
     return numbered(insert_sql(rows, returning=True))
@@ -89,10 +99,25 @@ class PostgresStore(SQLStore):
         min_connections: int = 1,
         max_connections: int = 10,
         connect_timeout: float = 10.0,
+        reconnect_timeout: float = 10.0,
         group_commit: bool = True,
     ) -> None:
+        """``connect_timeout``: seconds one connection attempt may take (libpq's, unless the URL
+        sets ``connect_timeout`` itself) and a read waits for a pooled connection, unless the
+        caller's wait limit is shorter (``stores/_deadline.py``). ``reconnect_timeout``: seconds
+        the pool keeps retrying a lost connection in the background (backing off 1, 2, 4 s ...)
+        before it stops; the next read then connects at once, so a database that comes back is
+        used within seconds rather than after a backoff of minutes."""
+        if connect_timeout <= 0 or reconnect_timeout <= 0:
+            raise ConfigurationError("connect_timeout and reconnect_timeout must be positive seconds")
         self.url = url
         self._connect_timeout = connect_timeout
+        # libpq takes whole seconds, at least 2 (it reads 1 as 2); a URL's own value wins.
+        self._connect_kwargs: dict[str, Any] = (
+            {}
+            if "connect_timeout" in _conninfo_keys(url)
+            else {"connect_timeout": max(2, round(connect_timeout))}
+        )
         self._group_commit = group_commit
         self._group = GroupCommit(self._write_batch)
         # Only the group commit's leader of the moment touches it; the lock guards open/close.
@@ -110,8 +135,9 @@ class PostgresStore(SQLStore):
                 url,
                 min_size=min_connections,
                 max_size=max_connections,
-                kwargs={"autocommit": True},
+                kwargs={"autocommit": True, **self._connect_kwargs},
                 timeout=connect_timeout,
+                reconnect_timeout=reconnect_timeout,
                 name="sagacity",
                 open=False,
             )
@@ -119,10 +145,20 @@ class PostgresStore(SQLStore):
         except psycopg.Error as exc:
             raise StoreUnavailableError(f"PostgreSQL at {safe_url(url)}: {exc}") from exc
 
+    def _pool_wait(self) -> float:
+        """How long to wait for a pooled connection: ``connect_timeout``, or less if the running
+        read's deadline is nearer (an HTTP request that must answer within seconds)."""
+        left = time_left()
+        if left is None:
+            return self._connect_timeout
+        if left <= 0:
+            raise StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: no time left to wait for it")
+        return min(self._connect_timeout, left)
+
     @contextmanager
     def _cursor(self, transaction: bool = False) -> Iterator[Cursor]:
         try:
-            with self._pool.connection() as conn:
+            with self._pool.connection(timeout=self._pool_wait()) as conn:
                 if transaction:
                     with conn.transaction():
                         yield conn.cursor()
@@ -137,7 +173,9 @@ class PostgresStore(SQLStore):
             # for seconds before giving up.
             return StoreError(f"store {safe_url(self.url)} is closed")
         if isinstance(exc, PoolTimeout):
-            return StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: no connection: {exc}")
+            return StoreUnavailableError(
+                f"PostgreSQL at {safe_url(self.url)}: no connection ({exc}; is the server up and reachable?)"
+            )
         if isinstance(exc, psycopg.OperationalError):
             # The pool drops the connection that failed; have it test the idle ones too, so the
             # retry does not pick another connection the same server restart killed.
@@ -200,7 +238,7 @@ class PostgresStore(SQLStore):
         params = self._entry_params(entry)
         pool = self._pool
         try:
-            conn = pool.getconn()
+            conn = pool.getconn()  # an append: no caller's wait limit applies (stores/_deadline.py)
         except psycopg.Error as exc:  # PoolTimeout and PoolClosed among them
             raise self._translate(exc) from exc
         try:
@@ -220,9 +258,7 @@ class PostgresStore(SQLStore):
             if self._closed:
                 raise StoreError(f"store {safe_url(self.url)} is closed")
             try:
-                conn = psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
-                )
+                conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
             except psycopg.Error as exc:
                 raise StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}") from exc
             self._writer = conn

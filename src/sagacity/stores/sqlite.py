@@ -35,6 +35,7 @@ from typing import Any
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.model import Entry
+from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
 from sagacity.stores._lease import FileLeases
 from sagacity.stores._sql import Cursor, SQLStore, insert_sql, load_ddl, split_statements
@@ -104,19 +105,20 @@ class SQLiteStore(SQLStore):
             yield got
 
     # -- connections ---------------------------------------------------------------------------
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
+        busy = self._busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
         try:
             # isolation_level=None: autocommit; we issue BEGIN ourselves where we want one.
             conn = sqlite3.connect(
                 self.path,
                 isolation_level=None,
                 check_same_thread=False,
-                timeout=self._busy_timeout_ms / 1000,
+                timeout=busy / 1000,
                 # Room for the group commit's multi-row INSERTs (one per batch size) beside the
                 # rest; with the default 128 they would evict each other and be re-prepared.
                 cached_statements=1024,
             )
-            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+            conn.execute(f"PRAGMA busy_timeout = {int(busy)}")
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
@@ -127,12 +129,20 @@ class SQLiteStore(SQLStore):
         if self._closed:
             raise StoreError(f"store {self.url} is closed")
 
-    def _borrow(self) -> sqlite3.Connection:
+    def _borrow(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
+        """An idle connection, or a new one (waiting ``busy_timeout_ms`` for locks if given)."""
         with self._connections_lock:
             self._refuse_if_closed()
-            if self._idle:
-                return self._idle.pop()  # the most recently used: its caches are warm
-        return self._open()
+            conn = self._idle.pop() if self._idle else None  # the most recently used: caches warm
+        if conn is None:
+            return self._open(busy_timeout_ms)
+        if busy_timeout_ms is not None:
+            try:
+                conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
+            except sqlite3.Error as exc:
+                conn.close()
+                raise _translate(exc) from exc
+        return conn
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
         with self._connections_lock:
@@ -144,7 +154,10 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _cursor(self, transaction: bool = False) -> Iterator[Cursor]:
-        conn = self._borrow()
+        # A read under a caller's deadline (an HTTP request, stores/_deadline.py) waits for a
+        # lock no longer than the time left, instead of the whole busy_timeout.
+        left = time_left()
+        conn = self._borrow(None if left is None else max(0, min(self._busy_timeout_ms, int(left * 1000))))
         cur = conn.cursor()
         try:
             if not transaction:
@@ -161,7 +174,18 @@ class SQLiteStore(SQLStore):
             raise _translate(exc) from exc
         finally:
             cur.close()  # ends the statement (and its read snapshot) before another thread borrows
-            self._give_back(conn)
+            if left is not None and not self._reset_busy_timeout(conn):
+                conn.close()
+            else:
+                self._give_back(conn)
+
+    def _reset_busy_timeout(self, conn: sqlite3.Connection) -> bool:
+        """Put back the store's own busy_timeout on a connection; False if it cannot be."""
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {int(self._busy_timeout_ms)}")
+        except sqlite3.Error:
+            return False
+        return True
 
     def _ts_out(self, moment: datetime) -> str:
         if moment.tzinfo is None and moment.year >= 1000:

@@ -173,7 +173,8 @@ function approvalCard(item, detail, refresh) {
       await refresh();
     }),
   }, mine ? "You approved" : "Approve");
-  const reason = h("textarea", { placeholder: "Reason for rejecting (journaled)", class: "reason" });
+  // One line: a reason is journaled as one line of the REJECTED entry (the server refuses line breaks).
+  const reason = h("input", { type: "text", placeholder: "Reason for rejecting (journaled, one line)", class: "reason" });
   const rejectBox = h("div", { class: "reject-box", hidden: true }, reason,
     h("button", {
       class: "btn reject confirm-reject", type: "button",
@@ -280,6 +281,7 @@ async function sagasPage(params) {
 async function sagaPage(sagaId) {
   const saga = await api(`sagas/${enc(sagaId)}`);
   const doubtful = new Set(saga.inDoubt.map((c) => c.seq));
+  const decisions = new Map((saga.decisions || []).map((d) => [d.seq, d]));
   const v = saga.verification;
   const badge = v.valid ? pill("chain verified", "valid") : pill(`chain BROKEN at index ${v.breakAtIndex}`, "broken");
   const timeline = h("ol", { class: "timeline" }, saga.entries.map((e) => h("li", {
@@ -290,6 +292,7 @@ async function sagaPage(sagaId) {
     doubtful.has(e.seq) ? h("span", { class: "doubt-label" }, "IN DOUBT: no outcome journaled") : null,
     h("span", { class: "time" }, when(e.timestamp))),
   h("div", { class: "entry-body" },
+    decisions.has(e.seq) ? decisionRows(decisions.get(e.seq)) : null,
     e.input ? [h("span", {}, "input"), h("code", {}, e.input)] : null,
     e.payload ? [h("span", {}, "payload"), h("code", {}, e.payload)] : null,
     h("span", {}, "hash"), h("code", { class: "muted", title: e.hash }, `${e.hash.slice(0, 16)}…`)))));
@@ -308,6 +311,15 @@ async function sagaPage(sagaId) {
     h("h2", {}, "Journal"),
     timeline,
     h("p", {}, h("a", { href: new URL(`audit/${enc(sagaId)}`, API).pathname, class: "export", onclick: exportClick(sagaId) }, "Export JSON Lines")));
+}
+
+// Who decided, as the server reads the payload: the approver line only, never a line of the reason.
+function decisionRows(d) {
+  return [
+    h("span", {}, "decided by"),
+    h("strong", { class: "decided-by" }, d.approver === null ? "Sagacity (no approver)" : d.approver),
+    ...(d.reason ? [h("span", {}, "reason"), h("span", { class: "decision-reason" }, d.reason)] : []),
+  ];
 }
 
 function exportClick(sagaId) {
