@@ -11,6 +11,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -106,7 +107,8 @@ async def serve_stdio(gateway: Gateway, *, on_started: Callable[[], None] | None
                 on_started()
             await server.run(read, write, server.create_initialization_options())
     finally:
-        await gateway.session_closed(STDIO_SESSION)
+        with anyio.CancelScope(shield=True):  # also when serving was cancelled (a signal)
+            await gateway.session_closed(STDIO_SESSION)
 
 
 def http_app(
