@@ -154,11 +154,11 @@ def http_proxy(setup: Setup, *extra: str, upstream: list[str] | None = None) -> 
                 proc.wait()
 
 
-def stdio_params(setup: Setup, *extra: str) -> Any:
+def stdio_params(setup: Setup, *extra: str, upstream: list[str] | None = None) -> Any:
     """How an MCP client (a desktop app's config) starts the proxy over stdio."""
     from mcp import StdioServerParameters
 
-    return StdioServerParameters(command=SAGACITY, args=proxy_args(setup, *extra), env=setup.env)
+    return StdioServerParameters(command=SAGACITY, args=proxy_args(setup, *extra, upstream=upstream), env=setup.env)
 
 
 class Agent:
