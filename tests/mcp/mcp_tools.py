@@ -38,10 +38,12 @@ env = { PAYMENTS_API_KEY = "${PAYMENTS_API_KEY}", PAYMENTS_LEDGER = "${PAYMENTS_
 timeout = 20
 
 [tools.charge]
-undo = { tool = "refund", arguments = { charge_id = "{result.structured.charge_id}", reason = "rollback of {saga.id}" } }
+undo.tool = "refund"
+undo.arguments = { charge_id = "{result.structured.charge_id}", reason = "rollback of {saga.id}" }
 
 [tools.create_ticket]
-undo = { tool = "close_ticket", arguments = { ticket_id = "{result.json.ticket_id}", note = "undo of {args.title}" } }
+undo.tool = "close_ticket"
+undo.arguments = { ticket_id = "{result.json.ticket_id}", note = "undo of {args.title}" }
 
 [tools.refund]
 kind = "hidden"
@@ -158,7 +160,9 @@ def stdio_params(setup: Setup, *extra: str, upstream: list[str] | None = None) -
     """How an MCP client (a desktop app's config) starts the proxy over stdio."""
     from mcp import StdioServerParameters
 
-    return StdioServerParameters(command=SAGACITY, args=proxy_args(setup, *extra, upstream=upstream), env=setup.env)
+    return StdioServerParameters(
+        command=SAGACITY, args=proxy_args(setup, *extra, upstream=upstream), env=setup.env
+    )
 
 
 class Agent:

@@ -43,7 +43,9 @@ def _call_and_kill_upstream(a: Any, setup: Setup, saga: str, batch: str) -> Any:
     """Start ``settle`` (which never answers), kill the upstream process when it has started, return
     the proxy's answer."""
     future = a.portal.start_task_soon(
-        partial(a.client.call_tool, "settle", {"batch": batch}, read_timeout_seconds=120, meta={SAGA_KEY: saga})
+        partial(
+            a.client.call_tool, "settle", {"batch": batch}, read_timeout_seconds=120, meta={SAGA_KEY: saga}
+        )
     )
     started = setup.ledger.wait_for("settle-started")
     [event] = [e for e in started if e["batch"] == batch]
@@ -107,9 +109,10 @@ def test_upstream_killed_mid_call_leaves_the_call_in_doubt(tmp_path: Path, trans
 def http_upstream(tmp_path: Path) -> Iterator[tuple[Setup, int, Any]]:
     """The payments server on streamable HTTP, and a way to (re)start it on the same port."""
     setup = make_setup(
-        tmp_path, policy=POLICY.replace("[tools.settle]", "[tools.settle]\ntimeout = 3", 1).replace(
+        tmp_path,
+        policy=POLICY.replace("[tools.settle]", "[tools.settle]\ntimeout = 3", 1).replace(
             "[upstream]\n", "[upstream]\nconnect_timeout = 5\n", 1
-        )
+        ),
     )
     port = free_port()
     procs: list[subprocess.Popen[Any]] = []
@@ -138,9 +141,13 @@ def test_http_upstream_killed_mid_call_leaves_the_call_in_doubt(
     back the next call goes through."""
     setup, port, start = http_upstream
     if upstream_protocol == "legacy":
-        setup.policy.write_text(setup.policy.read_text().replace("timeout = 20", 'timeout = 20\nprotocol = "legacy"'))
+        setup.policy.write_text(
+            setup.policy.read_text().replace("timeout = 20", 'timeout = 20\nprotocol = "legacy"')
+        )
     saga = f"httpkill-{uuid.uuid4().hex[:8]}"
-    with agent(stdio_params(setup, "--upstream-url", f"http://127.0.0.1:{port}/mcp", upstream=[]), "auto") as a:
+    with agent(
+        stdio_params(setup, "--upstream-url", f"http://127.0.0.1:{port}/mcp", upstream=[]), "auto"
+    ) as a:
         a.call("charge", {"customer": "c-http", "amount": 3}, saga=saga)
         answer = _call_and_kill_upstream(a, setup, saga, "batch-h")
         _assert_in_doubt(setup, saga, answer, "batch-h")
@@ -213,7 +220,9 @@ def test_session_sagas_roll_over_and_compensate_when_the_session_closes(tmp_path
     """Without a saga id, a stdio session's calls form one saga; after a rollback the next call
     starts a new one; with on_session_close = "compensate", closing the session with work open
     undoes it."""
-    setup = make_setup(tmp_path, policy=POLICY + '\n[sagas]\non_session_close = "compensate"\nid_prefix = "desk"\n')
+    setup = make_setup(
+        tmp_path, policy=POLICY + '\n[sagas]\non_session_close = "compensate"\nid_prefix = "desk"\n'
+    )
     with agent(stdio_params(setup), "auto") as a:
         a.call("charge", {"customer": "first", "amount": 1})
         first = a.call("sagacity_status").structured_content["saga"]
@@ -226,7 +235,9 @@ def test_session_sagas_roll_over_and_compensate_when_the_session_closes(tmp_path
     with Sagacity(setup.db_url) as sg:
         assert sg.status(first) is SagaStatus.COMPENSATED
         assert sg.status(second) is SagaStatus.COMPENSATED
-        [reason] = [e.payload for e in sg.entries(second) if e.tool_name == "saga" and e.phase == Phase.FAILED]
+        [reason] = [
+            e.payload for e in sg.entries(second) if e.tool_name == "saga" and e.phase == Phase.FAILED
+        ]
         assert "the MCP session closed with the saga open" in reason
 
 

@@ -15,7 +15,7 @@ import pytest
 
 pytest.importorskip("mcp", reason="the MCP gateway tests need the mcp extra: pip install 'sagacity[mcp]'")
 
-from mcp_tools import (  # noqa: E402
+from mcp_tools import (
     Agent,
     Setup,
     agent,
@@ -29,7 +29,7 @@ from mcp_tools import (  # noqa: E402
     wait_until,
 )
 
-from sagacity import Phase, Sagacity, SagaStatus  # noqa: E402
+from sagacity import Phase, Sagacity, SagaStatus
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -138,7 +138,8 @@ def test_upstream_failure_compensates_in_reverse_through_upstream_tools(world: W
     ticket_id = json.loads(text_of(ticket))["ticket_id"]
     failed = world.agent.call("charge", {"customer": customer, "amount": 50_000}, saga=saga)
     assert failed.is_error
-    assert "card declined" in text_of(failed) and "rolled back" in text_of(failed)
+    assert "card declined" in text_of(failed)
+    assert "rolled back" in text_of(failed)
 
     ledger = world.setup.ledger.events()
     undone = [e for e in ledger if e["event"] in ("refund", "close_ticket") and saga in json.dumps(e)]
@@ -155,7 +156,8 @@ def test_upstream_failure_compensates_in_reverse_through_upstream_tools(world: W
         assert compensated == ["create_ticket", "charge"]
         assert sg.verify(saga).valid
     again = world.agent.call("get_balance", {"account": "a"}, saga=saga)
-    assert again.is_error and "COMPENSATED" in text_of(again)
+    assert again.is_error
+    assert "COMPENSATED" in text_of(again)
 
 
 def test_held_call_runs_exactly_once_after_approval(world: World) -> None:
@@ -203,7 +205,8 @@ def test_arguments_in_another_key_order_match_the_approval(world: World) -> None
         assert request.input == json.dumps({"amount": 75, "to": to}, separators=(",", ":"))
     world.approve(saga, seq)
     done = world.agent.call("send_payout", {"amount": 75, "to": to}, saga=saga)
-    assert not done.is_error and "payout_id" in done.structured_content
+    assert not done.is_error
+    assert "payout_id" in done.structured_content
     assert len([e for e in world.setup.ledger.events("payout") if e["to"] == to]) == 1
 
 
@@ -254,7 +257,8 @@ def test_rejected_call_compensates_the_saga(world: World) -> None:
 
     again = world.agent.call("send_payout", {"to": to, "amount": 5000}, saga=saga)
     assert again.is_error
-    assert "COMPENSATED" in text_of(again) and "too much" in text_of(again)
+    assert "COMPENSATED" in text_of(again)
+    assert "too much" in text_of(again)
     assert [e for e in world.setup.ledger.events("payout") if e["to"] == to] == []
     with world.journal() as sg:
         decisions = [e for e in sg.entries(saga) if e.phase == Phase.REJECTED]
@@ -270,7 +274,8 @@ def test_status_runs_an_approved_call_and_shows_its_result(world: World) -> None
     [seq] = world.pending(saga)
     before = world.agent.call("sagacity_status", saga=saga).structured_content
     assert before["status"] == "AWAITING_APPROVAL"
-    assert before["requests"][0]["state"] == "awaiting" and before["requests"][0]["approvals"] == "0 of 1"
+    assert before["requests"][0]["state"] == "awaiting"
+    assert before["requests"][0]["approvals"] == "0 of 1"
     world.approve(saga, seq)
     after = world.agent.call("sagacity_status", saga=saga).structured_content
     [request] = after["requests"]
@@ -286,7 +291,8 @@ def test_commit_and_rollback(world: World) -> None:
     saga = new_saga("rb")
     charge = world.agent.call("charge", {"customer": f"c-{saga}", "amount": 8}, saga=saga)
     rolled = world.agent.call("sagacity_rollback", {"reason": "the user changed their mind"}, saga=saga)
-    assert not rolled.is_error and "rolled back" in text_of(rolled)
+    assert not rolled.is_error
+    assert "rolled back" in text_of(rolled)
     assert any(
         e["charge_id"] == charge.structured_content["charge_id"] and saga in e["reason"]
         for e in world.setup.ledger.events("refund")
@@ -300,7 +306,8 @@ def test_commit_and_rollback(world: World) -> None:
     committed = world.agent.call("sagacity_commit", saga=done)
     assert "committed" in text_of(committed)
     refused = world.agent.call("charge", {"customer": f"c-{done}", "amount": 8}, saga=done)
-    assert refused.is_error and "committed" in text_of(refused)
+    assert refused.is_error
+    assert "committed" in text_of(refused)
     with world.journal() as sg:
         assert sg.status(done) is SagaStatus.COMPLETED
 

@@ -158,17 +158,21 @@ class Gateway:
                 partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
             )
             tools.sagacity = sg
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
             try:
-                async with anyio.create_task_group() as tg:
-                    gateway = cls(sg, upstream, tools, policy, tg)
-                    if settle_interval:
-                        tg.start_soon(gateway._settle_loop, settle_interval)
-                    try:
-                        yield gateway
-                    finally:
-                        tg.cancel_scope.cancel()
+                gateway = cls(sg, upstream, tools, policy, tg)
+                if settle_interval:
+                    tg.start_soon(gateway._settle_loop, settle_interval)
+                yield gateway
             finally:
-                await asyncio.to_thread(sg.close)
+                # Background work stops with the gateway; what the body raised goes on unwrapped.
+                tg.cancel_scope.cancel()
+                try:
+                    await tg.__aexit__(None, None, None)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await asyncio.to_thread(sg.close)
 
     def spawn(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         """Run ``fn()`` in the gateway's task group (for work that outlives a request)."""

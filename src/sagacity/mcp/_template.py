@@ -9,7 +9,8 @@ are literal; strings may hold placeholders:
   are, anything else as compact JSON);
 * ``{{`` and ``}}`` are literal braces.
 
-A placeholder is a root followed by dot-separated keys (a decimal key indexes an array):
+A placeholder is a root followed by dot-separated keys (letters, digits and ``_-$@:#``; a decimal
+key indexes an array):
 ``args`` (the original call's arguments), ``result`` (its result: ``result.structured`` the
 structured content, ``result.text`` the text blocks joined by newlines, ``result.json`` that text
 parsed as JSON, ``result.content`` the content blocks, ``result.isError``), ``saga`` (``saga.id``)
@@ -20,6 +21,7 @@ looked up in plain data, never code.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +32,8 @@ __all__ = ["ROOTS", "Template", "TemplateError", "compile_template", "result_sco
 
 #: What a placeholder may start with.
 ROOTS = ("args", "result", "saga", "call")
+#: One key of a placeholder's path: letters, digits and _ - $ @ : # (no spaces, quotes, operators).
+_KEY = re.compile(r"^[\w$@:#-]+$")
 
 
 class TemplateError(SagacityError, ValueError):
@@ -201,7 +205,7 @@ def _compile_string(text: str, where: str) -> Node:
 
 def _placeholder(expr: str, where: str) -> Placeholder:
     keys = expr.split(".")
-    if not expr or any(not k or k != k.strip() or "{" in k for k in keys):
+    if not expr or not all(_KEY.match(k) for k in keys):
         raise TemplateError(f"{where}: {{{expr}}} is not a placeholder like {{args.order_id}}")
     root, *path = keys
     if root not in ROOTS:

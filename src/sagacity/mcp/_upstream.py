@@ -156,7 +156,9 @@ class Upstream:
         if self._attempt is not None:
             self._attempt.broken.set()
         self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(exc_type, exc, tb)
+        # The connection task reports its own errors; whatever the body raised goes on as it is
+        # (a task group would wrap it in an ExceptionGroup).
+        await self._tg.__aexit__(None, None, None)
         self._tg = None
 
     # -- connecting --------------------------------------------------------------------------------
