@@ -165,3 +165,25 @@ async def test_the_upstream_gets_only_the_environment_the_policy_gives(tmp_path:
     with pytest.raises(ConnectionError):
         async with opened(tmp_path, policy):
             pass
+
+
+async def test_an_expired_request_is_rejected_and_compensated_by_the_proxy(tmp_path: Path) -> None:
+    """A held call nobody approved in time: the proxy journals its expiry and undoes the saga's work
+    through the upstream (only it has the tools to), and the agent is told."""
+    policy = POLICY + "\n[tools.send_payout]\nkind = 'irreversible'\napproval_ttl = 0.2\n"
+    async with opened(tmp_path, policy) as (gw, setup), Client(build_server(gw, stdio_session="s")) as client:
+        await call(client, "charge", {"customer": "late", "amount": 4}, saga="ttl")
+        await call(client, "send_payout", {"to": "late", "amount": 4}, saga="ttl")
+        await anyio.sleep(0.5)
+        status = await call(client, "sagacity_status", saga="ttl")
+        assert status.structured_content["status"] == "COMPENSATED"
+        assert "expired" in status.structured_content["compensation"]
+        assert [
+            e["event"] for e in setup.ledger.events() if e["event"] in ("charge", "refund", "payout")
+        ] == [
+            "charge",
+            "refund",
+        ]
+        again = await call(client, "send_payout", {"to": "late", "amount": 4}, saga="ttl")
+        assert again.is_error
+        assert "expired" in text_of(again)

@@ -23,6 +23,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -44,7 +45,7 @@ from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
 from sagacity.mcp._sagas import SagaBook, SagaOrigin, SagaRouter
 from sagacity.mcp._tools import InDoubt, LoopBridge, Raised, UpstreamTools, run_in_thread
 from sagacity.mcp._upstream import Upstream, UpstreamTarget
-from sagacity.model import Entry, Phase
+from sagacity.model import ApprovalRequest, Entry, Phase
 
 __all__ = ["COMMIT_TOOL", "PROXY_TOOLS", "ROLLBACK_TOOL", "STATUS_TOOL", "Gateway", "RollbackRequested"]
 
@@ -289,15 +290,19 @@ class Gateway:
     async def _execute_gate(
         self, book: SagaBook, gate: GateView, decision: Decision, *, deliver: bool
     ) -> types.CallToolResult:
-        """Run an approved gate once (``resume``), or say it is still waiting."""
-        if len(gate.approvers) < decision.approvals:
-            return answers.awaiting(
-                book.saga_id, gate.seq, gate.tool_name, decision.approvals, gate.approvers, again=True
-            )
+        """Run an approved gate once (``resume``), or say it is still waiting.
+
+        An expired request is handed to ``resume`` too, which journals its expiry and compensates
+        the saga (through this proxy's upstream, the only place its tools are registered).
+        """
         pending = await asyncio.to_thread(self.sagacity.pending_approvals, book.saga_id)
         request = next((r for r in pending if r.journal_seq == gate.seq), None)
         if request is None:
             return await self._after_race(book, gate, decision)
+        if len(gate.approvers) < decision.approvals and not _expired(request):
+            return answers.awaiting(
+                book.saga_id, gate.seq, gate.tool_name, decision.approvals, gate.approvers, again=True
+            )
         outcome = await run_in_thread(
             partial(self.sagacity.resume, book.saga_id, gate.seq, request.input, resumed_by=RESUMED_BY),
             input=request.input,
@@ -343,14 +348,18 @@ class Gateway:
         )
 
     async def _settle(self, book: SagaBook) -> None:
-        """Run this saga's approved calls (each at most once: the core's resume guarantees it)."""
+        """Run this saga's approved calls (each at most once: the core's resume guarantees it), and
+        expire its requests that are past their time."""
+        expired = {
+            r.journal_seq
+            for r in await asyncio.to_thread(self.sagacity.pending_approvals, book.saga_id)
+            if _expired(r)
+        }
         for gate in await self._gates(book.saga_id):
             decision = self.tools.decision(gate.tool_name)
-            if (
-                gate.state == "awaiting"
-                and decision is not None
-                and len(gate.approvers) >= decision.approvals
-            ):
+            if gate.state != "awaiting" or decision is None:
+                continue
+            if len(gate.approvers) >= decision.approvals or gate.seq in expired:
                 if await self._closed(book) is not None:
                     return
                 await self._execute_gate(book, gate, decision, deliver=False)
@@ -510,6 +519,7 @@ class Gateway:
         if session is None or session.closed:
             return
         session.closed = True
+        del self.router.sessions[key]
         book = self.router.books.get(session.current) if session.current is not None else None
         session.current = None
         if book is None or book.committed or self.policy.sagas.on_session_close != "compensate":
@@ -535,6 +545,11 @@ class Gateway:
             ):
                 return True
         return False
+
+
+def _expired(request: ApprovalRequest) -> bool:
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return request.expires_at is not None and now >= request.expires_at
 
 
 def _why_compensated(entries: list[Entry]) -> str:
