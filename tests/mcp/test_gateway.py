@@ -187,3 +187,21 @@ async def test_an_expired_request_is_rejected_and_compensated_by_the_proxy(tmp_p
         again = await call(client, "send_payout", {"to": "late", "amount": 4}, saga="ttl")
         assert again.is_error
         assert "expired" in text_of(again)
+
+
+async def test_a_committed_saga_still_runs_its_approved_calls(tmp_path: Path) -> None:
+    """sagacity_commit closes the saga to new calls; a call held before it still runs once approved."""
+    async with (
+        opened(tmp_path, settle_interval=0.1) as (gw, setup),
+        Client(build_server(gw, stdio_session="s"), mode="legacy") as client,
+    ):
+        await call(client, "send_payout", {"to": "after-commit", "amount": 2}, saga="done")
+        committed = await call(client, "sagacity_commit", saga="done")
+        assert "1 call(s) still wait for approval" in text_of(committed)
+        [request] = await anyio.to_thread.run_sync(gw.sagacity.pending_approvals, "done")
+        await anyio.to_thread.run_sync(gw.sagacity.approve, "done", request.journal_seq, "alice@example.com")
+        with anyio.fail_after(30):
+            while not setup.ledger.events("payout"):
+                await anyio.sleep(0.05)
+        refused = await call(client, "charge", {"customer": "late", "amount": 1}, saga="done")
+        assert "committed" in text_of(refused)

@@ -193,6 +193,13 @@ class Gateway:
         ]
         return shown + _proxy_tools()
 
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """A listed tool's input schema, from the listing seen last (no upstream round trip)."""
+        listed = self.tools.listed.get(name)
+        if listed is not None:
+            return listed.input_schema
+        return next((t.input_schema for t in _proxy_tools() if t.name == name), None)
+
     # -- calls ----------------------------------------------------------------------------------------
     async def dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         """Answer one ``tools/call`` for saga ``book``."""
@@ -360,7 +367,7 @@ class Gateway:
             if gate.state != "awaiting" or decision is None:
                 continue
             if len(gate.approvers) >= decision.approvals or gate.seq in expired:
-                if await self._closed(book) is not None:
+                if await self._closed(book, committed_ok=True) is not None:
                     return
                 await self._execute_gate(book, gate, decision, deliver=False)
 
@@ -390,15 +397,18 @@ class Gateway:
         except SagaNotFoundError:
             return None
 
-    async def _closed(self, book: SagaBook) -> types.CallToolResult | None:
-        """An answer refusing the call when the saga can take no more calls, else None."""
+    async def _closed(self, book: SagaBook, *, committed_ok: bool = False) -> types.CallToolResult | None:
+        """An answer refusing the call when the saga can take no more calls, else None.
+
+        ``committed_ok``: a committed saga still runs its approved calls (the sweep, the status).
+        """
         sid = book.saga_id
         new = (
             " Your next call starts a new saga."
             if book.origin is not SagaOrigin.META
             else " Use a new saga id."
         )
-        if book.committed:
+        if book.committed and not committed_ok:
             return answers.refused(f"saga {sid!r} was committed (declared done).{new}")
         if book.parked:
             book.end()
@@ -425,7 +435,7 @@ class Gateway:
         """``sagacity_status``: run approved calls, then report the saga."""
         async with book.lock:
             with anyio.CancelScope(shield=True):
-                if await self._closed(book) is None:
+                if await self._closed(book, committed_ok=True) is None:
                     await self._settle(book)
                 answer = await self._report(book)
         return answer

@@ -93,6 +93,9 @@ def build_server(gateway: Gateway, *, stdio_session: str | None = None) -> Serve
         version=__version__,
         title="Sagacity MCP proxy",
         instructions=INSTRUCTIONS,
+        # The 2026-07-28 HTTP path checks Mcp-Param-* headers against the called tool's schema;
+        # without this it would list the upstream's tools again on every call.
+        get_tool_input_schema=gateway.input_schema,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
     )

@@ -136,13 +136,17 @@ class LoopBridge:
         except RuntimeError:
             return None
 
-    def run(self, factory: Callable[[], Awaitable[T]]) -> T:
-        """Block this (non-loop) thread until the coroutine finishes on the proxy's loop."""
+    def check_thread(self) -> None:
+        """Refuse to block the proxy's own loop (before anything is sent)."""
         if self._running() is self.loop:
             raise RuntimeError(
                 "an upstream tool was called on the proxy's event loop thread, which it would block; "
                 "nothing was sent (call it through the proxy)"
             )
+
+    def run(self, factory: Callable[[], Awaitable[T]]) -> T:
+        """Block this (non-loop) thread until the coroutine finishes on the proxy's loop."""
+        self.check_thread()
         return asyncio.run_coroutine_threadsafe(_coroutine(factory), self.loop).result()
 
     async def run_async(self, factory: Callable[[], Awaitable[T]]) -> T:
@@ -239,9 +243,15 @@ class UpstreamTools:
 
         def call_upstream() -> Any:
             arguments = json.loads(self._journaled_input() or "{}")
-            outcome: CallOutcome = bridge.run(
-                lambda: upstream.call(name, arguments, timeout=decision.timeout)
-            )
+            bridge.check_thread()
+            try:
+                outcome: CallOutcome = bridge.run(
+                    lambda: upstream.call(name, arguments, timeout=decision.timeout)
+                )
+            except BaseException as exc:  # noqa: BLE001 - the proxy's loop went away under the call
+                outcome = CallOutcome(
+                    "unknown", reason=f"the proxy stopped during the call ({type(exc).__name__})"
+                )
             if outcome.kind == "result":
                 assert outcome.result is not None
                 if outcome.result["isError"] and decision.errors == "fail":
