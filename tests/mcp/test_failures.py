@@ -216,22 +216,36 @@ def test_twenty_concurrent_sessions_land_gap_free(tmp_path: Path, journal_url: s
     assert len(setup.ledger.events("start")) == 1
 
 
-def test_session_sagas_roll_over_and_compensate_when_the_session_closes(tmp_path: Path) -> None:
-    """Without a saga id, a stdio session's calls form one saga; after a rollback the next call
-    starts a new one; with on_session_close = "compensate", closing the session with work open
-    undoes it."""
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_session_sagas_roll_over_and_compensate_when_the_session_closes(
+    tmp_path: Path, transport: str
+) -> None:
+    """Without a saga id, a session's calls form one saga (a stdio connection, or a 2025-11-25 HTTP
+    session); after a rollback the next call starts a new one; with on_session_close = "compensate",
+    closing the session with work open undoes it."""
     setup = make_setup(
         tmp_path, policy=POLICY + '\n[sagas]\non_session_close = "compensate"\nid_prefix = "desk"\n'
     )
-    with agent(stdio_params(setup), "auto") as a:
+
+    def session(a: Any) -> tuple[str, str]:
         a.call("charge", {"customer": "first", "amount": 1})
-        first = a.call("sagacity_status").structured_content["saga"]
+        first: str = a.call("sagacity_status").structured_content["saga"]
         assert first.startswith("desk-")
         a.call("sagacity_rollback", {"reason": "start over"})
         a.call("charge", {"customer": "second", "amount": 2})
-        second = a.call("sagacity_status").structured_content["saga"]
+        second: str = a.call("sagacity_status").structured_content["saga"]
         assert second != first
-    setup.ledger.wait_for("refund", count=2)
+        return first, second
+
+    if transport == "http":
+        with http_proxy(setup) as (url, _):
+            with agent(url, "legacy") as a:
+                first, second = session(a)
+            setup.ledger.wait_for("refund", count=2)
+    else:
+        with agent(stdio_params(setup), "auto") as a:
+            first, second = session(a)
+        setup.ledger.wait_for("refund", count=2)
     with Sagacity(setup.db_url) as sg:
         assert sg.status(first) is SagaStatus.COMPENSATED
         assert sg.status(second) is SagaStatus.COMPENSATED

@@ -205,3 +205,22 @@ async def test_a_committed_saga_still_runs_its_approved_calls(tmp_path: Path) ->
                 await anyio.sleep(0.05)
         refused = await call(client, "charge", {"customer": "late", "amount": 1}, saga="done")
         assert "committed" in text_of(refused)
+
+
+async def test_concurrent_calls_in_one_saga_are_journaled_in_turn(tmp_path: Path) -> None:
+    """Calls of one saga sent at once (two clients naming the same saga) run one at a time: every call
+    lands, gap-free, each INTENT followed by its own outcome."""
+    async with (
+        opened(tmp_path) as (gw, setup),
+        Client(build_server(gw), mode="2026-07-28") as one,
+        Client(build_server(gw), mode="2026-07-28") as two,
+    ):
+        async with anyio.create_task_group() as tg:
+            for n in range(12):
+                client = one if n % 2 else two
+                tg.start_soon(call, client, "charge", {"customer": f"c{n}", "amount": n + 1}, "shared")
+        entries = await anyio.to_thread.run_sync(gw.sagacity.entries, "shared")
+        assert [e.seq for e in entries] == list(range(1, 25))
+        assert [e.phase for e in entries] == [Phase.INTENT, Phase.EXECUTED] * 12
+        assert all(a.input == b.input for a, b in zip(entries[::2], entries[1::2], strict=True))
+        assert len(setup.ledger.events("charge")) == 12
