@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, sagas, serve
+from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, mcp, sagas, serve
 
 __all__ = ["main"]
 
@@ -29,6 +29,7 @@ for command in (
     evidence.verify,
     evidence.export,
     keys.keys,
+    mcp.mcp,
     sagas.sagas,
     serve.serve,
 ):

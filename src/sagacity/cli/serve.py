@@ -8,6 +8,7 @@ transfers must be who the journal says they are.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +16,9 @@ from sagacity.cli._common import CommandError, db_option, open_sagacity
 from sagacity.cli._options import Digits, import_option
 from sagacity.errors import ConfigurationError
 from sagacity.stores import safe_url
+
+if TYPE_CHECKING:
+    from sagacity.server.auth import Authenticator
 
 INSECURE_FLAG = "--insecure-no-auth-i-know-what-i-am-doing"
 
@@ -94,12 +98,46 @@ def serve(
     """
     try:
         import uvicorn
+    except ImportError as exc:
+        raise CommandError(f"{exc} (pip install 'sagacity[server]')") from exc
+    auth = authenticator(tokens_file, insecure, proxy_user_header, proxy_roles_header, proxy_addresses)
+    if insecure:
+        warn_insecure(f"{host}:{port}")
+    from sagacity.server import create_app
 
-        from sagacity.server import FirstOf, ProxyHeaderAuth, TokenAuth, auth_from_environment, create_app
-        from sagacity.server.auth import Authenticator
+    with open_sagacity(db_url, init_schema=True) as sg:
+        try:
+            app = create_app(
+                sg,
+                auth=auth,
+                insecure_no_auth_i_know_what_i_am_doing=insecure,
+                max_body_bytes=max_body_bytes,
+                store_timeout=store_timeout,
+            )
+        except ConfigurationError as exc:
+            raise CommandError(str(exc)) from exc
+        shown = f"[{host}]" if ":" in host else host
+        click.echo(
+            f"Sagacity dashboard: http://{shown}:{port}/sagacity/ui/  (journal {safe_url(sg.url)})", err=True
+        )
+        uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="off", ws="none")
+
+
+def authenticator(
+    tokens_file: Path | None,
+    insecure: bool,
+    proxy_user_header: str | None = None,
+    proxy_roles_header: str | None = None,
+    proxy_addresses: tuple[str, ...] = (),
+) -> Authenticator | None:
+    """Who may call the HTTP API, from the command's options (None: the insecure flag was given).
+
+    Refuses (``CommandError``) without credentials unless the insecure flag is set, and with both.
+    """
+    try:
+        from sagacity.server import FirstOf, ProxyHeaderAuth, TokenAuth, auth_from_environment
     except (ImportError, ConfigurationError) as exc:
         raise CommandError(f"{exc} (pip install 'sagacity[server]')") from exc
-
     try:
         authenticators: list[Authenticator] = []
         tokens = TokenAuth.from_file(tokens_file) if tokens_file is not None else auth_from_environment()
@@ -120,28 +158,15 @@ def serve(
             f"SAGACITY_TOKENS_FILE / SAGACITY_TOKENS), see docs/http.md; {INSECURE_FLAG} serves "
             "without authentication"
         )
-    auth = None if insecure else authenticators[0] if len(authenticators) == 1 else FirstOf(*authenticators)
-    if insecure:
-        click.secho(
-            "WARNING: serving WITHOUT AUTHENTICATION. Anyone who can reach "
-            f"{host}:{port} can approve, reject and resume as 'anonymous'.",
-            fg="red",
-            bold=True,
-            err=True,
-        )
-    with open_sagacity(db_url, init_schema=True) as sg:
-        try:
-            app = create_app(
-                sg,
-                auth=auth,
-                insecure_no_auth_i_know_what_i_am_doing=insecure,
-                max_body_bytes=max_body_bytes,
-                store_timeout=store_timeout,
-            )
-        except ConfigurationError as exc:
-            raise CommandError(str(exc)) from exc
-        shown = f"[{host}]" if ":" in host else host
-        click.echo(
-            f"Sagacity dashboard: http://{shown}:{port}/sagacity/ui/  (journal {safe_url(sg.url)})", err=True
-        )
-        uvicorn.run(app, host=host, port=port, log_level=log_level, lifespan="off", ws="none")
+    return None if insecure else authenticators[0] if len(authenticators) == 1 else FirstOf(*authenticators)
+
+
+def warn_insecure(where: str) -> None:
+    """The loud warning printed when the HTTP API serves without authentication."""
+    click.secho(
+        f"WARNING: serving WITHOUT AUTHENTICATION. Anyone who can reach {where} can approve, "
+        "reject and resume as 'anonymous'.",
+        fg="red",
+        bold=True,
+        err=True,
+    )

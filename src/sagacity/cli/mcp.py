@@ -1,0 +1,356 @@
+"""``sagacity mcp``: put Sagacity in front of any MCP server, with no code (docs/mcp.md).
+
+Needs the ``mcp`` extra; without it the commands say which ``pip install`` fixes it. The proxy
+speaks MCP to the agent (stdio, or streamable HTTP with ``--listen``) and to the upstream server
+(the command after ``--``, or ``--upstream-url``), and journals every ``tools/call`` in the hash
+chain on the way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import signal
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import click
+
+from sagacity.cli._common import CommandError, console, db_option
+from sagacity.cli._options import echo_json, json_option
+from sagacity.cli.serve import INSECURE_FLAG, authenticator, warn_insecure
+from sagacity.errors import ConfigurationError, SagacityError
+
+if TYPE_CHECKING:
+    from sagacity.mcp import Policy, UpstreamTarget
+
+EXTRA_HINT = "pip install 'sagacity[mcp]'"
+_ADDRESS = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]+):)?(?P<port>\d{1,5})$")
+
+
+def _require_extra() -> None:
+    try:
+        import sagacity.mcp  # noqa: F401 - probes for the SDK
+    except (ImportError, ConfigurationError) as exc:
+        raise CommandError(f"the MCP gateway needs the MCP Python SDK: {EXTRA_HINT} ({exc})") from exc
+
+
+def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> tuple[str, int] | None:
+    """``[HOST:]PORT`` (an IPv6 host in brackets) as (host, port); the host defaults to loopback."""
+    if value is None:
+        return None
+    match = _ADDRESS.match(value.strip())
+    if match is None or not 0 < int(match.group("port")) < 65536:
+        raise click.BadParameter(f"{value!r} is not [HOST:]PORT, e.g. 127.0.0.1:8765 or 8765")
+    host = (match.group("host") or "127.0.0.1").strip("[]")
+    return host, int(match.group("port"))
+
+
+def _load(
+    policy_path: Path, command: tuple[str, ...], upstream_url: str | None
+) -> tuple[Policy, UpstreamTarget]:
+    """The policy, and the upstream: the command line's wins over the policy's [upstream]."""
+    _require_extra()
+    from sagacity.mcp import PolicyError, UpstreamTarget, load_policy
+
+    try:
+        policy = load_policy(policy_path)
+    except PolicyError as exc:
+        raise CommandError(str(exc)) from exc
+    up = policy.upstream
+    if command and upstream_url:
+        raise CommandError("give the upstream as a command after -- or as --upstream-url, not both")
+    if command:
+        argv, url = tuple(command), None
+    elif upstream_url:
+        argv, url = (), upstream_url
+    else:
+        argv, url = up.command, up.url
+    if not argv and url is None:
+        raise CommandError(
+            "no upstream server: put its command after -- (sagacity mcp proxy --policy P -- npx server), "
+            "or pass --upstream-url URL, or set [upstream] command / url in the policy"
+        )
+    if url is not None and not url.startswith(("http://", "https://")):
+        raise CommandError(f"--upstream-url must be an http:// or https:// URL, not {url!r}")
+    target = UpstreamTarget(
+        command=argv, url=url, cwd=up.cwd, env=dict(up.env), headers=dict(up.headers), protocol=up.protocol
+    )
+    return policy, target
+
+
+UPSTREAM_ARGS = click.argument("command", nargs=-1, type=click.UNPROCESSED, metavar="[-- COMMAND [ARGS]...]")
+POLICY = click.option(
+    "--policy",
+    "policy_path",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="The policy file (TOML): what each upstream tool is, how to undo it. See docs/mcp.md.",
+)
+UPSTREAM_URL = click.option(
+    "--upstream-url",
+    metavar="URL",
+    help="Reach the upstream over streamable HTTP at URL instead of a command.",
+)
+
+
+@click.group()
+def mcp() -> None:
+    """The MCP gateway: journal, gate and compensate the tools of any MCP server.
+
+    Needs the mcp extra (pip install 'sagacity[mcp]').
+    """
+
+
+@mcp.command(context_settings={"allow_interspersed_args": False})
+@POLICY
+@UPSTREAM_URL
+@db_option
+@click.option(
+    "--listen",
+    metavar="[HOST:]PORT",
+    callback=_address,
+    help="Serve agents over streamable HTTP at http://HOST:PORT/mcp instead of stdio (HOST defaults to "
+    "127.0.0.1).",
+)
+@click.option(
+    "--path", "mcp_path", default="/mcp", show_default=True, help="The MCP endpoint's path with --listen."
+)
+@click.option(
+    "--api",
+    is_flag=True,
+    help="Also serve the Sagacity HTTP API and dashboard (/sagacity/...) in this process, so approvals, "
+    "rejections and resumes run through this proxy's upstream: on the --listen port, else on --api-listen.",
+)
+@click.option(
+    "--api-listen",
+    metavar="[HOST:]PORT",
+    default="127.0.0.1:8000",
+    show_default=True,
+    callback=_address,
+    help="Where --api serves when the agent side is stdio.",
+)
+@click.option(
+    "--tokens-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    envvar="SAGACITY_TOKENS_FILE",
+    help="Bearer tokens for --api, as for `sagacity serve` (env SAGACITY_TOKENS_FILE or SAGACITY_TOKENS).",
+)
+@click.option(INSECURE_FLAG, "insecure", is_flag=True, help="Serve --api WITHOUT authentication.")
+@click.option(
+    "--settle-interval",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="Seconds between sweeps that run approved calls of this proxy's sagas (0: only when the agent "
+    "asks, with sagacity_status or by sending the call again).",
+)
+@click.option("--log-level", default="warning", show_default=True, help="Log level (stderr).")
+@UPSTREAM_ARGS
+def proxy(
+    policy_path: Path,
+    upstream_url: str | None,
+    db_url: str,
+    listen: tuple[str, int] | None,
+    mcp_path: str,
+    api: bool,
+    api_listen: tuple[str, int],
+    tokens_file: Path | None,
+    insecure: bool,
+    settle_interval: float,
+    log_level: str,
+    command: tuple[str, ...],
+) -> None:
+    """Serve the upstream MCP server's tools to agents, journaled, gated and compensated.
+
+    The upstream is the command after -- (run over stdio, e.g. `-- npx -y payments-mcp`) or
+    --upstream-url. Agents connect over stdio (put this command in a desktop client's MCP
+    config) or, with --listen, over streamable HTTP. Both protocol versions in use (2025-11-25
+    and 2026-07-28) are served. Nothing is written to stdout but MCP messages.
+    """
+    policy, target = _load(policy_path, command, upstream_url)
+    auth = authenticator(tokens_file, insecure) if api else None
+    if api and insecure:
+        warn_insecure("the --api address")
+    _configure_logging(log_level)
+    import anyio
+
+    try:
+        anyio.run(
+            _serve,
+            policy,
+            target,
+            db_url,
+            listen,
+            mcp_path,
+            api_listen if api else None,
+            auth,
+            insecure,
+            settle_interval,
+            log_level,
+        )
+    except* SagacityError as group:
+        raise CommandError("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from group
+    except* (ConnectionError, OSError) as group:
+        first = group.exceptions[0]
+        raise CommandError(f"cannot reach the upstream {target.describe()}: {first}") from group
+
+
+def _configure_logging(level: str) -> None:
+    import logging
+
+    logging.basicConfig(
+        stream=sys.stderr, level=level.upper(), format="sagacity-mcp %(levelname)s %(message)s"
+    )
+
+
+async def _serve(
+    policy: Policy,
+    target: UpstreamTarget,
+    db_url: str,
+    listen: tuple[str, int] | None,
+    mcp_path: str,
+    api_at: tuple[str, int] | None,
+    auth: Any,
+    insecure: bool,
+    settle_interval: float,
+    log_level: str,
+) -> None:
+    import anyio
+
+    from sagacity.mcp import Gateway, http_app, serve_stdio
+    from sagacity.stores import safe_url
+
+    async with Gateway.open(policy, target, db_url=db_url, settle_interval=settle_interval or None) as gw:
+        api_app = None
+        if api_at is not None:
+            from sagacity.server import create_app
+
+            api_app = create_app(gw.sagacity, auth=auth, insecure_no_auth_i_know_what_i_am_doing=insecure)
+        journal = safe_url(gw.sagacity.url)
+        async with anyio.create_task_group() as tg:
+            if listen is not None:
+                host, port = listen
+                app = http_app(gw, path=mcp_path, host=host, api=api_app)
+                server = _uvicorn(app, host, port, log_level, lifespan="on")
+                tg.start_soon(_stop_on_signals, tg.cancel_scope, server)
+                click.echo(
+                    f"Sagacity MCP proxy: http://{_shown(host)}:{port}{mcp_path}  (journal {journal})",
+                    err=True,
+                )
+                if api_app is not None:
+                    click.echo(f"Sagacity dashboard: http://{_shown(host)}:{port}/sagacity/ui/", err=True)
+                await server.serve()
+            else:
+                tg.start_soon(_stop_on_signals, tg.cancel_scope, None)
+                if api_app is not None and api_at is not None:
+                    api_server = _uvicorn(api_app, api_at[0], api_at[1], log_level, lifespan="off")
+                    tg.start_soon(api_server.serve)
+                    click.echo(
+                        f"Sagacity dashboard: http://{_shown(api_at[0])}:{api_at[1]}/sagacity/ui/", err=True
+                    )
+                click.echo(
+                    f"Sagacity MCP proxy on stdio for {target.describe()} (journal {journal})", err=True
+                )
+                await serve_stdio(gw)
+            tg.cancel_scope.cancel()
+
+
+def _shown(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _uvicorn(app: Any, host: str, port: int, log_level: str, *, lifespan: Literal["on", "off"]) -> Any:
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            # The proxy handles signals itself (and shuts the gateway down cleanly); uvicorn's
+            # handler would re-raise the signal after serving and kill the process mid-cleanup.
+            yield
+
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan=lifespan, ws="none")
+    return Server(config)
+
+
+async def _stop_on_signals(scope: Any, server: Any) -> None:
+    """SIGINT / SIGTERM: let the HTTP server finish its requests (a second signal cuts it short), or
+    stop serving stdio; either way the gateway then closes cleanly (sessions, upstream, journal)."""
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for _ in signals:
+            if server is not None and not server.should_exit:
+                server.should_exit = True
+            else:
+                scope.cancel()
+
+
+@mcp.command(context_settings={"allow_interspersed_args": False})
+@POLICY
+@UPSTREAM_URL
+@json_option
+@UPSTREAM_ARGS
+def check(policy_path: Path, upstream_url: str | None, as_json: bool, command: tuple[str, ...]) -> None:
+    """Check a policy against the upstream's tools and show what the proxy will do with each.
+
+    Connects to the upstream (the command after --, or --upstream-url), lists its tools and
+    prints each one's kind (read-only, compensatable, irreversible, hidden), its undo and why.
+    Exit status 2 when the policy is malformed or names undo tools the upstream lacks.
+    """
+    policy, target = _load(policy_path, command, upstream_url)
+    import anyio
+
+    try:
+        rows, problems = anyio.run(_check, policy, target)
+    except (ConnectionError, OSError) as exc:
+        raise CommandError(f"cannot reach the upstream {target.describe()}: {exc}") from exc
+    if as_json:
+        echo_json({"tools": rows, "problems": problems})
+    else:
+        from rich.table import Table
+
+        table = Table("tool", "kind", "undo", "approvals", "why")
+        for row in rows:
+            table.add_row(
+                row["tool"], row["kind"], row["undo"] or "-", str(row["approvals"] or "-"), row["why"]
+            )
+        console().print(table)
+        for problem in problems:
+            click.echo(f"problem: {problem}", err=True)
+    if problems:
+        sys.exit(2)
+
+
+async def _check(policy: Policy, target: UpstreamTarget) -> tuple[list[dict[str, Any]], list[str]]:
+    from sagacity.mcp import PROXY_TOOLS, ToolKind
+    from sagacity.mcp._upstream import Upstream
+
+    async with Upstream(target, connect_timeout=policy.upstream.connect_timeout) as upstream:
+        await upstream.start()
+        listing = await upstream.list_tools()
+    rows = []
+    for tool in listing:
+        hint = tool.annotations.read_only_hint if tool.annotations else None
+        d = policy.decide(tool.name, read_only_hint=hint)
+        undo = None
+        if d.undo is not None:
+            undo = f"{d.undo.tool} {json.dumps(d.undo.arguments.placeholders())}"
+        rows.append(
+            {
+                "tool": tool.name,
+                "kind": d.kind.value,
+                "undo": undo,
+                "approvals": d.approvals if d.kind is ToolKind.IRREVERSIBLE else None,
+                "why": d.why,
+            }
+        )
+    problems = policy.problems_with([t.name for t in listing])
+    problems += [
+        f"the upstream has a tool named {t.name!r}, the proxy's own" for t in listing if t.name in PROXY_TOOLS
+    ]
+    return rows, problems

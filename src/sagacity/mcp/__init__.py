@@ -1,0 +1,64 @@
+"""The MCP gateway: journal, gate and compensate the tools of any MCP server (docs/mcp.md).
+
+Needs the ``mcp`` extra (``pip install 'sagacity[mcp]'``), the official MCP Python SDK. Most
+people run it from the command line (``sagacity mcp proxy --policy policy.toml -- <server ...>``);
+a program can do the same::
+
+    from sagacity.mcp import Gateway, UpstreamTarget, load_policy, serve_stdio
+
+    policy = load_policy("policy.toml")
+    async with Gateway.open(policy, UpstreamTarget(command=("npx", "payments-mcp")), db_url=...) as gw:
+        await serve_stdio(gw)
+"""
+
+from __future__ import annotations
+
+from sagacity.errors import ConfigurationError
+
+try:
+    import mcp  # noqa: F401 - probe for the extra before anything imports it
+except ImportError as exc:
+    raise ConfigurationError("sagacity.mcp needs the MCP Python SDK: pip install 'sagacity[mcp]'") from exc
+
+from sagacity.mcp._canonical import canonical_json
+from sagacity.mcp._errors import (
+    UndoFailedError,
+    UpstreamError,
+    UpstreamRejectedError,
+    UpstreamToolError,
+    UpstreamUnavailableError,
+)
+from sagacity.mcp._gateway import COMMIT_TOOL, PROXY_TOOLS, ROLLBACK_TOOL, STATUS_TOOL, Gateway
+from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind, load_policy, parse_policy
+from sagacity.mcp._proxy import build_server, http_app, serve_stdio
+from sagacity.mcp._sagas import SAGA_META_KEY
+from sagacity.mcp._template import Template, TemplateError, compile_template
+from sagacity.mcp._upstream import UpstreamTarget
+
+__all__ = [
+    "COMMIT_TOOL",
+    "PROXY_TOOLS",
+    "ROLLBACK_TOOL",
+    "SAGA_META_KEY",
+    "STATUS_TOOL",
+    "Decision",
+    "Gateway",
+    "Policy",
+    "PolicyError",
+    "Template",
+    "TemplateError",
+    "ToolKind",
+    "UndoFailedError",
+    "UpstreamError",
+    "UpstreamRejectedError",
+    "UpstreamTarget",
+    "UpstreamToolError",
+    "UpstreamUnavailableError",
+    "build_server",
+    "canonical_json",
+    "compile_template",
+    "http_app",
+    "load_policy",
+    "parse_policy",
+    "serve_stdio",
+]

@@ -1,0 +1,570 @@
+"""The gateway: one upstream, one journal, and what happens to each ``tools/call`` in between.
+
+A call to an upstream tool runs inside its saga (see ``_sagas``), one call per saga at a time:
+
+* read-only and compensatable tools are journaled (INTENT, then EXECUTED or FAILED) and sent
+  upstream; an upstream failure compensates the saga, newest call first, through the upstream's
+  own undo tools;
+* an irreversible tool is held: the journal gets AWAITING_APPROVAL with the canonical arguments and
+  the agent an ordinary result saying so. The same call sent again (same tool, same canonical
+  arguments) runs it once it is approved, exactly once, and answers with the upstream's result;
+  ``sagacity_status`` and a background sweep run approved calls too;
+* a call whose outcome is unknown (the upstream was lost or did not answer in time) is left in
+  doubt: INTENT without outcome, never retried, answered with an error saying a person must look.
+
+The proxy's own tools (``sagacity_status``, ``sagacity_commit``, ``sagacity_rollback``) let the
+agent see its saga, declare it done, or have it undone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import anyio
+import anyio.abc
+import mcp_types as types
+
+from sagacity import Sagacity, SagaResult, SagaStatus
+from sagacity.errors import (
+    ApprovalError,
+    InvalidValueError,
+    SagaNotFoundError,
+    SagaStateError,
+)
+from sagacity.mcp import _answers as answers
+from sagacity.mcp._canonical import canonical_json
+from sagacity.mcp._gates import GateView, gate_views
+from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
+from sagacity.mcp._sagas import SagaBook, SagaOrigin, SagaRouter
+from sagacity.mcp._tools import InDoubt, LoopBridge, Raised, UpstreamTools, run_in_thread
+from sagacity.mcp._upstream import Upstream, UpstreamTarget
+from sagacity.model import ApprovalRequest, Entry, Phase
+
+__all__ = ["COMMIT_TOOL", "PROXY_TOOLS", "ROLLBACK_TOOL", "STATUS_TOOL", "Gateway", "RollbackRequested"]
+
+log = logging.getLogger("sagacity.mcp")
+
+STATUS_TOOL = "sagacity_status"
+COMMIT_TOOL = "sagacity_commit"
+ROLLBACK_TOOL = "sagacity_rollback"
+PROXY_TOOLS = (STATUS_TOOL, COMMIT_TOOL, ROLLBACK_TOOL)
+#: Who the journal says asked for an approved call's execution.
+RESUMED_BY = "sagacity-mcp-proxy"
+_OPEN = (SagaStatus.COMPLETED, SagaStatus.AWAITING_APPROVAL)
+
+
+class RollbackRequested(Exception):
+    """The agent (or a closing session) asked for the saga to be undone."""
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _proxy_tools() -> list[types.Tool]:
+    empty = {"type": "object", "properties": {}}
+    return [
+        types.Tool(
+            name=STATUS_TOOL,
+            description=(
+                "Sagacity: the state of this task's saga: calls waiting for human approval, the "
+                "result of approved ones (an approved call runs now if it has not yet), calls whose "
+                "outcome is unknown."
+            ),
+            input_schema=empty,
+        ),
+        types.Tool(
+            name=COMMIT_TOOL,
+            description=(
+                "Sagacity: declare this task's work done. Nothing it did is undone afterwards; calls "
+                "still waiting for approval run once approved. Your next call starts a new saga."
+            ),
+            input_schema=empty,
+        ),
+        types.Tool(
+            name=ROLLBACK_TOOL,
+            description=(
+                "Sagacity: undo this task's work. Every call that can be undone is undone through the "
+                "server's own tools, newest first; calls waiting for approval are cancelled."
+            ),
+            input_schema={
+                "type": "object",
+                "properties": {"reason": {"type": "string", "description": "Why, for the audit journal."}},
+            },
+        ),
+    ]
+
+
+class Gateway:
+    """The proxy's core, independent of how the agent reaches it (see :mod:`sagacity.mcp._proxy`)."""
+
+    def __init__(
+        self,
+        sagacity: Sagacity,
+        upstream: Upstream,
+        tools: UpstreamTools,
+        policy: Policy,
+        tg: anyio.abc.TaskGroup,
+    ) -> None:
+        self.sagacity = sagacity
+        self.upstream = upstream
+        self.tools = tools
+        self.policy = policy
+        self.router = SagaRouter(policy.sagas)
+        self._tg = tg
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        policy: Policy,
+        target: UpstreamTarget,
+        *,
+        db_url: str | None = None,
+        settle_interval: float | None = 2.0,
+        **store_options: Any,
+    ) -> AsyncIterator[Gateway]:
+        """Connect to the upstream, check the policy against its tools, open the journal.
+
+        Raises ``PolicyError`` when the policy names undo tools the upstream does not have (or
+        the upstream has a tool named like one of the proxy's own), ``ConnectionError`` when the
+        upstream cannot be reached.
+        """
+        bridge = LoopBridge(asyncio.get_running_loop())
+        async with Upstream(target, connect_timeout=policy.upstream.connect_timeout) as upstream:
+            await upstream.start()
+            listing = await upstream.list_tools()
+            names = [t.name for t in listing]
+            problems = policy.problems_with(names)
+            problems += [
+                f"the upstream has a tool named {name!r}, which is the proxy's own"
+                for name in names
+                if name in PROXY_TOOLS
+            ]
+            if problems:
+                raise PolicyError("; ".join(problems))
+            tools = UpstreamTools(upstream, policy, bridge)
+            tools.adopt(listing)
+            ttl: dict[str, Any] = {}
+            if policy.defaults.approval_ttl_set:
+                ttl["approval_ttl"] = policy.defaults.approval_ttl
+            sg = await asyncio.to_thread(
+                partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
+            )
+            tools.sagacity = sg
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
+            try:
+                gateway = cls(sg, upstream, tools, policy, tg)
+                if settle_interval:
+                    tg.start_soon(gateway._settle_loop, settle_interval)
+                yield gateway
+            finally:
+                # Background work stops with the gateway; what the body raised goes on unwrapped.
+                tg.cancel_scope.cancel()
+                try:
+                    await tg.__aexit__(None, None, None)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await asyncio.to_thread(sg.close)
+
+    def spawn(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``fn()`` in the gateway's task group (for work that outlives a request)."""
+        self._tg.start_soon(fn)
+
+    # -- listing ------------------------------------------------------------------------------------
+    async def list_tools(self) -> list[types.Tool]:
+        """The upstream's tools as the agent sees them, and the proxy's own."""
+        try:
+            self.tools.adopt(await self.upstream.list_tools())
+        except Exception as exc:  # noqa: BLE001 - the listing seen last still says what the proxy can do
+            log.warning("listing the upstream's tools failed (%s); serving the last listing", _describe(exc))
+        shown = [
+            answers.present_tool(t, self.tools.decisions[t.name])
+            for t in self.tools.listed.values()
+            if self.tools.decisions[t.name].kind is not ToolKind.HIDDEN
+        ]
+        return shown + _proxy_tools()
+
+    def input_schema(self, name: str) -> dict[str, Any] | None:
+        """A listed tool's input schema, from the listing seen last (no upstream round trip)."""
+        listed = self.tools.listed.get(name)
+        if listed is not None:
+            return listed.input_schema
+        return next((t.input_schema for t in _proxy_tools() if t.name == name), None)
+
+    # -- calls ----------------------------------------------------------------------------------------
+    async def dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        """Answer one ``tools/call`` for saga ``book``."""
+        if name == STATUS_TOOL:
+            return await self.status(book)
+        if name == COMMIT_TOOL:
+            return await self.commit(book)
+        if name == ROLLBACK_TOOL:
+            reason = arguments.get("reason")
+            return await self.rollback(
+                book, reason if isinstance(reason, str) and reason else "no reason given"
+            )
+        decision = self.tools.decision(name)
+        if decision is None:
+            await self.list_tools()  # a tool the upstream added since
+            decision = self.tools.decision(name)
+        if decision is None:
+            return answers.refused(f"the upstream server has no tool named {name!r}")
+        if decision.kind is ToolKind.HIDDEN:
+            return answers.refused(f"{name} is not available through this proxy (policy: hidden)")
+        try:
+            canonical = canonical_json(arguments)
+        except InvalidValueError as exc:
+            return answers.refused(str(exc))
+        async with book.lock:
+            # Past this point the call is journaled and may reach the upstream: an agent that goes
+            # away mid-call must not cut the journaling (or a compensation) short.
+            with anyio.CancelScope(shield=True):
+                answer = await self._call(book, decision, canonical)
+        return answer
+
+    async def _call(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
+        closed = await self._closed(book)
+        if closed is not None:
+            return closed
+        if decision.kind is ToolKind.IRREVERSIBLE:
+            for gate in await self._gates(book.saga_id):
+                if (
+                    gate.tool_name == decision.name
+                    and gate.input == canonical
+                    and self._resendable(book, gate)
+                ):
+                    return await self._resend(book, gate, decision)
+        return await self._run(book, decision, canonical)
+
+    async def _run(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
+        wrapped = self.tools.sagacity_tool(decision.name)
+        try:
+            async with self.sagacity.saga(book.saga_id) as scope:
+                outcome = await run_in_thread(partial(wrapped.call_json, canonical), input=canonical)
+        except SagaStateError as exc:
+            book.end()
+            return answers.refused(str(exc))
+        result = scope.result
+        assert result is not None
+        if isinstance(outcome, InDoubt):
+            book.end()
+            return answers.in_doubt(
+                book.saga_id,
+                outcome.seq,
+                decision.name,
+                outcome.reason,
+                new_saga=book.origin is not SagaOrigin.META,
+            )
+        if isinstance(outcome, Raised):
+            if result.status in _OPEN:  # nothing was journaled as failed: the call never started
+                return answers.refused(f"{decision.name} was not run: {_describe(outcome.error)}")
+            book.end()
+            return answers.failed(
+                decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
+            )
+        value = outcome.value
+        if decision.kind is ToolKind.IRREVERSIBLE and isinstance(value, str):
+            held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]
+            seq = max(r.journal_seq for r in held) if held else 0
+            return answers.awaiting(book.saga_id, seq, decision.name, decision.approvals)
+        return answers.upstream_result(value)
+
+    # -- held calls -----------------------------------------------------------------------------------
+    def _resendable(self, book: SagaBook, gate: GateView) -> bool:
+        """Whether a re-sent call is about ``gate``: it still waits, or it ran and the agent has not
+        had its result as the answer to a re-sent call yet."""
+        if gate.state == "awaiting":
+            return True
+        return gate.state in ("executed", "failed", "in doubt") and gate.seq not in book.delivered
+
+    async def _resend(self, book: SagaBook, gate: GateView, decision: Decision) -> types.CallToolResult:
+        if gate.state == "awaiting":
+            return await self._execute_gate(book, gate, decision, deliver=True)
+        book.delivered.add(gate.seq)
+        if gate.state == "executed" and gate.outcome is not None:
+            return answers.upstream_result(json.loads(gate.outcome.payload_text))
+        return answers.refused(f"{decision.name} (request {gate.seq}) was approved and {gate.state}")
+
+    async def _execute_gate(
+        self, book: SagaBook, gate: GateView, decision: Decision, *, deliver: bool
+    ) -> types.CallToolResult:
+        """Run an approved gate once (``resume``), or say it is still waiting.
+
+        An expired request is handed to ``resume`` too, which journals its expiry and compensates
+        the saga (through this proxy's upstream, the only place its tools are registered).
+        """
+        pending = await asyncio.to_thread(self.sagacity.pending_approvals, book.saga_id)
+        request = next((r for r in pending if r.journal_seq == gate.seq), None)
+        if request is None:
+            return await self._after_race(book, gate, decision)
+        if len(gate.approvers) < decision.approvals and not _expired(request):
+            return answers.awaiting(
+                book.saga_id, gate.seq, gate.tool_name, decision.approvals, gate.approvers, again=True
+            )
+        outcome = await run_in_thread(
+            partial(self.sagacity.resume, book.saga_id, gate.seq, request.input, resumed_by=RESUMED_BY),
+            input=request.input,
+        )
+        if isinstance(outcome, InDoubt):
+            # The resumed run never ends in this process (its thread is parked), so the saga stays
+            # RUNNING here; other processes see it IN_DOUBT.
+            book.parked.add(outcome.seq)
+            book.end()
+            return answers.in_doubt(
+                book.saga_id,
+                outcome.seq,
+                gate.tool_name,
+                outcome.reason,
+                new_saga=book.origin is not SagaOrigin.META,
+            )
+        if isinstance(outcome, Raised):
+            if isinstance(outcome.error, ApprovalError | SagaStateError):
+                return await self._after_race(book, gate, decision)
+            return answers.refused(
+                f"{gate.tool_name} (request {gate.seq}) was not run: {_describe(outcome.error)}"
+            )
+        result = outcome.value
+        assert isinstance(result, SagaResult)
+        if result.error is None and result.status in _OPEN:
+            if deliver:
+                book.delivered.add(gate.seq)
+            return answers.upstream_result(result.value)
+        book.end()
+        error = _describe(result.error) if result.error is not None else result.status.value
+        return answers.failed(gate.tool_name, error, result, new_saga=book.origin is not SagaOrigin.META)
+
+    async def _after_race(self, book: SagaBook, gate: GateView, decision: Decision) -> types.CallToolResult:
+        """The gate's request was taken by someone else (a resume or rejection elsewhere): say how it is."""
+        closed = await self._closed(book)
+        if closed is not None:
+            return closed
+        now = next((g for g in await self._gates(book.saga_id) if g.seq == gate.seq), gate)
+        if now.state != "awaiting":
+            return await self._resend(book, now, decision)
+        return answers.awaiting(
+            book.saga_id, now.seq, now.tool_name, decision.approvals, now.approvers, again=True
+        )
+
+    async def _settle(self, book: SagaBook) -> None:
+        """Run this saga's approved calls (each at most once: the core's resume guarantees it), and
+        expire its requests that are past their time."""
+        expired = {
+            r.journal_seq
+            for r in await asyncio.to_thread(self.sagacity.pending_approvals, book.saga_id)
+            if _expired(r)
+        }
+        for gate in await self._gates(book.saga_id):
+            decision = self.tools.decision(gate.tool_name)
+            if gate.state != "awaiting" or decision is None:
+                continue
+            if len(gate.approvers) >= decision.approvals or gate.seq in expired:
+                if await self._closed(book, committed_ok=True) is not None:
+                    return
+                await self._execute_gate(book, gate, decision, deliver=False)
+
+    async def _settle_loop(self, interval: float) -> None:
+        """Every ``interval`` seconds, run the approved calls of the sagas this proxy drives."""
+        while True:
+            await anyio.sleep(interval)
+            try:
+                pending = await asyncio.to_thread(self.sagacity.pending_approvals)
+                for saga_id in sorted({r.saga_id for r in pending}):
+                    book = self.router.books.get(saga_id)
+                    if book is None or book.parked:
+                        continue
+                    async with book.lock:
+                        with anyio.CancelScope(shield=True):
+                            await self._settle(book)
+            except Exception:
+                log.exception("running approved calls failed; trying again in %ss", interval)
+
+    # -- the saga's state -----------------------------------------------------------------------------
+    async def _gates(self, saga_id: str) -> list[GateView]:
+        return gate_views(await asyncio.to_thread(self.sagacity.entries, saga_id))
+
+    def _saga_status(self, saga_id: str) -> SagaStatus | None:
+        try:
+            return self.sagacity.status(saga_id)
+        except SagaNotFoundError:
+            return None
+
+    async def _closed(self, book: SagaBook, *, committed_ok: bool = False) -> types.CallToolResult | None:
+        """An answer refusing the call when the saga can take no more calls, else None.
+
+        ``committed_ok``: a committed saga still runs its approved calls (the sweep, the status).
+        """
+        sid = book.saga_id
+        new = (
+            " Your next call starts a new saga."
+            if book.origin is not SagaOrigin.META
+            else " Use a new saga id."
+        )
+        if book.committed and not committed_ok:
+            return answers.refused(f"saga {sid!r} was committed (declared done).{new}")
+        if book.parked:
+            book.end()
+            return answers.refused(
+                f"saga {sid!r} has a call whose outcome is unknown (seq {min(book.parked)}); a person "
+                f"must resolve it before the saga can go on.{new}"
+            )
+        status = await asyncio.to_thread(self._saga_status, sid)
+        if status is None or status in _OPEN:
+            return None
+        book.end()
+        if status is SagaStatus.IN_DOUBT:
+            return answers.refused(
+                f"saga {sid!r} has a call whose outcome is unknown; a person must resolve it "
+                f"(sagacity sagas in-doubt) before the saga can go on.{new}"
+            )
+        if status is SagaStatus.RUNNING:
+            return answers.refused(f"saga {sid!r} is busy in another request; try again shortly")
+        why = _why_compensated(await asyncio.to_thread(self.sagacity.entries, sid))
+        return answers.refused(f"saga {sid!r} is {status.value}{why}; nothing more can run in it.{new}")
+
+    # -- the proxy's own tools ------------------------------------------------------------------------
+    async def status(self, book: SagaBook) -> types.CallToolResult:
+        """``sagacity_status``: run approved calls, then report the saga."""
+        async with book.lock:
+            with anyio.CancelScope(shield=True):
+                if await self._closed(book, committed_ok=True) is None:
+                    await self._settle(book)
+                answer = await self._report(book)
+        return answer
+
+    async def _report(self, book: SagaBook) -> types.CallToolResult:
+        sid = book.saga_id
+        status = await asyncio.to_thread(self._saga_status, sid)
+        entries = await asyncio.to_thread(self.sagacity.entries, sid)
+        requests = []
+        for gate in gate_views(entries):
+            decision = self.tools.decision(gate.tool_name)
+            required = decision.approvals if decision is not None else 1
+            item: dict[str, Any] = {
+                "request": gate.seq,
+                "tool": gate.tool_name,
+                "arguments": json.loads(gate.input or "{}"),
+                "state": gate.state,
+                "approvals": f"{len(gate.approvers)} of {required}",
+            }
+            if gate.state == "executed" and gate.outcome is not None:
+                item["result"] = json.loads(gate.outcome.payload_text)
+            elif gate.state == "failed" and gate.outcome is not None:
+                item["error"] = gate.outcome.payload_text
+            elif gate.state == "rejected" and gate.rejection is not None:
+                item["decision"] = gate.rejection
+            requests.append(item)
+        in_doubt = [
+            {"seq": c.seq, "tool": c.tool_name, "arguments": json.loads(c.input or "{}")}
+            for c in await asyncio.to_thread(self.sagacity.in_doubt, sid)
+        ]
+        in_doubt += [{"seq": seq, "note": "the proxy lost this call's answer"} for seq in sorted(book.parked)]
+        report: dict[str, Any] = {
+            "saga": sid,
+            "status": "IN_DOUBT" if book.parked else (status.value if status is not None else "NEW"),
+            "committed": book.committed,
+            "requests": requests,
+            "inDoubt": in_doubt,
+        }
+        why = _why_compensated(entries)
+        if why:
+            report["compensation"] = why.removeprefix(": ")
+        return answers.text(json.dumps(report, ensure_ascii=False, indent=1), structured=report)
+
+    async def commit(self, book: SagaBook) -> types.CallToolResult:
+        """``sagacity_commit``: the saga's work is done; its session moves on to a new saga."""
+        async with book.lock:
+            closed = await self._closed(book)
+            if closed is not None:
+                return closed
+            book.committed = True
+            book.end()
+            report = await self._report(book)
+        waiting = [
+            r for r in (report.structured_content or {}).get("requests", []) if r["state"] == "awaiting"
+        ]
+        note = f" {len(waiting)} call(s) still wait for approval; they run once approved." if waiting else ""
+        return answers.text(f"Saga {book.saga_id!r} committed.{note}", structured=report.structured_content)
+
+    async def rollback(self, book: SagaBook, reason: str) -> types.CallToolResult:
+        """``sagacity_rollback``: compensate the saga's executed calls, newest first."""
+        async with book.lock:
+            with anyio.CancelScope(shield=True):
+                answer = await self._rollback(book, reason)
+        return answer
+
+    async def _rollback(self, book: SagaBook, reason: str) -> types.CallToolResult:
+        closed = await self._closed(book)
+        if closed is not None:
+            return closed
+        entries = await asyncio.to_thread(self.sagacity.entries, book.saga_id)
+        if not entries:
+            book.end()
+            return answers.text(f"Saga {book.saga_id!r} had nothing to roll back.")
+        scope = self.sagacity.saga(book.saga_id)
+        try:
+            async with scope:
+                raise RollbackRequested(reason)
+        except RollbackRequested:
+            pass
+        except SagaStateError as exc:
+            return answers.refused(str(exc))
+        book.end()
+        assert scope.result is not None
+        return answers.text(
+            answers.compensation(scope.result), error=scope.result.status is not SagaStatus.COMPENSATED
+        )
+
+    async def session_closed(self, key: str) -> None:
+        """The MCP session ``key`` ended: apply ``sagas.on_session_close`` to its open saga."""
+        session = self.router.sessions.get(key)
+        if session is None or session.closed:
+            return
+        session.closed = True
+        del self.router.sessions[key]
+        book = self.router.books.get(session.current) if session.current is not None else None
+        session.current = None
+        if book is None or book.committed or self.policy.sagas.on_session_close != "compensate":
+            return
+        async with book.lock:
+            with anyio.CancelScope(shield=True):
+                if await self._has_open_work(book):
+                    result = await self._rollback(book, "the MCP session closed with the saga open")
+                    log.info("session %s closed: %s", key, result.model_dump_json(exclude_none=True))
+
+    async def _has_open_work(self, book: SagaBook) -> bool:
+        status = await asyncio.to_thread(self._saga_status, book.saga_id)
+        if status not in _OPEN or book.parked:
+            return False
+        if status is SagaStatus.AWAITING_APPROVAL:
+            return True
+        for entry in await asyncio.to_thread(self.sagacity.entries, book.saga_id):
+            decision = self.tools.decision(entry.tool_name)
+            if (
+                entry.phase == Phase.EXECUTED
+                and decision is not None
+                and decision.kind is ToolKind.COMPENSATABLE
+            ):
+                return True
+        return False
+
+
+def _expired(request: ApprovalRequest) -> bool:
+    now = datetime.now(UTC).replace(tzinfo=None)
+    return request.expires_at is not None and now >= request.expires_at
+
+
+def _why_compensated(entries: list[Entry]) -> str:
+    """``: <reason>`` from the saga-level FAILED entry that started its compensation, if any."""
+    for entry in entries:
+        if entry.tool_name == "saga" and entry.phase == Phase.FAILED:
+            return f": {entry.payload_text}"
+    return ""

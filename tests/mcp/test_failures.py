@@ -1,0 +1,266 @@
+"""The proxy when things go wrong: the upstream killed mid-call (stdio and streamable HTTP), many agent
+sessions at once, and sessions that end with work open."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP gateway tests need the mcp extra: pip install 'sagacity[mcp]'")
+
+import anyio
+from mcp_tools import (
+    PAYMENTS,
+    POLICY,
+    SAGA_KEY,
+    Setup,
+    agent,
+    free_port,
+    http_proxy,
+    make_setup,
+    sagacity_cli,
+    stdio_params,
+    text_of,
+    wait_for_port,
+)
+
+from sagacity import Phase, Sagacity, SagaStatus
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def _call_and_kill_upstream(a: Any, setup: Setup, saga: str, batch: str) -> Any:
+    """Start ``settle`` (which never answers), kill the upstream process when it has started, return
+    the proxy's answer."""
+    future = a.portal.start_task_soon(
+        partial(
+            a.client.call_tool, "settle", {"batch": batch}, read_timeout_seconds=120, meta={SAGA_KEY: saga}
+        )
+    )
+    started = setup.ledger.wait_for("settle-started")
+    [event] = [e for e in started if e["batch"] == batch]
+    os.kill(event["pid"], signal.SIGKILL)
+    return future.result(timeout=120)
+
+
+def _assert_in_doubt(setup: Setup, saga: str, answer: Any, batch: str) -> int:
+    assert answer.is_error
+    assert text_of(answer).startswith("[OUTCOME UNKNOWN]")
+    assert "NOT retried" in text_of(answer)
+    with Sagacity(setup.db_url) as sg:
+        entries = sg.entries(saga)
+        settle = [(e.phase, e.payload) for e in entries if e.tool_name == "settle"]
+        assert settle == [(Phase.INTENT, "")]  # no FAILED: nobody knows whether it happened
+        [doubt] = sg.in_doubt(saga)
+        assert (doubt.tool_name, json.loads(doubt.input)) == ("settle", {"batch": batch})
+        assert sg.status(saga) is SagaStatus.IN_DOUBT
+        assert sg.verify(saga).valid
+        return doubt.seq
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_upstream_killed_mid_call_leaves_the_call_in_doubt(tmp_path: Path, transport: str) -> None:
+    """The stdio upstream dies mid-call: the INTENT stays without an outcome (in doubt, never retried),
+    the agent gets an answer saying so, the saga takes no more calls, and the proxy reconnects."""
+    setup = make_setup(tmp_path)
+    saga = f"kill-{uuid.uuid4().hex[:8]}"
+
+    def scenario(a: Any) -> None:
+        a.call("charge", {"customer": "c-kill", "amount": 3}, saga=saga)
+        answer = _call_and_kill_upstream(a, setup, saga, "batch-1")
+        seq = _assert_in_doubt(setup, saga, answer, "batch-1")
+        refused = a.call("charge", {"customer": "c-kill", "amount": 4}, saga=saga)
+        assert refused.is_error
+        assert "outcome is unknown" in text_of(refused)
+        fresh = a.call("charge", {"customer": "c-after", "amount": 5}, saga=f"{saga}-next")
+        assert not fresh.is_error
+        assert len(setup.ledger.events("start")) == 2  # the proxy started a new upstream
+        assert [e["customer"] for e in setup.ledger.events("charge")] == ["c-kill", "c-after"]
+        # The operator sees it from another process, and settles it there.
+        listed = sagacity_cli("sagas", "in-doubt", "--db", setup.db_url, "--json")
+        assert listed.returncode == 1
+        assert any(c["sagaId"] == saga and c["seq"] == seq for c in json.loads(listed.stdout))
+        resolved = sagacity_cli(
+            "sagas", "resolve", saga, str(seq), "--happened", "--as", "ops@example.com", "--db", setup.db_url
+        )
+        assert resolved.returncode == 0, resolved.stdout + resolved.stderr
+        with Sagacity(setup.db_url) as sg:
+            assert sg.in_doubt(saga) == []
+
+    if transport == "http":
+        with http_proxy(setup) as (url, _), agent(url, "auto") as a:
+            scenario(a)
+    else:
+        with agent(stdio_params(setup), "legacy") as a:
+            scenario(a)
+
+
+@pytest.fixture
+def http_upstream(tmp_path: Path) -> Iterator[tuple[Setup, int, Any]]:
+    """The payments server on streamable HTTP, and a way to (re)start it on the same port."""
+    setup = make_setup(
+        tmp_path,
+        policy=POLICY.replace("[tools.settle]", "[tools.settle]\ntimeout = 3", 1).replace(
+            "[upstream]\n", "[upstream]\nconnect_timeout = 5\n", 1
+        ),
+    )
+    port = free_port()
+    procs: list[subprocess.Popen[Any]] = []
+
+    def start() -> subprocess.Popen[Any]:
+        env = {**os.environ, **setup.env}
+        proc = subprocess.Popen([sys.executable, str(PAYMENTS), "--http", str(port)], env=env)
+        procs.append(proc)
+        wait_for_port(port, proc)
+        return proc
+
+    start()
+    yield setup, port, start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+
+
+@pytest.mark.parametrize("upstream_protocol", ["auto", "legacy"])
+def test_http_upstream_killed_mid_call_leaves_the_call_in_doubt(
+    http_upstream: tuple[Setup, int, Any], upstream_protocol: str
+) -> None:
+    """An upstream on streamable HTTP killed mid-call (the SDK's client would wait forever at
+    2026-07-28): the proxy's deadline answers the agent, the call is in doubt, and once the server is
+    back the next call goes through."""
+    setup, port, start = http_upstream
+    if upstream_protocol == "legacy":
+        setup.policy.write_text(
+            setup.policy.read_text().replace("timeout = 20", 'timeout = 20\nprotocol = "legacy"')
+        )
+    saga = f"httpkill-{uuid.uuid4().hex[:8]}"
+    with agent(
+        stdio_params(setup, "--upstream-url", f"http://127.0.0.1:{port}/mcp", upstream=[]), "auto"
+    ) as a:
+        a.call("charge", {"customer": "c-http", "amount": 3}, saga=saga)
+        answer = _call_and_kill_upstream(a, setup, saga, "batch-h")
+        _assert_in_doubt(setup, saga, answer, "batch-h")
+        start()
+        fresh = a.call("charge", {"customer": "c-back", "amount": 5}, saga=f"{saga}-next")
+        assert not fresh.is_error, text_of(fresh)
+        assert fresh.structured_content["amount"] == 5
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def journal_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/journal.db"
+    url: str = request.getfixturevalue("postgres_url")
+    return url
+
+
+def test_twenty_concurrent_sessions_land_gap_free(tmp_path: Path, journal_url: str) -> None:
+    """Twenty agents at once (ten 2025-11-25 sessions, one saga each; ten 2026-07-28 clients naming
+    their saga): every saga's journal is complete, gap-free and verifies; half roll back."""
+    setup = make_setup(tmp_path, db_url=journal_url)
+
+    async def one(url: str, n: int) -> str:
+        from mcp import Client
+
+        mode = "legacy" if n % 2 else "auto"
+        meta = None if mode == "legacy" else {SAGA_KEY: f"many-{n}"}
+        async with Client(url, mode=mode, read_timeout_seconds=120) as client:
+            await client.call_tool("charge", {"customer": f"c{n}", "amount": n + 1}, meta=meta)
+            await client.call_tool("create_ticket", {"title": f"t{n}"}, meta=meta)
+            await client.call_tool("get_balance", {"account": f"a{n}"}, meta=meta)
+            status = await client.call_tool("sagacity_status", {}, meta=meta)
+            saga: str = status.structured_content["saga"]
+            if n % 4 < 2:
+                await client.call_tool("sagacity_rollback", {"reason": f"agent {n}"}, meta=meta)
+            return saga
+
+    async def everyone(url: str) -> list[str]:
+        sagas: list[str] = [""] * 20
+
+        async def run(n: int) -> None:
+            sagas[n] = await one(url, n)
+
+        async with anyio.create_task_group() as tg:
+            for n in range(20):
+                tg.start_soon(run, n)
+        return sagas
+
+    with http_proxy(setup) as (url, _):
+        sagas = anyio.run(everyone, url)
+
+    assert len(set(sagas)) == 20
+    with Sagacity(setup.db_url) as sg:
+        for n, saga in enumerate(sagas):
+            entries = sg.entries(saga)
+            assert [e.seq for e in entries] == list(range(1, len(entries) + 1))
+            assert sg.verify(saga).valid
+            rolled = n % 4 < 2
+            assert sg.status(saga) is (SagaStatus.COMPENSATED if rolled else SagaStatus.COMPLETED)
+            executed = [e.tool_name for e in entries if e.phase == Phase.EXECUTED]
+            assert executed == ["charge", "create_ticket", "get_balance"]
+    assert len(setup.ledger.events("charge")) == 20
+    assert len(setup.ledger.events("ticket")) == 20
+    assert len(setup.ledger.events("refund")) == 10
+    assert len(setup.ledger.events("close_ticket")) == 10
+    assert len(setup.ledger.events("start")) == 1
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_session_sagas_roll_over_and_compensate_when_the_session_closes(
+    tmp_path: Path, transport: str
+) -> None:
+    """Without a saga id, a session's calls form one saga (a stdio connection, or a 2025-11-25 HTTP
+    session); after a rollback the next call starts a new one; with on_session_close = "compensate",
+    closing the session with work open undoes it."""
+    setup = make_setup(
+        tmp_path, policy=POLICY + '\n[sagas]\non_session_close = "compensate"\nid_prefix = "desk"\n'
+    )
+
+    def session(a: Any) -> tuple[str, str]:
+        a.call("charge", {"customer": "first", "amount": 1})
+        first: str = a.call("sagacity_status").structured_content["saga"]
+        assert first.startswith("desk-")
+        a.call("sagacity_rollback", {"reason": "start over"})
+        a.call("charge", {"customer": "second", "amount": 2})
+        second: str = a.call("sagacity_status").structured_content["saga"]
+        assert second != first
+        return first, second
+
+    if transport == "http":
+        with http_proxy(setup) as (url, _):
+            with agent(url, "legacy") as a:
+                first, second = session(a)
+            setup.ledger.wait_for("refund", count=2)
+    else:
+        with agent(stdio_params(setup), "auto") as a:
+            first, second = session(a)
+        setup.ledger.wait_for("refund", count=2)
+    with Sagacity(setup.db_url) as sg:
+        assert sg.status(first) is SagaStatus.COMPENSATED
+        assert sg.status(second) is SagaStatus.COMPENSATED
+        [reason] = [
+            e.payload for e in sg.entries(second) if e.tool_name == "saga" and e.phase == Phase.FAILED
+        ]
+        assert "the MCP session closed with the saga open" in reason
+
+
+def test_closing_a_session_keeps_its_work_by_default(tmp_path: Path) -> None:
+    """By default (on_session_close = "keep") a desktop client quitting undoes nothing."""
+    setup = make_setup(tmp_path)
+    with agent(stdio_params(setup), "legacy") as a:
+        a.call("charge", {"customer": "kept", "amount": 1})
+        saga = a.call("sagacity_status").structured_content["saga"]
+    with Sagacity(setup.db_url) as sg:
+        assert sg.status(saga) is SagaStatus.COMPLETED
+    assert setup.ledger.events("refund") == []
