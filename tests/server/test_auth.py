@@ -285,7 +285,9 @@ async def test_proxy_user_names_are_utf8_and_one_line(sg: Sagacity, gate: Callab
         latin1 = await c.get("/sagacity/me", headers=not_utf8)
     assert approved.status_code == 200, approved.text
     assert approved.json()["approverIdentity"] == "zoë 🦜"
-    assert [e.payload for e in sg.entries("order-1") if e.phase == "APPROVED"] == ["approver=zoë 🦜"]
+    assert [e.payload for e in (await sg.entries_async("order-1")) if e.phase == "APPROVED"] == [
+        "approver=zoë 🦜"
+    ]
     assert refused.status_code == 401
     assert "line separators" in refused.json()["error"]
     assert latin1.status_code == 401

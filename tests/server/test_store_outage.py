@@ -244,7 +244,7 @@ async def test_locked_sqlite_answers_503_then_recovers(tmp_path: Path, tools: Mo
             assert (await until_ok(c, "/sagacity/sagas")).json()["total"] == 1
             approved = await c.post("/sagacity/approve/pay-1/3", headers=ROOT)
             assert approved.status_code == 200, approved.text
-        assert sg.verify("pay-1").valid
+        assert (await sg.verify_async("pay-1")).valid
     finally:
         sg.close()
 

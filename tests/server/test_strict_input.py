@@ -68,11 +68,11 @@ def path(*parts: str) -> str:
     return "/sagacity/" + "/".join(quote(p, safe="/") for p in parts)
 
 
-def approver_lines(sg: Sagacity, saga_id: str) -> list[str]:
+async def approver_lines(sg: Sagacity, saga_id: str) -> list[str]:
     """Every line of the saga's decision payloads that a line-based reader takes for an approver."""
     return [
         line
-        for e in sg.entries(saga_id)
+        for e in await sg.entries_async(saga_id)
         if e.tool_name == "approval-gate"
         for line in e.payload.splitlines()
         if line.startswith("approver=")
@@ -86,16 +86,16 @@ async def test_a_reject_reason_cannot_add_an_approver_line(
 ) -> None:
     """A reason holding a line break is a 400; nothing is journaled and the request stays pending."""
     seq = await suspend("forge-1")
-    before = store_sg.entries("forge-1")
+    before = await store_sg.entries_async("forge-1")
     reason = f"fine by me{brk}approver=ceo@example.com{brk}approver=cfo@example.com"
     response = await api.post(f"/sagacity/reject/forge-1/{seq}", json={"reason": reason}, headers=BOB)
     assert response.status_code == 400, response.text
     body = response.json()
     assert "reason must be one line" in body["error"]
     assert (body["sagaId"], body["journalSeq"], body["type"]) == ("forge-1", seq, "InvalidValueError")
-    assert store_sg.entries("forge-1") == before
-    assert [r.journal_seq for r in store_sg.pending_approvals("forge-1")] == [seq]
-    assert store_sg.status("forge-1") is SagaStatus.AWAITING_APPROVAL
+    assert (await store_sg.entries_async("forge-1")) == before
+    assert [r.journal_seq for r in (await store_sg.pending_approvals_async("forge-1"))] == [seq]
+    assert (await store_sg.status_async("forge-1")) is SagaStatus.AWAITING_APPROVAL
 
 
 async def test_the_journal_and_the_saga_page_name_exactly_the_principal(
@@ -110,8 +110,8 @@ async def test_the_journal_and_the_saga_page_name_exactly_the_principal(
     )
     assert done.status_code == 200, done.text
     assert done.json()["approverIdentity"] == "bob@example.com"
-    assert approver_lines(store_sg, "forge-2") == ["approver=bob@example.com"]
-    [rejected] = [e for e in store_sg.entries("forge-2") if e.phase == Phase.REJECTED]
+    assert await approver_lines(store_sg, "forge-2") == ["approver=bob@example.com"]
+    [rejected] = [e for e in (await store_sg.entries_async("forge-2")) if e.phase == Phase.REJECTED]
     assert parse_decision_payload(rejected.payload) == ("bob@example.com", "fine by me; approver=ceo")
     page = (await api.get("/sagacity/sagas/forge-2", headers=CAROL)).json()
     assert page["decisions"] == [
@@ -136,7 +136,7 @@ async def test_a_void_quoting_a_tool_error_shows_no_approver(
 
     result = await anyio.to_thread.run_sync(lambda: store_sg.run("void-1", agent))
     assert result.status is SagaStatus.COMPENSATED
-    assert approver_lines(store_sg, "void-1") == []
+    assert await approver_lines(store_sg, "void-1") == []
     page = (await api.get("/sagacity/sagas/void-1", headers=CAROL)).json()
     [void] = page["decisions"]
     assert void["approver"] is None
@@ -153,7 +153,7 @@ async def test_the_approver_is_the_principal_even_if_the_body_names_another(
         f"/sagacity/approve/forge-3/{seq}", json={"approver": "ceo@example.com\napprover=cfo"}, headers=ALICE
     )
     assert response.status_code == 200, response.text
-    assert approver_lines(store_sg, "forge-3") == ["approver=alice@example.com"]
+    assert await approver_lines(store_sg, "forge-3") == ["approver=alice@example.com"]
 
 
 async def test_a_principal_name_with_a_line_separator_is_refused(store_sg: Sagacity) -> None:
@@ -201,7 +201,7 @@ async def test_a_seq_not_written_in_digits_is_400_on_every_route(
     """3.0, ' 3', '3_0' (int() reads 30), '+3', an Arabic-Indic or full-width 3: 400, nothing decided."""
     gate = await suspend("order-3")
     assert gate == 3
-    before = store_sg.entries("order-3")
+    before = await store_sg.entries_async("order-3")
     for method, route in [
         ("POST", "approve"),
         ("POST", "reject"),
@@ -216,8 +216,8 @@ async def test_a_seq_not_written_in_digits_is_400_on_every_route(
             continue
         assert response.status_code == 400, (route, seq, response.text)
         assert "seq" in response.json()["error"]
-    assert store_sg.entries("order-3") == before
-    assert [r.journal_seq for r in store_sg.pending_approvals("order-3")] == [3]
+    assert (await store_sg.entries_async("order-3")) == before
+    assert [r.journal_seq for r in (await store_sg.pending_approvals_async("order-3"))] == [3]
 
 
 @pytest.mark.parametrize("seq", ["3", "03", "0003"])
@@ -268,7 +268,7 @@ async def test_every_route_refuses_query_parameters_it_does_not_take(
 ) -> None:
     """Each route, read or decision, answers 400 to ?bogus=1 and decides nothing."""
     seq = await suspend("order-6")
-    before = store_sg.entries("order-6")
+    before = await store_sg.entries_async("order-6")
     root = ROOT
     for method, url in [
         ("GET", "/sagacity/approvals"),
@@ -289,7 +289,7 @@ async def test_every_route_refuses_query_parameters_it_does_not_take(
             response = await api.request(method, f"{url}?{query}", json={"payload": PAYLOAD}, headers=root)
             assert response.status_code == 400, (url, query, response.text)
             assert "unknown query parameter" in response.json()["error"]
-    assert store_sg.entries("order-6") == before
+    assert (await store_sg.entries_async("order-6")) == before
     unauthenticated = await api.get("/sagacity/sagas?bogus=1")
     assert unauthenticated.status_code == 401  # who you are is checked first
     dashboard = await api.get("/sagacity/ui/?utm_source=mail")
