@@ -100,3 +100,23 @@ def require_storable(field: str, value: str) -> str:
     except UnicodeEncodeError as exc:
         raise InvalidValueError(f"{field} is not valid Unicode text: {exc.reason}") from exc
     return value
+
+
+def kind_of(value: object, *, mapping: str = "an object") -> str:
+    """What a decoded JSON (or TOML) value is, for messages: "a string", "an array", ...
+
+    ``mapping`` names a dict ("a table" in TOML's words).
+    """
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return mapping
+    return type(value).__name__

@@ -23,6 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from sagacity._json import kind_of
 from sagacity.errors import ConfigurationError
 from sagacity.mcp._template import Template, TemplateError, compile_template
 
@@ -342,7 +343,9 @@ class _Parser:
     # -- scalars -----------------------------------------------------------------------------------
     def string(self, value: Any, path: tuple[str, ...], *, expand: bool = False) -> str:
         if not isinstance(value, str):
-            raise self.fail(path, f"{'.'.join(path)} must be a string, not {_toml_type(value)}")
+            raise self.fail(
+                path, f"{'.'.join(path)} must be a string, not {kind_of(value, mapping='a table')}"
+            )
         return self.expand(value, path) if expand else value
 
     def choice(self, value: Any, path: tuple[str, ...], allowed: Sequence[str]) -> str:
@@ -359,7 +362,9 @@ class _Parser:
         kinds = (int,) if integer else (int, float)
         if isinstance(value, bool) or not isinstance(value, kinds):
             wanted = "an integer" if integer else "a number"
-            raise self.fail(path, f"{'.'.join(path)} must be {wanted}, not {_toml_type(value)}")
+            raise self.fail(
+                path, f"{'.'.join(path)} must be {wanted}, not {kind_of(value, mapping='a table')}"
+            )
         if value < minimum or math.isnan(value):
             raise self.fail(path, f"{'.'.join(path)} must be at least {minimum:g}, not {value}")
         return float(value)
@@ -529,17 +534,3 @@ class _Parser:
             max_backoff=self.number(body.get("max_backoff", 10), (*path, "max_backoff")),
             on=frozenset(on),
         )
-
-
-def _toml_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "a table"
-    return type(value).__name__

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sagacity._json import kind_of
 from sagacity.errors import SagacityError
 
 __all__ = ["ROOTS", "Template", "TemplateError", "compile_template", "result_scope"]
@@ -69,7 +70,7 @@ class Placeholder:
                 value = value[index]
             else:
                 raise TemplateError(
-                    f"{{{self.source}}}: {walked} is {_kind(value)}, which has no key {key!r}"
+                    f"{{{self.source}}}: {walked} is {kind_of(value)}, which has no key {key!r}"
                 )
             walked = f"{walked}.{key}"
         if isinstance(value, _NotJson):
@@ -138,20 +139,6 @@ def result_scope(result: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True, slots=True)
 class _NotJson:
     why: str
-
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return type(value).__name__
 
 
 def _compile(value: Any, where: str) -> Node:

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sagacity import __version__
 from sagacity._approvals import utc_now
-from sagacity._json import encode_result, require_storable
+from sagacity._json import encode_result, kind_of, require_storable
 from sagacity._sagacity import Sagacity
 from sagacity._state import GATE_TOOL, SagaState, fold, parse_decision_payload
 from sagacity.chain import Verification
@@ -199,20 +199,6 @@ def _saga_id(saga_id: str) -> str:
         raise ApiError(400, {"error": str(exc)}) from exc
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, list):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "a string"
-
-
 async def _json_object(request: Request) -> dict[str, Any]:
     """The body as a JSON object ({} when empty); 400 naming what is wrong, 413 when too big.
 
@@ -231,7 +217,7 @@ async def _json_object(request: Request) -> dict[str, Any]:
     except RecursionError as exc:
         raise ApiError(400, {"error": "the request body is JSON nested too deeply"}) from exc
     if not isinstance(data, dict):
-        raise ApiError(400, {"error": f"the request body must be a JSON object, not {_json_type(data)}"})
+        raise ApiError(400, {"error": f"the request body must be a JSON object, not {kind_of(data)}"})
     return data
 
 
@@ -241,7 +227,7 @@ def _text_field(body: dict[str, Any], name: str, *, meaning: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str):
-        raise ApiError(400, {"error": f"{name} must be a string ({meaning}), not {_json_type(value)}"})
+        raise ApiError(400, {"error": f"{name} must be a string ({meaning}), not {kind_of(value)}"})
     try:
         return require_storable(name, value)
     except InvalidValueError as exc:
