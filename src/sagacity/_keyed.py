@@ -50,7 +50,7 @@ from sagacity.errors import (
     SagaClosedError,
     SagaStateError,
 )
-from sagacity.model import ApprovalRequest, CallPending, CallRejected, Entry, Phase
+from sagacity.model import ApprovalRequest, CallPending, CallRefused, CallRejected, Entry, Phase
 from sagacity.tools import ToolSpec
 
 __all__ = ["Admission", "admit", "require_call_id"]
@@ -78,9 +78,11 @@ class Admission:
 
     ``seq``: run the tool now, its INTENT is at ``seq`` (``resumed``: the in-band execution of
     an approved gate); ``replay``: the call already EXECUTED, this entry holds its result;
-    ``pending`` / ``rejected``: a gate the model is told about; ``refused``: re-presented
-    arguments that differ from a done call's (nothing journaled: not a failure of the saga) or,
-    with ``compensated`` set, from an approved gate's (REJECTED journaled, the saga compensated).
+    ``pending`` / ``rejected``: a gate the model is told about; ``declined``: re-presented
+    arguments that differ from a done call's, or a call id still running elsewhere or in doubt
+    (nothing journaled, not a failure of the saga: the model is told); ``refused`` (with
+    ``compensated``): an approved gate re-presented with other arguments (REJECTED journaled,
+    the saga compensated).
     """
 
     seq: int = 0
@@ -88,6 +90,7 @@ class Admission:
     replay: Entry | None = None
     pending: CallPending | None = None
     rejected: CallRejected | None = None
+    declined: CallRefused | None = None
     refused: Exception | None = None
     gated: ApprovalRequest | None = None  # a gate this presentation opened
     compensated: CompensationRun | None = None
@@ -116,8 +119,7 @@ def admit(
         raise InvalidValueError(f"on_reject must be one of {ON_REJECT_POLICIES}, got {on_reject!r}")
     policy = ON_REJECT_CONTINUE if on_reject == ON_REJECT_CONTINUE else ""
     where = f"saga {saga_id!r} call id {call_id!r} ({spec.name})"
-    deadline = time.monotonic() + wait
-    pause = _POLL_FIRST
+    poll = _Poll(wait)
     while True:
         state = engine.snapshot(saga_id)
         found = state.keyed.get(call_id)
@@ -128,17 +130,26 @@ def admit(
             continue  # another presentation journaled this id meanwhile: look again
         if isinstance(found, Gate) and found.resumed is None:
             decided = yield from _at_gate(engine, state, found, spec, input, call_id, edited, policy, where)
+            if decided is _WAIT:
+                if poll.over():
+                    return _declined(
+                        saga_id,
+                        call_id,
+                        f"{where}: the approved gate at seq {found.entry.seq} is being resumed elsewhere "
+                        f"(or its resume died) and has no INTENT after {wait:g}s; not run here",
+                    )
+                continue
             if decided is not None:
                 return decided
             continue  # decided meanwhile by another writer: look again
         call = found.resumed if isinstance(found, Gate) else found
         assert call is not None
         if call.intent.input != input:
-            return Admission(
-                refused=PayloadMismatchError(
-                    f"{where} was journaled at seq {call.intent.seq} with other arguments; the "
-                    "re-presented call is refused and nothing ran"
-                )
+            return _declined(
+                saga_id,
+                call_id,
+                f"{where} was journaled at seq {call.intent.seq} with other arguments; the "
+                "re-presented call is refused and nothing ran",
             )
         if call.executed:
             return Admission(replay=call.outcome)
@@ -147,13 +158,34 @@ def admit(
             raise SagaStateError(
                 f"{where} already failed at seq {failure.seq} ({failure.payload_text}); not run again"
             )
-        if time.monotonic() >= deadline:
-            raise SagaStateError(
-                f"{where} is running elsewhere or in doubt (INTENT seq {call.intent.seq} has no outcome "
-                f"after {wait:g}s); not run again: see `sagacity sagas in-doubt`"
+        if poll.over():
+            return _declined(
+                saga_id,
+                call_id,
+                f"{where} is running elsewhere or in doubt (INTENT seq {call.intent.seq} has no "
+                f"outcome after {wait:g}s); not run again: see `sagacity sagas in-doubt`",
             )
-        time.sleep(pause)
-        pause = min(_POLL_MAX, pause * 2)
+
+
+class _Poll:
+    """Waiting, with growing pauses, for another presentation of a call id to get somewhere."""
+
+    def __init__(self, wait: float) -> None:
+        self.deadline = time.monotonic() + wait
+        self.pause = _POLL_FIRST
+
+    def over(self) -> bool:
+        """True once the wait is over; else sleeps a little (the caller then looks again)."""
+        if time.monotonic() >= self.deadline:
+            return True
+        time.sleep(self.pause)
+        self.pause = min(_POLL_MAX, self.pause * 2)
+        return False
+
+
+def _declined(saga_id: str, call_id: str, reason: str) -> Admission:
+    message = f"[REFUSED] {reason}. Do not retry this call; tell the user."
+    return Admission(declined=CallRefused(saga_id, call_id, reason, message))
 
 
 def _start(
@@ -200,7 +232,11 @@ def _at_gate(
     policy: str,
     where: str,
 ) -> Operation[Admission | None]:
-    """A gate not yet resumed: still pending, rejected, superseded by an edit, or run in band."""
+    """A gate not yet resumed: still pending, rejected, superseded by an edit, or run in band.
+
+    None: another writer decided meanwhile, look again; ``_WAIT``: another claimant consumed the
+    request and is about to journal its INTENT, wait for it.
+    """
     seq = gate.entry.seq
     if gate.rejection is not None:
         approver, reason = parse_decision_payload(gate.rejection.payload)
@@ -218,6 +254,8 @@ def _at_gate(
         )
     if state.closed:
         raise SagaClosedError(f"{where}: the saga was compensated; the gate at seq {seq} is void")
+    if gate.resumed is not None:
+        return None
     if edited and input != gate.entry.input:
         return _supersede(engine, state, gate, spec, input, call_id, policy)
     request = engine.find_request(state.saga_id, seq) or request_of(gate)
@@ -227,10 +265,15 @@ def _at_gate(
     # Approved (or expired: claim journals the expiry and refuses): run it here, in band.
     try:
         granted = yield from claim(engine, state.saga_id, seq, input, None, call_id=call_id)
-    except (ApprovalNotFoundError, ApprovalRefusedError):
+    except ApprovalNotFoundError:
+        # The request row is gone: a concurrent claimant (this process or another) consumed it
+        # and is appending its INTENT — or died doing so. Wait for the journal to say which.
+        now = engine.refresh(state).gates[seq]
+        return _WAIT if now.resumed is None and now.rejection is None else None
+    except ApprovalRefusedError:
         now = engine.refresh(state).gates[seq]
         if now.resumed is None and now.rejection is None:
-            raise  # nothing changed: the refusal stands (no request row, too few approvals)
+            raise  # nothing changed: the refusal stands
         return None  # a concurrent presentation or decision got there first
     if granted.refused:
         error = PayloadMismatchError(
@@ -239,6 +282,10 @@ def _at_gate(
         )
         return Admission(refused=error, compensated=granted.run)
     return Admission(seq=granted.seq, resumed=True)
+
+
+#: ``_at_gate``: wait for a concurrent claimant's INTENT.
+_WAIT: Any = Admission()
 
 
 def _supersede(

@@ -187,7 +187,8 @@ class SagaRun:
         decorated tool: inside ``invoke`` that tool runs its function directly).
 
         Returns the result, the journaled result of a call already executed, a ``CallPending``
-        (gated, the model is told to wait) or a ``CallRejected`` (``on_reject="continue"``).
+        (gated, the model is told to wait), a ``CallRejected`` (``on_reject="continue"``) or a
+        ``CallRefused`` (re-presented with other arguments, or running elsewhere / in doubt).
         """
         try:
             admission = drive(
@@ -281,6 +282,8 @@ class SagaRun:
             raise admission.refused
         if admission.replay is not None:
             return admission.replay.payload_text
+        if admission.declined is not None:
+            return admission.declined
         if admission.gated is not None:
             self._seen(admission.gated.journal_seq)
             with self._lock:

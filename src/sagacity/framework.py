@@ -12,10 +12,13 @@ The adapters in ``sagacity.integrations`` are built on these functions alone:
 - :func:`arguments_json` turns arguments a framework holds as a mapping into the journaled JSON.
 
 A journaled call returns the tool's result (or the journaled result of a call that already
-executed, as text), a :class:`~sagacity.model.CallPending` (gated: pause the framework), or a
-:class:`~sagacity.model.CallRejected` (rejected under ``on_reject="continue"``: tell the model).
-Refusals raise: ``SagaClosedError``, ``ApprovalRefusedError``, ``PayloadMismatchError``,
-``SagaStateError``. See docs/integrations/ and the journal format in docs/journal.md.
+executed, as text), a :class:`~sagacity.model.CallPending` (gated: pause the framework), a
+:class:`~sagacity.model.CallRejected` (rejected under ``on_reject="continue"``: tell the model)
+or a :class:`~sagacity.model.CallRefused` (re-presented with arguments other than the done call's,
+or still running elsewhere / in doubt: nothing ran, nothing journaled, tell the model). Refusals
+that compensated the saga raise: ``SagaClosedError``, ``ApprovalRefusedError``,
+``PayloadMismatchError``; a call id that failed before raises ``SagaStateError``. See
+docs/integrations/ and the journal format in docs/journal.md.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from sagacity import _context
 from sagacity._json import compact
 from sagacity._state import Call, parse_decision_payload
 from sagacity.errors import SagaStateError
-from sagacity.model import CallPending, CallRejected, Phase
+from sagacity.model import CallPending, CallRefused, CallRejected, Phase
 from sagacity.tools import ToolRegistry, ToolSpec
 from sagacity.tools import registry as default_registry
 
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "CallPending",
     "CallRecord",
+    "CallRefused",
     "CallRejected",
     "arguments_json",
     "current_saga_id",

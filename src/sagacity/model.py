@@ -19,6 +19,7 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
     "CallPending",
+    "CallRefused",
     "CallRejected",
     "CompensationContext",
     "CompensationOutcome",
@@ -252,3 +253,15 @@ class CallRejected:
     reason: str
     message: str
     call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallRefused:
+    """A framework's re-presented call refused without running and without failing the saga:
+    its arguments differ from those the call id was journaled (and done) with, or the call id is
+    still running elsewhere or in doubt. ``message`` tells the model; nothing was journaled."""
+
+    saga_id: str
+    call_id: str
+    reason: str
+    message: str
