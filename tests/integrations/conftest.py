@@ -1,0 +1,38 @@
+"""Shared by the framework adapters' tests: the order tools (importable by child processes too)
+and an effects file that tools in any process append to."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from sagacity.tools import registry
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture
+def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Where the test tools record side effects (one line each), in this process and in children."""
+    path = tmp_path / "effects.log"
+    monkeypatch.setenv("SAGACITY_TEST_EFFECTS", str(path))
+    return path
+
+
+@pytest.fixture
+def order_tools(effects: Path) -> ModuleType:
+    """``order_tools`` imported (again, if another suite's isolated registry dropped its tools)."""
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    module = importlib.import_module("order_tools")
+    if registry.find("reserve_inventory") is not module.reserve_inventory.spec:
+        module = importlib.reload(module)
+    return module
+
+
+def read_effects(path: Path) -> list[str]:
+    return path.read_text().splitlines() if path.exists() else []
