@@ -70,7 +70,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "sagacity.integrations.langchain needs LangChain and LangGraph: pip install 'sagacity[langchain]'"
     ) from exc
 
-from sagacity._sagacity import Sagacity
+from sagacity import Sagacity
 
 __all__ = ["CONTROL_FLOW", "SagacityMiddleware"]
 

@@ -70,7 +70,7 @@ try:
 except ImportError:  # pragma: no cover - older releases
     ToolFailedError = ToolRetryError  # type: ignore[misc,assignment]
 
-from sagacity._sagacity import Sagacity
+from sagacity import Sagacity
 
 __all__ = ["CONTROL_FLOW", "SagacityCapability", "deferred_results"]
 
