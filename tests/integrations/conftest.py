@@ -3,8 +3,11 @@ and an effects file that tools in any process append to."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -13,6 +16,22 @@ import pytest
 from sagacity.tools import registry
 
 HERE = Path(__file__).parent
+
+
+@pytest.fixture(autouse=True)
+def close_leftover_event_loop() -> Iterator[None]:
+    """Pydantic AI's ``run_sync`` sets an event loop of its own as the thread's current loop and
+    leaves it open; closed here, so it is not collected (ResourceWarning) in some later test."""
+    yield
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        return  # none set
+    if not loop.is_running():
+        loop.close()
+        asyncio.set_event_loop(None)
 
 
 @pytest.fixture
