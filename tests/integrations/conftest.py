@@ -43,14 +43,16 @@ def effects(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def order_tools(effects: Path) -> ModuleType:
-    """``order_tools`` imported (again, if another suite's isolated registry dropped its tools)."""
+def order_tools(effects: Path) -> Iterator[ModuleType]:
+    """``order_tools``, its tools registered for the test only (other suites declare the same
+    names, e.g. the README's example)."""
     if str(HERE) not in sys.path:
         sys.path.insert(0, str(HERE))
-    module = importlib.import_module("order_tools")
-    if registry.find("reserve_inventory") is not module.reserve_inventory.spec:
-        module = importlib.reload(module)
-    return module
+    with registry.isolated():
+        module = importlib.import_module("order_tools")
+        if registry.find("reserve_inventory") is not module.reserve_inventory.spec:
+            module = importlib.reload(module)
+        yield module
 
 
 def read_effects(path: Path) -> list[str]:

@@ -39,7 +39,7 @@ def app(order_tools: ModuleType) -> ModuleType:
 
     import pai_app
 
-    return importlib.reload(pai_app) if pai_app.order_tools is not order_tools else pai_app
+    return importlib.reload(pai_app)  # its tools register again, in this test's registry
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
