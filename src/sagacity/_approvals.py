@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sagacity._compensation import CompensationRun, check_tools, compensate, start_rows
+from sagacity._compensation import CompensationRun, check_tools, start_rows
+from sagacity._compensation import compensate as compensate_saga
 from sagacity._effects import Operation
 from sagacity._engine import Engine, Row, require_identity, utc_now
 from sagacity._json import require_storable
@@ -26,6 +27,7 @@ from sagacity._state import (
     RESUMES,
     Gate,
     SagaState,
+    call_payload,
     decision_input,
     decision_payload,
     sha256_hex,
@@ -65,18 +67,44 @@ def awaiting_message(spec: ToolSpec, saga_id: str, seq: int) -> str:
 def gate(engine: Engine, saga_id: str, spec: ToolSpec, input: str) -> ApprovalRequest:
     """Journal AWAITING_APPROVAL with the exact input and store the request."""
     entry = engine.journal.append(saga_id, spec.name, Phase.AWAITING_APPROVAL, input)
+    return store_request(engine, spec, entry)
+
+
+def store_request(engine: Engine, spec: ToolSpec, entry: Entry) -> ApprovalRequest:
+    """The approval request for the AWAITING_APPROVAL ``entry``, stored (working state)."""
     ttl = spec.approval_ttl if spec.approval_ttl is not None else engine.approval_ttl
     request = ApprovalRequest(
-        saga_id,
+        entry.saga_id,
         entry.seq,
         spec.name,
-        input,
-        sha256_hex(input),
+        entry.input,
+        sha256_hex(entry.input),
         entry.timestamp,
         entry.timestamp + ttl if ttl is not None else None,
     )
     engine.journal.read(engine.store.put_approval_request, request)
     return request
+
+
+def gate_row(spec: ToolSpec, input: str, call_id: str, on_reject: str = "") -> Row:
+    """The AWAITING_APPROVAL of a framework's call, to be appended as a fenced decision."""
+    return (spec.name, Phase.AWAITING_APPROVAL, input, call_payload("", call_id, on_reject))
+
+
+def supersede_rows(gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reject: str = "") -> list[Row]:
+    """An open gate whose call the framework re-presents with *edited* arguments: the gate is
+    rejected (no compensation: nothing ran) and the edited call gated anew, so the edit needs an
+    approval of its own. Appended together, fenced."""
+    reason = f"superseded: the arguments were edited (new payload sha256 {sha256_hex(input)})"
+    return [
+        (
+            GATE_TOOL,
+            Phase.REJECTED,
+            decision_input(gate.entry.seq, gate.input_hash),
+            decision_payload("", reason),
+        ),
+        gate_row(spec, input, call_id, on_reject),
+    ]
 
 
 # -- checks ----------------------------------------------------------------------------------------
@@ -125,12 +153,14 @@ def request_of(gate: Gate) -> ApprovalRequest:
 
 def _refuse_expired(engine: Engine, request: ApprovalRequest) -> Operation[None]:
     """An expired request is expired (REJECTED, compensated) and the caller refused."""
+    state = engine.snapshot(request.saga_id)
     yield from _close_gate(
         engine,
-        engine.snapshot(request.saga_id),
+        state,
         request,
         decision_payload("", f"expired at {request.expires_at} UTC"),
         f"approval of seq {request.journal_seq} expired at {request.expires_at} UTC",
+        compensate=_compensates(state, request.journal_seq),
     )
     raise ApprovalRefusedError(
         f"saga {request.saga_id!r} seq {request.journal_seq}: the request expired at {request.expires_at} UTC"
@@ -185,18 +215,30 @@ def reject(
         request,
         payload,
         f"approval of seq {seq} rejected by {approver}: {reason or 'no reason'}",
+        compensate=not state.gates[seq].continues_on_reject,
     )
     result = run.result(saga_id) if run is not None else None
     return ApprovalDecision(saga_id, seq, False, approver, entry.timestamp, reason, result)
 
 
 def _close_gate(
-    engine: Engine, state: SagaState, request: ApprovalRequest, payload: str, why: str
+    engine: Engine,
+    state: SagaState,
+    request: ApprovalRequest,
+    payload: str,
+    why: str,
+    *,
+    compensate: bool = True,
 ) -> Operation[tuple[Entry, CompensationRun | None]]:
     """Journal REJECTED (with ``payload``) for the gate, with the start of the saga's
     compensation in the same batch, drop the request, then compensate. Refused if the gate was
-    closed meanwhile."""
-    check_tools(state, engine.registry)
+    closed meanwhile.
+
+    With ``compensate`` False (a gate journaled ``on_reject=continue``, rejected or expired) only
+    the REJECTED is journaled: the framework tells the model and the saga goes on.
+    """
+    if compensate:
+        check_tools(state, engine.registry)
     seq = request.journal_seq
     engine.drop_request(request.saga_id, seq)  # working state: the fenced entry decides
 
@@ -212,11 +254,21 @@ def _close_gate(
         if found.resumed is not None:
             raise ApprovalRefusedError(f"{where} was already resumed; its tool ran or is running")
         rejected: Row = (GATE_TOOL, Phase.REJECTED, decision_input(seq, request.input_hash), payload)
+        if not compensate:
+            return [rejected]
         return [rejected, *start_rows(_without_gate(now, seq), why)]
 
     entry, *_ = engine.decide(state, choose)
-    run = yield from compensate(engine, request.saga_id, why, state=state)
+    if not compensate:
+        return entry, None
+    run = yield from compensate_saga(engine, request.saga_id, why, state=state)
     return entry, run
+
+
+def _compensates(state: SagaState, seq: int) -> bool:
+    """Whether closing the gate at ``seq`` compensates the saga (unless it says ``continue``)."""
+    found = state.gates.get(seq)
+    return found is None or not found.continues_on_reject
 
 
 def _without_gate(state: SagaState, seq: int) -> SagaState:
@@ -233,7 +285,9 @@ def expire(engine: Engine, request: ApprovalRequest) -> Operation[bool]:
     imported here, so the saga is never left half-compensated.
     """
     state = engine.snapshot(request.saga_id)
-    check_tools(state, engine.registry)
+    compensates = _compensates(state, request.journal_seq)
+    if compensates:
+        check_tools(state, engine.registry)
     try:
         yield from _close_gate(
             engine,
@@ -241,6 +295,7 @@ def expire(engine: Engine, request: ApprovalRequest) -> Operation[bool]:
             request,
             decision_payload("", f"expired at {request.expires_at} UTC"),
             f"approval of seq {request.journal_seq} expired at {request.expires_at} UTC",
+            compensate=compensates,
         )
     except (ApprovalRefusedError, ApprovalNotFoundError, SagaStateError):
         return False  # a resume, a reject or a compensation got there first; its entry says what
@@ -285,7 +340,15 @@ class Claim:
     run: CompensationRun | None = None
 
 
-def claim(engine: Engine, saga_id: str, seq: int, payload: str, resumed_by: str | None) -> Operation[Claim]:
+def claim(
+    engine: Engine,
+    saga_id: str,
+    seq: int,
+    payload: str,
+    resumed_by: str | None,
+    *,
+    call_id: str | None = None,
+) -> Operation[Claim]:
     """Every resume check, in order, failing closed; then the resumed call's fenced INTENT.
 
     Not found: no pending request. Unknown tool: the tool, or a tool compensation would need, is
@@ -313,7 +376,7 @@ def claim(engine: Engine, saga_id: str, seq: int, payload: str, resumed_by: str 
         if len(approvers) < spec.approvals_required:
             have = f"{len(approvers)} of {spec.approvals_required} approvals" if approvers else "no approval"
             raise ApprovalRefusedError(f"{where} has {have} in the journal for this payload; resume refused")
-        return [(spec.name, Phase.INTENT, payload, f"{RESUMES}{seq}{by}")]
+        return [(spec.name, Phase.INTENT, payload, call_payload(f"{RESUMES}{seq}{by}", call_id))]
 
     choose(state)  # every check once before the request is consumed
     live_hash = sha256_hex(payload)

@@ -35,6 +35,32 @@ class SagaRun(Protocol):
         self, spec: Any, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any: ...
 
+    def call_keyed(
+        self,
+        spec: Any,
+        input: str,
+        call_id: str,
+        invoke: Callable[[], Any],
+        *,
+        edited: bool = ...,
+        on_reject: str = ...,
+        control_flow: tuple[type[BaseException], ...] = ...,
+        wait: float = ...,
+    ) -> Any: ...
+
+    async def call_keyed_async(
+        self,
+        spec: Any,
+        input: str,
+        call_id: str,
+        invoke: Callable[[], Any],
+        *,
+        edited: bool = ...,
+        on_reject: str = ...,
+        control_flow: tuple[type[BaseException], ...] = ...,
+        wait: float = ...,
+    ) -> Any: ...
+
 
 _run: contextvars.ContextVar[SagaRun | None] = contextvars.ContextVar("sagacity_run", default=None)
 _call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar("sagacity_call", default=None)

@@ -14,20 +14,26 @@ so the saga's ending joins that compensation.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from sagacity._approvals import awaiting_message, gate
-from sagacity._compensation import compensate, describe
-from sagacity._context import ToolCall, calling
-from sagacity._effects import Operation, finish_shielded
+from sagacity._compensation import CompensationRun, compensate, describe
+from sagacity._context import ToolCall, calling, entered
+from sagacity._effects import Operation, drive, drive_async, finish_shielded
 from sagacity._engine import Engine
 from sagacity._json import encode_result
-from sagacity._state import closes_saga
-from sagacity.errors import SagaClosedError
+from sagacity._keyed import Admission, admit
+from sagacity._state import CONTROL_FLOW, closes_saga
+from sagacity.errors import ApprovalRefusedError, SagaClosedError
 from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
+
+#: Exception types that are an agent framework's control flow, not a tool's failure.
+ControlFlow = tuple[type[BaseException], ...]
 
 
 class SagaRun:
@@ -44,6 +50,7 @@ class SagaRun:
         self._failure: BaseException | None = None
         self._gates: list[ApprovalRequest] = []
         self._last_seq = last_seq
+        self._compensated: CompensationRun | None = None  # a refusal in band already compensated
 
     # -- state shared across copied contexts ------------------------------------------------------
     @property
@@ -162,6 +169,139 @@ class SagaRun:
             await finish_shielded(asyncio.to_thread(self._record_outcome, spec, input, result))
             return result
 
+    # -- calls an agent framework makes, keyed by its call id (``_keyed``) -------------------------
+    def call_keyed(
+        self,
+        spec: ToolSpec,
+        input: str,
+        call_id: str,
+        invoke: Callable[[], Any],
+        *,
+        edited: bool = False,
+        on_reject: str = "",
+        control_flow: ControlFlow = (),
+        wait: float = 60.0,
+    ) -> Any:
+        """Journal and run the framework's call ``call_id`` of ``spec`` once, whatever number of
+        times it is presented; ``invoke()`` runs it (the framework's own handler, which calls the
+        decorated tool: inside ``invoke`` that tool runs its function directly).
+
+        Returns the result, the journaled result of a call already executed, a ``CallPending``
+        (gated, the model is told to wait), a ``CallRejected`` (``on_reject="continue"``) or a
+        ``CallRefused`` (re-presented with other arguments, or running elsewhere / in doubt).
+        """
+        try:
+            admission = drive(
+                admit(self.engine, self.saga_id, spec, input, call_id, **_options(edited, on_reject, wait))
+            )
+        except (SagaClosedError, ApprovalRefusedError) as exc:
+            self.latch(exc)
+            raise
+        outcome = self._admitted(admission)
+        if outcome is not _RUN:
+            return outcome
+        attempt = 1
+        while True:
+            try:
+                with (
+                    calling(ToolCall(self.saga_id, admission.seq, spec.name, attempt)),
+                    entered(_Invoking(self, spec)),
+                ):
+                    result = invoke()
+                if inspect.isawaitable(result):
+                    raise TypeError(f"invoke() of {spec.name} returned an awaitable: use call_keyed_async")
+            except control_flow as exc:
+                self._passed(spec, input, exc)
+                raise
+            except BaseException as exc:
+                delay = _retry_delay(spec, exc, attempt)
+                if delay is not None:
+                    time.sleep(delay)
+                    attempt += 1
+                    continue
+                self.failed(spec, input, exc)
+                raise
+            self._record_outcome(spec, input, result)
+            return result
+
+    async def call_keyed_async(
+        self,
+        spec: ToolSpec,
+        input: str,
+        call_id: str,
+        invoke: Callable[[], Any],
+        *,
+        edited: bool = False,
+        on_reject: str = "",
+        control_flow: ControlFlow = (),
+        wait: float = 60.0,
+    ) -> Any:
+        """``call_keyed`` from a coroutine: ``invoke()`` may return an awaitable; journal I/O runs
+        in worker threads."""
+        try:
+            admission = await drive_async(
+                admit(self.engine, self.saga_id, spec, input, call_id, **_options(edited, on_reject, wait))
+            )
+        except (SagaClosedError, ApprovalRefusedError) as exc:
+            self.latch(exc)
+            raise
+        outcome = await asyncio.to_thread(self._admitted, admission)
+        if outcome is not _RUN:
+            return outcome
+        attempt = 1
+        while True:
+            try:
+                with (
+                    calling(ToolCall(self.saga_id, admission.seq, spec.name, attempt)),
+                    entered(_Invoking(self, spec)),
+                ):
+                    result = invoke()
+                    if inspect.isawaitable(result):
+                        result = await result
+            except control_flow as exc:
+                await finish_shielded(asyncio.to_thread(self._passed, spec, input, exc))
+                raise
+            except BaseException as exc:
+                delay = _retry_delay(spec, exc, attempt)
+                if delay is not None:
+                    await asyncio.sleep(delay)
+                    attempt += 1
+                    continue
+                await finish_shielded(asyncio.to_thread(self.failed, spec, input, exc))
+                raise
+            await finish_shielded(asyncio.to_thread(self._record_outcome, spec, input, result))
+            return result
+
+    def _admitted(self, admission: Admission) -> Any:
+        """What an admission means here: ``_RUN``, or what the call returns without running."""
+        if admission.refused is not None:
+            if admission.compensated is not None:
+                with self._lock:
+                    self._compensated = admission.compensated
+                self.latch(admission.refused)
+            raise admission.refused
+        if admission.replay is not None:
+            return admission.replay.payload_text
+        if admission.declined is not None:
+            return admission.declined
+        if admission.gated is not None:
+            self._seen(admission.gated.journal_seq)
+            with self._lock:
+                self._gates.append(admission.gated)
+        if admission.pending is not None:
+            return admission.pending
+        if admission.rejected is not None:
+            return admission.rejected
+        self._seen(admission.seq)
+        return _RUN
+
+    def _passed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
+        """The framework's control flow left the tool: close the INTENT, not a failure."""
+        entry = self.journal.append(
+            self.saga_id, spec.name, Phase.FAILED, input, CONTROL_FLOW + describe(exc)
+        )
+        self._seen(entry.seq)
+
     # -- ending -----------------------------------------------------------------------------------
     def conclusion(self, value: Any, error: BaseException | None) -> Operation[SagaResult]:
         """The saga's result; compensates first when the work raised, a tool failed, or another
@@ -174,6 +314,10 @@ class SagaRun:
             return self._settled(value, visible)
         run = yield from compensate(self.engine, self.saga_id, describe(failure))
         assert run is not None  # a waiting run always gets the lease
+        with self._lock:
+            early = self._compensated
+        if early is not None and not run.report:
+            run = CompensationRun(run.status, early.report)  # it ran in band, inside the call
         return run.result(self.saga_id, value, failure)
 
     def _closed_elsewhere(self) -> SagaClosedError | None:
@@ -195,3 +339,50 @@ def _retry_delay(spec: ToolSpec, exc: BaseException, attempt: int) -> float | No
     if spec.retry is not None and spec.retry.should_retry(exc, attempt):
         return spec.retry.delay(attempt)
     return None
+
+
+#: ``_admitted``'s answer when the tool is to run now.
+_RUN: Any = object()
+
+
+def _options(edited: bool, on_reject: str, wait: float) -> dict[str, Any]:
+    return {"edited": edited, "on_reject": on_reject, "wait": wait}
+
+
+class _Invoking:
+    """The live saga as the decorated tool sees it while a framework invokes a journaled call.
+
+    The framework's handler calls the ``@tool`` function itself; that call is the one already
+    journaled, so it runs the function directly, once. Any other tool called meanwhile is
+    journaled by the saga as usual. Replacing the context's run for the duration keeps the
+    decorated tool's own path (``current_run()``) free of any check for this case.
+    """
+
+    __slots__ = ("_run", "_spec", "_used", "saga_id")
+
+    def __init__(self, run: SagaRun, spec: ToolSpec) -> None:
+        self._run = run
+        self._spec = spec
+        self._used = False
+        self.saga_id = run.saga_id
+
+    def _own(self, spec: ToolSpec) -> bool:
+        if spec is self._spec and not self._used:
+            self._used = True
+            return True
+        return False
+
+    def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self._own(spec):
+            return spec.fn(*args, **kwargs)
+        return self._run.call(spec, input, args, kwargs)
+
+    async def call_async(
+        self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if self._own(spec):
+            return await spec.fn(*args, **kwargs)
+        return await self._run.call_async(spec, input, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._run, name)

@@ -12,6 +12,12 @@ How entries are linked (documented in docs/journal.md):
   wording) / ``compensation of effect seq=<n> failed: <error>``; ``n`` is the EXECUTED entry's seq.
 * A resumed call's INTENT has the payload ``resumes seq=<n>`` (``n`` the AWAITING_APPROVAL seq),
   followed by `` by=<identity>`` when the caller named who resumed.
+* A call an agent framework made carries the framework's call id: a line ``call_id=<id>`` in the
+  payload of its INTENT (alone, or after the ``resumes`` line) or AWAITING_APPROVAL; a gate may add
+  ``on_reject=continue`` (a rejection tells the model instead of compensating). The latest call
+  or gate journaled under an id is what that id refers to (:attr:`SagaState.keyed`).
+* A FAILED whose payload starts ``control flow: `` closes its INTENT without being a failure: the
+  framework's control flow (a retry request, a pause) left the tool, nothing is to compensate.
 * Decisions (tool ``approval-gate``) name what they decide in their input:
   ``{"seq":n,"inputHash":h}`` for a gate, ``{"seq":n,"resolution":"EXECUTED"|"FAILED"|...}`` for a
   human resolving an in-doubt INTENT (the outcome entry follows it).
@@ -42,6 +48,13 @@ RESERVED_TOOL_NAMES = frozenset({SAGA_TOOL, GATE_TOOL})
 
 COMPENSATES = "compensates seq="
 RESUMES = "resumes seq="
+#: A payload line naming the agent framework's id of the call.
+CALL_ID = "call_id="
+#: A gate payload line: what a rejection of it means (``continue``: tell the model, go on).
+ON_REJECT = "on_reject="
+ON_REJECT_CONTINUE = "continue"
+#: Prefix of a FAILED payload that is the framework's control flow, not a failure.
+CONTROL_FLOW = "control flow: "
 _EFFECT_SEQ = re.compile(r"effect seq=(\d+)")
 
 
@@ -96,6 +109,27 @@ def _quoted(text: str) -> str:
     return ESCAPED_PREFIX + NOT_ONE_LINE.sub(lambda m: f"\\u{ord(m.group()):04x}", literal)
 
 
+def call_payload(first: str, call_id: str | None, on_reject: str = "") -> str:
+    """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id and the
+    rejection policy as ``key=value`` lines."""
+    lines = [first] if first else []
+    if call_id is not None:
+        lines.append(f"{CALL_ID}{call_id}")
+    if on_reject:
+        lines.append(f"{ON_REJECT}{on_reject}")
+    return "\n".join(lines)
+
+
+def payload_attribute(payload: str, key: str) -> str | None:
+    """The value of the payload line ``key=value``, if there is one."""
+    if key not in payload:  # the common case: a payload without attributes, no split
+        return None
+    for line in payload.split("\n"):
+        if line.startswith(key):
+            return line[len(key) :]
+    return None
+
+
 def decision_payload(approver: str, reason: str = "") -> str:
     """``approver=<identity>`` and/or ``reason=<text>``, one per line: never a line more.
 
@@ -148,10 +182,27 @@ class Call:
     outcome: Entry | None = None
     gate_seq: int | None = None
     resolved_by: str = ""
+    call_id: str | None = None
 
     @property
     def executed(self) -> bool:
         return self.outcome is not None and self.outcome.phase == Phase.EXECUTED
+
+    @property
+    def failed(self) -> bool:
+        """FAILED, and not the framework's control flow: a failure of the saga."""
+        outcome = self.outcome
+        if outcome is None or outcome.phase != Phase.FAILED:
+            return False
+        return not outcome.payload.startswith(CONTROL_FLOW)
+
+    @property
+    def passed(self) -> bool:
+        """Closed by the framework's control flow (FAILED ``control flow: ...``): not done, not failed."""
+        outcome = self.outcome
+        if outcome is None or outcome.phase != Phase.FAILED:
+            return False
+        return outcome.payload.startswith(CONTROL_FLOW)
 
 
 @dataclass
@@ -175,6 +226,15 @@ class Gate:
     approvals: dict[str, list[str]] = field(default_factory=dict)  # input hash -> approvers
     rejection: Entry | None = None
     resumed: Call | None = None
+
+    @property
+    def call_id(self) -> str | None:
+        return payload_attribute(self.entry.payload, CALL_ID)
+
+    @property
+    def continues_on_reject(self) -> bool:
+        """A rejection tells the model and the saga goes on (journaled on the gate by an adapter)."""
+        return payload_attribute(self.entry.payload, ON_REJECT) == ON_REJECT_CONTINUE
 
     @property
     def input_hash(self) -> str:
@@ -212,6 +272,8 @@ class SagaState:
     last_hash: str = GENESIS_HASH
     #: In-doubt INTENT seq -> resolver, for a resolution decision whose outcome is still to come.
     resolving: dict[int, str] = field(default_factory=dict)
+    #: A framework's call id -> the latest call or gate journaled under it.
+    keyed: dict[str, Call | Gate] = field(default_factory=dict)
 
     @property
     def executed(self) -> list[Call]:
@@ -234,7 +296,8 @@ class SagaState:
 
     @property
     def failed_calls(self) -> list[Call]:
-        return [c for c in self.calls if c.outcome is not None and c.outcome.phase == Phase.FAILED]
+        """Calls that failed (a FAILED that is the framework's control flow is not a failure)."""
+        return [c for c in self.calls if c.failed]
 
     @property
     def closed(self) -> bool:
@@ -288,7 +351,9 @@ class SagaState:
             comp = self.compensations.setdefault(int(match.group(1)), Compensation(int(match.group(1))))
             comp.outcome = entry
         elif phase == Phase.AWAITING_APPROVAL:
-            self.gates[entry.seq] = Gate(entry)
+            gate = self.gates[entry.seq] = Gate(entry)
+            if entry.payload and (call_id := gate.call_id) is not None:
+                self.keyed[call_id] = gate
 
 
 def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
@@ -316,12 +381,18 @@ def _intent(state: SagaState, entry: Entry) -> None:
         state.compensations.setdefault(executed_seq, Compensation(executed_seq)).intent = entry
         return
     call = Call(entry)
+    if entry.payload:
+        call.call_id = payload_attribute(entry.payload, CALL_ID)
+    gate = None
     if entry.payload.startswith(RESUMES):
-        seq_text, _, _resumed_by = entry.payload.removeprefix(RESUMES).partition(" by=")
+        first = entry.payload.partition("\n")[0]
+        seq_text, _, _resumed_by = first.removeprefix(RESUMES).partition(" by=")
         call.gate_seq = _int(seq_text)
         gate = state.gates.get(call.gate_seq) if call.gate_seq is not None else None
         if gate is not None:
             gate.resumed = call
+    if call.call_id is not None and gate is None:
+        state.keyed[call.call_id] = call  # a resumed call is found through its gate
     state.calls.append(call)
 
 

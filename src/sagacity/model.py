@@ -18,6 +18,9 @@ from sagacity.chain import Verification
 __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
+    "CallPending",
+    "CallRefused",
+    "CallRejected",
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
@@ -224,3 +227,41 @@ class SagaSummary:
     updated_at: datetime
     awaiting_approval: int = 0
     in_doubt: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CallPending:
+    """A framework's call of an IRREVERSIBLE tool that did not run: it waits for approval.
+
+    What a journaled framework call returns instead of a result (``sagacity.framework``);
+    ``message`` is the ``[AWAITING_APPROVAL]`` text for the model.
+    """
+
+    request: ApprovalRequest
+    message: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallRejected:
+    """A framework's gated call that a human rejected (or that expired) under the policy
+    ``on_reject="continue"``: the saga goes on and the model is told ``message``."""
+
+    saga_id: str
+    journal_seq: int
+    approver: str
+    reason: str
+    message: str
+    call_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class CallRefused:
+    """A framework's re-presented call refused without running and without failing the saga:
+    its arguments differ from those the call id was journaled (and done) with, or the call id is
+    still running elsewhere or in doubt. ``message`` tells the model; nothing was journaled."""
+
+    saga_id: str
+    call_id: str
+    reason: str
+    message: str

@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from sagacity import CompensationContext, Phase, Reversibility, Sagacity, current_call, tool
 from sagacity.errors import SagacityError
+from sagacity.framework import journaled_call
 
 PAYLOAD = '{"amount":"100.00","to":"ACME"}'
 
@@ -39,10 +40,15 @@ def race_release(ctx: CompensationContext) -> None:
     effect(f"release {ctx.saga_id} {ctx.executed_seq}")
 
 
+#: How often this process ran the wire (a racer tells whether it ran it or got a replay).
+WIRES_RUN = [0]
+
+
 @tool(reversibility=Reversibility.IRREVERSIBLE, approval_ttl=3600)
 def race_wire(amount: str, to: str) -> str:
     call = current_call()
     assert call is not None
+    WIRES_RUN[0] += 1
     effect(f"wire {call.saga_id}")
     return f"sent {amount} to {to}"
 
@@ -79,6 +85,26 @@ def gated(sg: Sagacity, saga_id: str, *, approved: bool) -> int:
     return request.journal_seq
 
 
+def present_wire() -> object:
+    """What a framework adapter does when a run presents the wire under its call id."""
+    spec = race_wire.spec
+    args, kwargs = spec.decode_input(PAYLOAD)
+    return journaled_call(spec, PAYLOAD, "wire-1", lambda: race_wire(*args, **kwargs))
+
+
+def keyed_gated(sg: Sagacity, saga_id: str) -> int:
+    """A saga that reserved, then was gated on the wire under a framework's call id; approved."""
+
+    def agent() -> None:
+        race_reserve("A")
+        present_wire()
+
+    sg.run(saga_id, agent)
+    [request] = sg.pending_approvals(saga_id)
+    sg.approve(saga_id, request.journal_seq, "alice@example.com")
+    return request.journal_seq
+
+
 def failed_mid_run(sg: Sagacity, saga_id: str, *, in_doubt: bool) -> None:
     """A saga whose process died after a call failed (or, ``in_doubt``, mid-call): its
     journal as that process left it, compensation not started."""
@@ -111,6 +137,11 @@ def act(sg: Sagacity, action: str, saga_id: str) -> str:
             return f"recovered {len(sg.recover(saga_id))}"
         if action == "fail":
             return str(sg.run(saga_id, _hold_then_fail).status)
+        if action == "present":
+            before = WIRES_RUN[0]
+            result = sg.run(saga_id, present_wire)
+            ran = "ran" if WIRES_RUN[0] > before else "replayed"
+            return f"presented {result.status} {ran if result.error is None else 'refused'}"
         if action == "resolve":
             intent = next(c for c in sg.in_doubt(saga_id))
             return str(sg.resolve_in_doubt(saga_id, intent.seq, happened=False, resolver="ops@example.com"))

@@ -1,0 +1,233 @@
+"""What an agent-framework adapter needs from Sagacity, public so that you can write your own.
+
+The adapters in ``sagacity.integrations`` are built on these functions alone:
+
+- :func:`spec_of` finds the Sagacity tool behind a framework's tool (by function or name);
+- :func:`journaled_call` / :func:`journaled_call_async` journal one call the framework makes,
+  keyed by the framework's call id, inside the live saga: run once however often the framework
+  presents it (replays, checkpoint re-runs, retries, parallel duplicates — threads or processes),
+  gated if the tool is IRREVERSIBLE, executed *in band* once a named human approved exactly
+  these arguments in Sagacity;
+- :func:`find_call` says what became of a call id (for building the framework's resume input);
+- :func:`arguments_json` turns arguments a framework holds as a mapping into the journaled JSON.
+
+A journaled call returns the tool's result (or the journaled result of a call that already
+executed, as text), a :class:`~sagacity.model.CallPending` (gated: pause the framework), a
+:class:`~sagacity.model.CallRejected` (rejected under ``on_reject="continue"``: tell the model)
+or a :class:`~sagacity.model.CallRefused` (re-presented with arguments other than the done call's,
+or still running elsewhere / in doubt: nothing ran, nothing journaled, tell the model). Refusals
+that compensated the saga raise: ``SagaClosedError``, ``ApprovalRefusedError``,
+``PayloadMismatchError``; a call id that failed before raises ``SagaStateError``. See
+docs/integrations/ and the journal format in docs/journal.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from sagacity import _context
+from sagacity._json import compact
+from sagacity._state import Call, parse_decision_payload
+from sagacity.errors import SagaStateError
+from sagacity.model import CallPending, CallRefused, CallRejected, Phase
+from sagacity.tools import ToolRegistry, ToolSpec
+from sagacity.tools import registry as default_registry
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
+
+__all__ = [
+    "CallPending",
+    "CallRecord",
+    "CallRefused",
+    "CallRejected",
+    "arguments_json",
+    "current_saga_id",
+    "find_call",
+    "journaled_call",
+    "journaled_call_async",
+    "spec_of",
+]
+
+#: What a rejection of a gated call means: compensate the saga (Sagacity's default), or tell
+#: the model and go on (journaled on the gate as ``on_reject=continue``).
+ON_REJECT = ("compensate", "continue")
+
+
+def spec_of(
+    tool: Any = None, *, name: str | None = None, registry: ToolRegistry | None = None
+) -> ToolSpec | None:
+    """The Sagacity tool behind a framework's tool: ``tool.spec`` of a ``@tool`` function (or of a
+    callable wrapping one, through ``__wrapped__``), else the tool registered under ``name``."""
+    seen = 0
+    while tool is not None and seen < 8:
+        spec = getattr(tool, "spec", None)
+        if isinstance(spec, ToolSpec):
+            return spec
+        tool = getattr(tool, "__wrapped__", None)
+        seen += 1
+    if name is not None:
+        return (registry or default_registry).find(name)
+    return None
+
+
+def arguments_json(arguments: Mapping[str, Any] | str | None) -> str:
+    """The journaled input of a call whose arguments the framework holds: a ``str`` (the JSON
+    the model sent) verbatim, a mapping as compact JSON in its own key order."""
+    if isinstance(arguments, str):
+        return arguments or "{}"
+    return compact(dict(arguments or {}))
+
+
+def current_saga_id() -> str | None:
+    """The id of the saga live in this context, if any."""
+    run = _context.current_run()
+    return run.saga_id if run is not None else None
+
+
+def _live(spec: ToolSpec) -> _context.SagaRun:
+    run = _context.current_run()
+    if run is None:
+        raise SagaStateError(
+            f"{spec.name}: a journaled framework call needs a live saga (`sg.saga(...)`, or the "
+            "adapter's saga id)"
+        )
+    return run
+
+
+def journaled_call(
+    spec: ToolSpec,
+    input: str,
+    call_id: str,
+    invoke: Callable[[], Any],
+    *,
+    edited: bool = False,
+    on_reject: str = "compensate",
+    control_flow: tuple[type[BaseException], ...] = (),
+    wait: float = 60.0,
+) -> Any:
+    """Journal the framework's call ``call_id`` of ``spec`` with ``input`` (the JSON the model
+    sent) and run ``invoke()`` at most once for it, in the live saga.
+
+    ``edited``: the framework changed the arguments on purpose (an "edit" decision,
+    ``override_args``): a gate for this call id is superseded and the edit needs its own approval,
+    instead of being refused as tampering. ``on_reject``: what a rejection of the gate means
+    (``"compensate"`` or ``"continue"``). ``control_flow``: exception types that are the
+    framework's control flow (a retry request, a pause): they close the call without failing the
+    saga and propagate untouched. ``wait``: seconds to wait for the same call id running elsewhere.
+    """
+    return _live(spec).call_keyed(
+        spec,
+        input,
+        call_id,
+        invoke,
+        edited=edited,
+        on_reject=_policy(on_reject),
+        control_flow=control_flow,
+        wait=wait,
+    )
+
+
+async def journaled_call_async(
+    spec: ToolSpec,
+    input: str,
+    call_id: str,
+    invoke: Callable[[], Any],
+    *,
+    edited: bool = False,
+    on_reject: str = "compensate",
+    control_flow: tuple[type[BaseException], ...] = (),
+    wait: float = 60.0,
+) -> Any:
+    """:func:`journaled_call` from a coroutine; ``invoke()`` may return an awaitable."""
+    return await _live(spec).call_keyed_async(
+        spec,
+        input,
+        call_id,
+        invoke,
+        edited=edited,
+        on_reject=_policy(on_reject),
+        control_flow=control_flow,
+        wait=wait,
+    )
+
+
+def _policy(on_reject: str) -> str:
+    if on_reject not in ON_REJECT:
+        raise ValueError(f"on_reject must be one of {ON_REJECT}, got {on_reject!r}")
+    return "" if on_reject == "compensate" else on_reject
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """What the journal says about one call id in a saga.
+
+    ``status``: ``EXECUTED``, ``FAILED``, ``RUNNING`` (an INTENT without outcome: running or in
+    doubt), ``PASSED`` (left by the framework's control flow; it may be presented again),
+    ``AWAITING_APPROVAL``, ``APPROVED`` (approved by enough people in the journal, for
+    ``input_hash``, not yet run) or ``REJECTED``. ``seq`` is the call's INTENT or gate;
+    ``gate_seq`` the gate of a gated call; ``result`` the EXECUTED payload text. For a rejected
+    gate: ``rejected_by`` and ``reason``, and ``continues`` when the gate was journaled
+    ``on_reject=continue`` and the saga was not compensated (tell the model, go on).
+    """
+
+    saga_id: str
+    call_id: str
+    tool_name: str
+    status: str
+    seq: int
+    input: str
+    input_hash: str = ""
+    gate_seq: int | None = None
+    approvers: tuple[str, ...] = ()
+    result: str | None = None
+    rejected_by: str = ""
+    reason: str = ""
+    continues: bool = False
+
+    @property
+    def approved(self) -> bool:
+        return self.status == "APPROVED"
+
+
+def find_call(sg: Sagacity, saga_id: str, call_id: str) -> CallRecord | None:
+    """What became of ``call_id`` in saga ``saga_id`` (None: never journaled). Read-only."""
+    state = sg.engine.snapshot(saga_id)
+    found = state.keyed.get(call_id)
+    if found is None:
+        return None
+    if isinstance(found, Call):
+        return _call_record(
+            CallRecord(saga_id, call_id, found.intent.tool_name, "", 0, found.intent.input), found
+        )
+    gate = found
+    entry = gate.entry
+    approvers = tuple(gate.approvers(gate.input_hash))
+    record = CallRecord(
+        saga_id, call_id, entry.tool_name, "", entry.seq, entry.input, gate.input_hash, entry.seq, approvers
+    )
+    if gate.resumed is not None:
+        return _call_record(record, gate.resumed)
+    if gate.rejection is not None or state.closed:
+        by, reason = parse_decision_payload(gate.rejection.payload) if gate.rejection else ("", "void")
+        continues = gate.continues_on_reject and not state.closed
+        return replace(record, status=str(Phase.REJECTED), rejected_by=by, reason=reason, continues=continues)
+    spec = sg.registry.find(entry.tool_name)
+    required = spec.approvals_required if spec is not None else 1
+    return replace(record, status="APPROVED" if len(approvers) >= required else str(Phase.AWAITING_APPROVAL))
+
+
+def _call_record(record: CallRecord, call: Call) -> CallRecord:
+    outcome = call.outcome
+    if outcome is None:
+        status = "RUNNING"
+    elif call.executed:
+        status = str(Phase.EXECUTED)
+    elif call.passed:
+        status = "PASSED"
+    else:
+        status = str(Phase.FAILED)
+    result = outcome.payload_text if outcome is not None and call.executed else None
+    return replace(record, status=status, seq=call.intent.seq, result=result)

@@ -1,0 +1,9 @@
+"""Adapters for agent frameworks, one module and one extra each.
+
+- ``sagacity.integrations.pydantic_ai`` — ``pip install 'sagacity[pydantic-ai]'``
+- ``sagacity.integrations.langchain`` — ``pip install 'sagacity[langchain]'``
+- ``sagacity.integrations.openai_agents`` — ``pip install 'sagacity[openai-agents]'``
+
+Each is built on :mod:`sagacity.framework` only; importing one without its extra raises
+``ConfigurationError`` naming the extra to install. See docs/integrations/.
+"""
