@@ -33,9 +33,36 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def server(durable_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    """``uvicorn race_app:app --workers 4`` on a free loopback port; yields (base URL, journal URL)."""
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def journal(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One journal per store for the whole module: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('http-races')}/journal.db"
+        return
+    base = os.environ.get("SAGACITY_TEST_POSTGRES_URL")
+    if not base:
+        if os.environ.get("SAGACITY_REQUIRE_POSTGRES") == "1":
+            pytest.fail("SAGACITY_REQUIRE_POSTGRES=1 but SAGACITY_TEST_POSTGRES_URL is not set")
+        pytest.skip("set SAGACITY_TEST_POSTGRES_URL to run PostgreSQL tests")
+    import psycopg
+
+    schema = f"t_http_{os.getpid()}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{base}{'&' if '?' in base else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@pytest.fixture(scope="module")
+def server(journal: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, Path]]:
+    """``uvicorn race_app:app --workers 4`` on a free loopback port, started once per store;
+    yields (base URL, journal URL, effects file)."""
+    durable_url = journal
+    tmp_path = tmp_path_factory.mktemp("uvicorn")
     port = _free_port()
     log = (tmp_path / "uvicorn.log").open("wb")
     process = subprocess.Popen(
@@ -75,7 +102,7 @@ def server(durable_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
             assert process.poll() is None, (tmp_path / "uvicorn.log").read_text()
             assert time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.2)
-        yield base, durable_url
+        yield base, durable_url, tmp_path / "effects.log"
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -107,12 +134,12 @@ def _request(
 
 @pytest.mark.parametrize("pair", HTTP_PAIRS, ids=["x".join(p) for p in HTTP_PAIRS])
 def test_decisions_race_through_four_server_workers(
-    race: ModuleType, server: tuple[str, str], tmp_path: Path, pair: tuple[str, str]
+    race: ModuleType, server: tuple[str, str, Path], pair: tuple[str, str]
 ) -> None:
     """Two decisions on one gate sent at once to a 4-worker server keep every promise."""
-    base, url = server
+    base, url, effects_file = server
     outcomes: Counter[str] = Counter()
-    saga_ids = [f"http-{n}" for n in range(TRIALS)]
+    saga_ids = [f"http-{'x'.join(pair)}-{n}" for n in range(TRIALS)]
     with httpx.Client(base_url=base, timeout=60) as first, httpx.Client(base_url=base, timeout=60) as second:
         for saga_id in saga_ids:
             with Sagacity(url) as sg:
@@ -134,7 +161,6 @@ def test_decisions_race_through_four_server_workers(
             if "approve" not in pair:
                 assert list(codes.values()).count(200) == 1, f"{saga_id}: exactly one of them wins: {codes}"
             outcomes.update(f"{name}:{code}" for name, code in codes.items())
-    effects_file = tmp_path / "effects.log"
     effects = effects_file.read_text().splitlines() if effects_file.exists() else []
     with Sagacity(url) as sg:
         for saga_id in saga_ids:
