@@ -339,3 +339,26 @@ def test_rejection_can_tell_the_model_and_go_on(app: ModuleType, effects: Path, 
 
     asyncio.run(main())
     assert app.order_tools.effects() == ["reserve SKU-9"]
+
+
+def test_function_tools_are_wrapped_and_others_left_alone(app: ModuleType, effects: Path) -> None:
+    """A FunctionTool made of a Sagacity tool (renamed too) is journaled; a plain one is untouched."""
+    from agents import function_tool
+
+    from sagacity.integrations.openai_agents import SagacityTools
+
+    @function_tool
+    def lookup(sku: str) -> str:
+        """Not a Sagacity tool."""
+        return sku
+
+    with Sagacity("memory://") as sg:
+        reserve = function_tool(app.order_tools.reserve_inventory)
+        wire = function_tool(app.order_tools.send_wire_transfer, name_override="pay_supplier")
+        wrapped_reserve, wrapped_wire, plain = SagacityTools(sg, saga_id="s").wrap([reserve, wire, lookup])
+        assert plain is lookup
+        assert wrapped_reserve is not reserve
+        assert wrapped_reserve.needs_approval is False
+        assert wrapped_wire.name == "pay_supplier"
+        assert callable(wrapped_wire.needs_approval)
+        assert reserve.on_invoke_tool is not wrapped_reserve.on_invoke_tool  # the original is unchanged
