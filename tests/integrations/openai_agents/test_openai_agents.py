@@ -362,3 +362,27 @@ def test_function_tools_are_wrapped_and_others_left_alone(app: ModuleType, effec
         assert wrapped_wire.name == "pay_supplier"
         assert callable(wrapped_wire.needs_approval)
         assert reserve.on_invoke_tool is not wrapped_reserve.on_invoke_tool  # the original is unchanged
+
+
+def test_a_resume_before_approval_pauses_again(app: ModuleType, effects: Path, tmp_path: Path) -> None:
+    """The saved state resumed with nothing decided pauses on the same call, nothing runs; once
+    approved in Sagacity and decided by approve_in_state, the wire runs once."""
+
+    async def main() -> None:
+        with Sagacity(f"sqlite:///{tmp_path}/j.db") as sg:
+            agent = app.agent(sg, "order", saga_id="order-j")
+            saved = (await Runner.run(agent, "go")).to_state().to_string()
+            again = await Runner.run(agent, await RunState.from_string(agent, saved))
+            assert [i.raw_item.call_id for i in again.interruptions] == ["c2"]
+            assert await asyncio.to_thread(app.approve_in_state, sg, "order-j", again.to_state()) is None
+            assert len(await sg.pending_approvals_async("order-j")) == 1
+            await approve_pending(sg, "order-j")
+            state = await RunState.from_string(agent, saved)
+            decided = await asyncio.to_thread(app.approve_in_state, sg, "order-j", state)
+            assert decided is not None
+            done = await Runner.run(agent, decided)
+            assert done.final_output == "done: wired 4200.00 to alice"
+            assert await sg.status_async("order-j") is SagaStatus.COMPLETED
+
+    asyncio.run(main())
+    assert app.order_tools.effects() == ["reserve SKU-9", "wire 4200.00 alice"]
