@@ -10,7 +10,7 @@ import pytest
 from sagacity.tools import registry
 
 DOCS = Path(__file__).parent.parent.parent / "docs" / "integrations"
-PAGES = {"pydantic-ai.md": "pydantic_ai", "langchain.md": "langchain"}
+PAGES = {"pydantic-ai.md": "pydantic_ai", "langchain.md": "langchain", "openai-agents.md": "agents"}
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))
