@@ -194,11 +194,24 @@ def _load() -> Any:
     if _api is _UNRESOLVED:
         try:
             from opentelemetry import context, metrics, trace
+            from opentelemetry.environment_variables import (
+                OTEL_PYTHON_METER_PROVIDER,
+                OTEL_PYTHON_TRACER_PROVIDER,
+            )
+            from opentelemetry.metrics import _internal as metrics_internal
             from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
         except ImportError:
             _api = None
         else:
-            _api = _Api(context, metrics, trace, TraceContextTextMapPropagator())
+            _api = _Api(
+                context,
+                metrics,
+                trace,
+                TraceContextTextMapPropagator(),
+                metrics_internal,
+                OTEL_PYTHON_TRACER_PROVIDER in os.environ,
+                OTEL_PYTHON_METER_PROVIDER in os.environ,
+            )
     return _api
 
 
@@ -208,6 +221,29 @@ class _Api:
     metrics: Any
     trace: Any
     propagator: Any
+    metrics_internal: Any
+    #: A provider named by environment variable: the public getters load it on first call.
+    tracer_from_env: bool
+    meter_from_env: bool
+
+    def tracer_provider(self) -> Any:
+        """The global tracer provider the application set, or None.
+
+        Read from the API module's global (a saga's start must not pay the getter's environment
+        look-up); the public getter where that global is gone (another API version) or where an
+        environment variable names a provider for the getter to load.
+        """
+        provider = getattr(self.trace, "_TRACER_PROVIDER", _UNRESOLVED)
+        if provider is _UNRESOLVED or (provider is None and self.tracer_from_env):
+            provider = self.trace.get_tracer_provider()
+        return provider if provider is not None and _configured(provider, "opentelemetry.trace") else None
+
+    def meter_provider(self) -> Any:
+        """The global meter provider the application set, or None (as ``tracer_provider``)."""
+        provider = getattr(self.metrics_internal, "_METER_PROVIDER", _UNRESOLVED)
+        if provider is _UNRESOLVED or (provider is None and self.meter_from_env):
+            provider = self.metrics.get_meter_provider()
+        return provider if provider is not None and _configured(provider, "opentelemetry.metrics") else None
 
 
 def _configured(provider: object, api_package: str) -> bool:
@@ -227,12 +263,7 @@ def refresh() -> None:
     api = _load()
     if api is None:
         return
-    tracer_provider = api.trace.get_tracer_provider()
-    meter_provider = api.metrics.get_meter_provider()
-    seen = (
-        tracer_provider if _configured(tracer_provider, "opentelemetry.trace") else None,
-        meter_provider if _configured(meter_provider, "opentelemetry.metrics") else None,
-    )
+    seen = (api.tracer_provider(), api.meter_provider())
     if seen == _seen:
         return
     with _lock:
@@ -598,10 +629,9 @@ class ToolCallSpan:
                 metric["error.type"] = error_type(exc)
             t.calls.add(1, metric)
         span = self.span
-        if span is None:
+        if span is None or not span.is_recording():  # e.g. sampled out: nothing to add
             return
         attrs = sink.journal_attributes(outcome)
-        attrs["sagacity.saga.id"] = self.saga_id
         attrs["sagacity.tool.reversibility"] = str(self.spec.reversibility)
         attrs["sagacity.call.outcome"] = result
         if result == "AWAITING_APPROVAL" and outcome is not None:

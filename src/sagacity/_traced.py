@@ -74,13 +74,20 @@ def new_run(
     return TracedSagaRun(engine, saga_id, existed=existed, last_seq=last_seq, gate=gate)
 
 
-@contextmanager
-def entered(run: SagaRun) -> Iterator[SagaRun]:
+def entered(run: SagaRun) -> AbstractContextManager[object]:
     """``_context.entered``, with a traced run's saga span current for the block."""
-    with _context.entered(run), current(run):
+    return _entered_traced(run) if isinstance(run, TracedSagaRun) else _context.entered(run)
+
+
+@contextmanager
+def _entered_traced(run: TracedSagaRun) -> Iterator[SagaRun]:
+    with _context.entered(run), run.trace.current():
         yield run
+
+
+_NOTHING = nullcontext()
 
 
 def current(run: SagaRun) -> AbstractContextManager[None]:
     """The run's saga span current for a block (its conclusion); nothing for an untraced run."""
-    return run.trace.current() if isinstance(run, TracedSagaRun) else nullcontext()
+    return run.trace.current() if isinstance(run, TracedSagaRun) else _NOTHING
