@@ -174,7 +174,7 @@ def compensate(
                 trace.step_dropped()
                 continue  # settled meanwhile (a human resolved it)
             outcome: Outcome = yield Invoke(
-                trace.around(step.spec.compensation),  # type: ignore[arg-type]
+                trace.around(step.spec.compensation, claimed=state.last_seq),  # type: ignore[arg-type]
                 (context_for(saga_id, step.call),),
             )
             report.append(_record(engine, state, step, outcome))

@@ -866,11 +866,14 @@ class CompensationTrace:
             self.step.end()
             self.step = None
 
-    def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """``fn`` run with the step's span current, sync or async."""
+    def around(self, fn: Callable[..., Any], *, claimed: int = 0) -> Callable[..., Any]:
+        """``fn`` run with the step's span current, sync or async (``claimed``: the seq of the
+        step's INTENT, just journaled)."""
         t, step = self.t, self.step
         if t is None or step is None:
             return fn
+        if claimed:
+            step.set_attribute("sagacity.journal.intent_seq", claimed)
         context = t.trace.set_span_in_context(step)
 
         def within(*args: Any) -> Any:

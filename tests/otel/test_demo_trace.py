@@ -111,6 +111,11 @@ def test_a_failing_saga_shows_the_failure_and_the_compensation_in_reverse(demo: 
     for step in (charge, reservation):
         attrs = step.attributes or {}
         assert attrs["sagacity.compensation.outcome"] == "COMPENSATED"
+        intent = _entry(demo, FAIL, int(attrs["sagacity.journal.intent_seq"]))
+        assert (intent.phase, intent.payload) == (
+            "INTENT",
+            f"compensates seq={attrs['sagacity.journal.executed_seq']}",
+        )
         _assert_journal_facts(demo, step, FAIL, int(attrs["sagacity.journal.seq"]), "COMPENSATED")
         assert step.end_time is not None
         assert run.end_time is not None
