@@ -544,7 +544,7 @@ class ToolCallSpan:
     journals arrive through the sink; on exit the span gets its outcome and ends (ours only).
     """
 
-    __slots__ = ("_sink_token", "_started", "_token", "gated", "own", "saga_id", "sink", "span", "spec", "t")
+    __slots__ = ("_sink_token", "_token", "gated", "own", "saga_id", "sink", "span", "spec", "t")
 
     def __init__(self, saga_id: str, spec: ToolSpec, input: str, *, seq: int | None = None) -> None:
         self.t = _t
