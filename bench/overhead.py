@@ -18,6 +18,14 @@ message when neither is set):
   primary key only: no index or trigger of ours), one writer on one connection. Both databases
   sit in one directory on the working disk.
 
+With ``--telemetry`` it measures instead what OpenTelemetry adds to the same call (issue #13), one
+saga at a time on each store (``memory`` too: there the call is all CPU, so the cost shows most):
+``off`` (the API installed, no provider configured: what an application that has not set up
+OpenTelemetry pays), ``sdk`` (the SDK's providers with nothing behind them: spans and metrics are
+made, then dropped) and ``sdk+batch`` (a ``BatchSpanProcessor`` and a periodic metric reader, each
+into an exporter that discards: what a real pipeline costs in this process, short of the
+serialisation and network of OTLP). Modes take turns round by round, the order rotating.
+
 A call journals INTENT and EXECUTED, two durable appends, so 2x the floor is the physical limit for
 one saga. Targets (issue #3): one saga <= 2.3x the floor per call; 8 and 64 sagas at once: wall time
 per call <= 1.0x the single-writer floor. Subject and floor rounds alternate (swapping order every
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -177,6 +186,105 @@ def chosen_targets(args: argparse.Namespace) -> Iterator[list[Callable[[], Abstr
         yield targets
 
 
+def telemetry_modes() -> dict[str, Callable[[], None]]:
+    """Each mode, as the function that switches Sagacity's telemetry to it."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import (
+        MetricExporter,
+        MetricExportResult,
+        PeriodicExportingMetricReader,
+    )
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    import sagacity.otel
+
+    class DiscardSpans(SpanExporter):
+        def export(self, spans: object) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    class DiscardMetrics(MetricExporter):
+        def export(
+            self, metrics_data: object, timeout_millis: float = 10_000, **kwargs: object
+        ) -> MetricExportResult:
+            return MetricExportResult.SUCCESS
+
+        def force_flush(self, timeout_millis: float = 10_000) -> bool:
+            return True
+
+        def shutdown(self, timeout_millis: float = 30_000, **kwargs: object) -> None:
+            pass
+
+    bare = (TracerProvider(), MeterProvider())
+    batched_tracer = TracerProvider()
+    batched_tracer.add_span_processor(BatchSpanProcessor(DiscardSpans()))
+    # The SDK's default interval (60 s): a reader collecting every second would mostly measure
+    # the gauges' reads of the store, which no pipeline does that often.
+    batched_meter = MeterProvider(metric_readers=[PeriodicExportingMetricReader(DiscardMetrics())])
+    return {
+        "off": sagacity.otel.reset,
+        "sdk": lambda: sagacity.otel.enable(*bare),
+        "sdk+batch": lambda: sagacity.otel.enable(batched_tracer, batched_meter),
+    }
+
+
+def bench_telemetry(url: str, name: str, rounds: int, calls: int, saga_calls: int) -> list[str]:
+    """µs per call in each telemetry mode, modes alternating round by round; the median extra
+    over ``off`` both as medians' difference and as the median of each round's paired difference."""
+    modes = telemetry_modes()
+    values: dict[str, list[float]] = {mode: [] for mode in modes}
+    with Sagacity(url) as sg:
+        round_of = subject_round(sg, 1, calls, saga_calls)
+        names = list(modes)
+        for r in range(-1, rounds):
+            order = names[r % len(names) :] + names[: r % len(names)] if r >= 0 else names
+            for mode in order:
+                modes[mode]()
+                value = round_of(r)
+                if r >= 0:  # the first round of each mode is a warm-up
+                    values[mode].append(value)
+        modes["off"]()
+    off = values["off"]
+    lines = []
+    for mode in names:
+        median = statistics.median(values[mode])
+        paired = statistics.median(v - o for v, o in zip(values[mode], off, strict=True))
+        lines.append(
+            f"| {name:8} | {mode:9} | {median:9.1f} | {median - statistics.median(off):+8.1f} "
+            f"| {paired:+8.1f} | {median / statistics.median(off):5.2f}x |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+TELEMETRY_HEADER = (
+    "| store    | telemetry | µs/call   | Δ median | Δ paired | ratio  |\n"
+    "|----------|-----------|----------:|---------:|---------:|-------:|"
+)
+
+
+def main_telemetry(args: argparse.Namespace) -> int:
+    print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"method: one saga at a time, {args.saga_calls} calls a saga, {args.calls} calls a round, "
+        f"medians of {args.rounds} rounds per mode, modes alternating (order rotating)\n"
+    )
+    print(TELEMETRY_HEADER)
+    lines: list[str] = []
+    stores = args.stores.split(",")
+    if "memory" in stores:
+        lines += bench_telemetry("memory://", "memory", args.rounds, args.calls, args.saga_calls)
+    with chosen_targets(args) as targets:
+        for make in targets:
+            with make() as target:
+                url, name = target.subject_url, target.name
+                lines += bench_telemetry(url, name, args.rounds, args.calls, args.saga_calls)
+    print("\nWhat telemetry adds to a wrapped no-op tool call in a saga (µs of wall time per call)")
+    print(TELEMETRY_HEADER)
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -191,9 +299,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor-ops", type=int, default=400, help="commits per floor round")
     parser.add_argument("--quick", action="store_true", help="few rounds and small sizes: a smoke run")
     parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated subset to run")
+    parser.add_argument(
+        "--telemetry",
+        action="store_true",
+        help="measure what OpenTelemetry adds per call (off / sdk / sdk+batch; --stores may add memory)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls, args.calls_concurrent, args.floor_ops = 3, 40, 5, 80
+    if args.telemetry:
+        return main_telemetry(args)
     calls = {1: args.calls, 8: args.calls_concurrent, 64: args.calls_concurrent}
 
     print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -24,6 +24,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from sagacity import _telemetry
 from sagacity._context import idempotency_key
 from sagacity._effects import Invoke, Operation, Outcome
 from sagacity._engine import Engine, Row
@@ -146,7 +147,7 @@ def compensate(
     ``state``, if the caller already read the saga, is brought up to date instead of read again.
     Returns None, doing nothing, when ``wait`` is False and another runner holds the lease.
     """
-    with engine.lease(saga_id, wait=wait) as held:
+    with engine.lease(saga_id, wait=wait) as held, _telemetry.CompensationTrace(saga_id) as trace:
         if not held:
             return None
         # Read (or caught up) only once the lease is held: an open compensation INTENT in this
@@ -155,6 +156,7 @@ def compensate(
         if state.finished is not None:
             return CompensationRun(state.status)
         check_tools(state, engine.registry)
+        trace.start(reason)
         voided = [gate.entry.seq for gate in state.open_gates]
         engine.decide(state, lambda s: start_rows(s, reason))
         for seq in voided:
@@ -165,12 +167,21 @@ def compensate(
             handled.add(step.executed_seq)
             if step.spec is None:
                 report.append(_outcome_of(step, CompensationOutcome.SKIPPED))
+                trace.step_finished(report[-1])
                 continue
+            trace.step_started(step.call.intent.tool_name, step.executed_seq)
             if not engine.decide(state, functools.partial(_claim_rows, step=step)):
+                trace.step_dropped()
                 continue  # settled meanwhile (a human resolved it)
-            outcome: Outcome = yield Invoke(step.spec.compensation, (context_for(saga_id, step.call),))  # type: ignore[arg-type]
+            outcome: Outcome = yield Invoke(
+                trace.around(step.spec.compensation, claimed=state.last_seq),  # type: ignore[arg-type]
+                (context_for(saga_id, step.call),),
+            )
             report.append(_record(engine, state, step, outcome))
-        return CompensationRun(_finish(engine, state), tuple(report))
+            trace.step_finished(report[-1], state.last_seq, state.last_hash)
+        status = _finish(engine, state)
+        trace.finished(str(status))
+        return CompensationRun(status, tuple(report))
 
 
 def _next_step(state: SagaState, registry: ToolRegistry, handled: set[int]) -> PlannedStep | None:

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from sagacity import chain
+from sagacity import _telemetry, chain
 from sagacity._json import escape_text, require_storable
 from sagacity._state import closes_saga
 from sagacity.errors import (
@@ -114,6 +114,7 @@ class Journal:
         ``payload`` may be any string (NUL and unpaired surrogates are escaped, see
         ``sagacity._json.escape_text``); the identifiers and input must be storable as they are.
         """
+        started = time.perf_counter() if _telemetry.active else 0.0
         if not (
             # The common case in one expression: plain ASCII strs without NUL are storable, so
             # the three require_storable calls (and their UTF-8 encodes) are skipped.
@@ -156,6 +157,8 @@ class Journal:
                     inserted = self._confirm([entry], exc)
                 if inserted:
                     _remember(tails, saga_id, (entry.seq, entry.hash, closed))
+                    if started:
+                        _telemetry.appended(entry, started)
                     return entry
                 seq, prev, closed = self._catch_up(saga_id, seq, closed)
                 if attempt >= 3:
@@ -175,6 +178,7 @@ class Journal:
         Returns the entries as stored, or None, writing nothing, if the saga's tail is no longer
         ``after`` (another writer got there first): the caller must read again and decide again.
         """
+        started = time.perf_counter() if _telemetry.active else 0.0
         for tool_name, _, text, _ in rows:
             require_storable("tool_name", tool_name)
             require_storable("input", text)
@@ -203,6 +207,8 @@ class Journal:
             if cached is None or cached[0] < entries[-1].seq:
                 closed = closed or (cached is not None and cached[2])
                 _remember(tails, saga_id, (entries[-1].seq, entries[-1].hash, closed))
+        if started:
+            _telemetry.committed(entries, started)
         return entries
 
     def remember(self, saga_id: str, seq: int, hash: str, *, closed: bool) -> None:
@@ -355,4 +361,6 @@ class Journal:
         result = chain.verify(self.iter_entries(saga_id))
         if result.entry_count == 0:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
+        if not result.valid and _telemetry.active:
+            _telemetry.verification_failed("chain")
         return result

@@ -15,14 +15,15 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from sagacity import _approvals, _recovery
+from sagacity import _approvals, _recovery, _telemetry
 from sagacity._approvals import Claim
-from sagacity._context import entered
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._saga import SagaRun
+from sagacity._telemetry import operation
+from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification
 from sagacity.errors import (
     BlockingCallError,
@@ -40,7 +41,7 @@ from sagacity.model import (
     SagaStatus,
     SagaSummary,
 )
-from sagacity.stores import Store, default_url, open_store
+from sagacity.stores import Store, default_url, open_store, safe_url
 from sagacity.tools import ToolRegistry
 from sagacity.tools import registry as default_registry
 
@@ -102,6 +103,8 @@ class Sagacity:
         )
         self.registry = registry if registry is not None else default_registry
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
+        _telemetry.refresh()
+        _telemetry.watch(self, safe_url(self.url), pending=_all_pending, in_doubt=_in_doubt_count)
 
     # -- running sagas -----------------------------------------------------------------------------
     def run(self, saga_id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> SagaResult:
@@ -158,7 +161,7 @@ class Sagacity:
         if state.entry_count:
             self.journal.remember(saga_id, state.last_seq, state.last_hash, closed=False)
         self.engine.enter(saga_id)
-        return SagaRun(self.engine, saga_id, existed=state.entry_count > 0, last_seq=state.last_seq)
+        return new_run(self.engine, saga_id, existed=state.entry_count > 0, last_seq=state.last_seq)
 
     async def _start_async(self, saga_id: str) -> SagaRun:
         """``_start`` in a worker thread. Cancelled meanwhile, the start may still complete
@@ -176,13 +179,15 @@ class Sagacity:
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
-            return drive(run.conclusion(value, error))
+            with current(run):
+                return drive(run.conclusion(value, error))
         finally:
             self.engine.leave(run.saga_id)
 
     async def _conclude_async(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
-            return await drive_async(run.conclusion(value, error))
+            with current(run):
+                return await drive_async(run.conclusion(value, error))
         finally:
             self.engine.leave(run.saga_id)
 
@@ -258,6 +263,7 @@ class Sagacity:
     async def in_doubt_async(self, saga_id: str | None = None) -> list[InDoubtCall]:
         return await asyncio.to_thread(lambda: _recovery.in_doubt(self.engine, self._ids(saga_id)))
 
+    @operation("resolve")
     def resolve_in_doubt(
         self, saga_id: str, seq: int, *, happened: bool, resolver: str, result: str = "", reason: str = ""
     ) -> SagaStatus:
@@ -271,6 +277,7 @@ class Sagacity:
         _refuse_in_loop("resolve_in_doubt")
         return drive(self._resolve(saga_id, seq, happened, resolver, result, reason))
 
+    @operation("resolve")
     async def resolve_in_doubt_async(
         self, saga_id: str, seq: int, *, happened: bool, resolver: str, result: str = "", reason: str = ""
     ) -> SagaStatus:
@@ -283,6 +290,7 @@ class Sagacity:
             self.engine, saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
         )
 
+    @operation("recover")
     def recover(self, saga_id: str | None = None) -> list[SagaResult]:
         """Finish compensations that a crash interrupted, from the journal alone.
 
@@ -295,6 +303,7 @@ class Sagacity:
         _refuse_in_loop("recover")
         return drive(_recovery.recover(self.engine, self._ids(saga_id)))
 
+    @operation("recover")
     async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
         ids = await asyncio.to_thread(self._ids, saga_id)
         return await drive_async(_recovery.recover(self.engine, ids))
@@ -314,22 +323,27 @@ class Sagacity:
     def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
         return list(self.journal.read(self.store.list_approval_requests, saga_id))
 
+    @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
         """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing."""
         _refuse_in_loop("approve")
         return drive(_approvals.approve(self.engine, saga_id, seq, approver))
 
+    @operation("approve")
     async def approve_async(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
         return await drive_async(_approvals.approve(self.engine, saga_id, seq, approver))
 
+    @operation("reject")
     def reject(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
         """Journal REJECTED, drop the request and compensate the saga (``decision.result``)."""
         _refuse_in_loop("reject")
         return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason))
 
+    @operation("reject")
     async def reject_async(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
         return await drive_async(_approvals.reject(self.engine, saga_id, seq, approver, reason))
 
+    @operation("resume")
     def resume(self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None) -> SagaResult:
         """Execute an approved gate's tool with ``payload``, at most once, if every check passes.
 
@@ -351,6 +365,7 @@ class Sagacity:
             return _reraise_interrupt(self._conclude(run, None, exc), exc)
         return self._conclude(run, value, None)
 
+    @operation("resume")
     async def resume_async(
         self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None
     ) -> SagaResult:
@@ -370,13 +385,16 @@ class Sagacity:
 
     def _resumed(self, saga_id: str, granted: Claim) -> SagaRun:
         self.engine.enter(saga_id)  # left in _conclude, whatever happens
-        return SagaRun(self.engine, saga_id, existed=True, last_seq=granted.seq)
+        gate = granted.request.journal_seq
+        return new_run(self.engine, saga_id, existed=True, last_seq=granted.seq, gate=gate)
 
+    @operation("expire")
     def expire_approvals(self, now: datetime | None = None) -> list[ApprovalRequest]:
         """Expire every request past its time (REJECTED, reason expired; the saga compensates)."""
         _refuse_in_loop("expire_approvals")
         return drive(_approvals.expire_due(self.engine, now))
 
+    @operation("expire")
     async def expire_approvals_async(self, now: datetime | None = None) -> list[ApprovalRequest]:
         return await drive_async(_approvals.expire_due(self.engine, now))
 
@@ -433,6 +451,7 @@ class Sagacity:
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
         """Release the store's connections."""
+        _telemetry.unwatch(self)
         self.store.close()
 
     def __enter__(self) -> Sagacity:
@@ -445,6 +464,17 @@ class Sagacity:
 
     def __repr__(self) -> str:
         return f"Sagacity({self.store!r})"
+
+
+def _all_pending(sg: Sagacity) -> list[ApprovalRequest]:
+    """Every pending request, for the pending-approvals gauges: one read of the request table."""
+    return sg._pending(None)
+
+
+def _in_doubt_count(sg: Sagacity) -> int:
+    """In-doubt calls, for the gauge: today a fold of every saga's journal, O(journal); the
+    derived index (#12) answers it in O(1) and replaces this function (``_telemetry.watch``)."""
+    return len(_recovery.in_doubt(sg.engine, sg._saga_ids()))
 
 
 def _reraise_interrupt(result: SagaResult, error: BaseException) -> SagaResult:

@@ -64,8 +64,21 @@ def test_only_surfaces_import_the_facade() -> None:
         "_saga",
         "_context",
         "_effects",
+        "_telemetry",
+        "_traced",
         "tools",
     }
     graph = _graph()
     for name in runtime:
         assert "sagacity._sagacity" not in graph[f"sagacity.{name}"], name
+
+
+def test_telemetry_sits_below_the_runtime() -> None:
+    """``_telemetry`` is called from the journal and the stores, so it imports none of the
+    runtime; only ``_traced`` (the traced run) knows both."""
+    graph = _graph()
+    runtime = {
+        f"sagacity.{m}" for m in ("_engine", "_approvals", "_compensation", "_recovery", "_saga", "_journal")
+    }
+    assert not graph["sagacity._telemetry"] & runtime
+    assert "sagacity._traced" not in graph["sagacity._saga"]

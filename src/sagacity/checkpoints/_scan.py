@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from sagacity import chain
+from sagacity import _telemetry, chain
 from sagacity._journal import Journal
 from sagacity.checkpoints._format import Checkpoint, Leaf, format_time, sign
 from sagacity.checkpoints._keys import SigningKey
@@ -283,4 +283,6 @@ def verify_against_checkpoint(
     :func:`create_checkpoint`. Read-only.
     """
     _, report = scan_journal(source, checkpoint, max_skew=max_skew, progress=progress, batch=batch)
+    if not report.ok and _telemetry.active:
+        _telemetry.verification_failed("checkpoint")
     return report

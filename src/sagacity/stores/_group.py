@@ -22,6 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from sagacity import _telemetry
 from sagacity.errors import StoreError
 from sagacity.model import Entry
 
@@ -118,6 +119,8 @@ class GroupCommit:
 
     def _lead(self, batch: list[Pending]) -> None:
         self.largest_batch = max(self.largest_batch, len(batch))
+        if _telemetry.active:
+            _telemetry.batch_written(len(batch))
         try:
             self._write(batch)
         except BaseException as exc:  # noqa: BLE001 - every waiter must be released, with a reason

@@ -20,6 +20,7 @@ from sagacity.model import ApprovalRequest, Entry
 JOURNAL = "side_effect_journal"
 APPROVALS = "sagacity_approval_request"
 EXPIRY = "sagacity_approval_expiry"
+TRACE = "sagacity_approval_trace"
 ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
 ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
 
@@ -258,3 +259,36 @@ class SQLStore(ABC):
             deleted = cur.rowcount == 1
             cur.execute(self._sql(f"DELETE FROM {EXPIRY} WHERE saga_id = ? AND journal_seq = ?"), key)
         return deleted
+
+    # -- gates' trace context (working state of the OpenTelemetry integration) ------------------
+    def put_trace_context(
+        self, saga_id: str, journal_seq: int, traceparent: str, tracestate: str = ""
+    ) -> None:
+        """Keep the W3C trace context of the span that opened the gate at (saga_id, journal_seq),
+        and drop every kept context whose request is gone (resumed, rejected, voided, expired)."""
+        with self._cursor(transaction=True) as cur:
+            cur.execute(
+                self._sql(
+                    f"INSERT INTO {TRACE} (saga_id, journal_seq, traceparent, tracestate) "
+                    "VALUES (?, ?, ?, ?) "
+                    "ON CONFLICT (saga_id, journal_seq) DO UPDATE SET "
+                    "traceparent = excluded.traceparent, tracestate = excluded.tracestate"
+                ),
+                (saga_id, journal_seq, traceparent, tracestate),
+            )
+            cur.execute(
+                f"DELETE FROM {TRACE} WHERE NOT EXISTS (SELECT 1 FROM {APPROVALS} r "
+                f"WHERE r.saga_id = {TRACE}.saga_id AND r.journal_seq = {TRACE}.journal_seq)"
+            )
+
+    def get_trace_context(self, saga_id: str, journal_seq: int) -> tuple[str, str] | None:
+        """The trace context kept for the gate at (saga_id, journal_seq): traceparent, tracestate."""
+        with self._cursor() as cur:
+            cur.execute(
+                self._sql(
+                    f"SELECT traceparent, tracestate FROM {TRACE} WHERE saga_id = ? AND journal_seq = ?"
+                ),
+                (saga_id, journal_seq),
+            )
+            row = cur.fetchone()
+        return None if row is None else (str(row[0]), str(row[1]))

@@ -25,6 +25,7 @@ class MemoryStore:
         self._lock = threading.Lock()
         self._entries: dict[str, list[Entry]] = {}
         self._requests: dict[tuple[str, int], ApprovalRequest] = {}
+        self._traces: dict[tuple[str, int], tuple[str, str]] = {}
         self._leases = LocalLeases()
 
     def init_schema(self) -> None:
@@ -97,6 +98,18 @@ class MemoryStore:
     def delete_approval_request(self, saga_id: str, journal_seq: int) -> bool:
         with self._lock:
             return self._requests.pop((saga_id, journal_seq), None) is not None
+
+    def put_trace_context(
+        self, saga_id: str, journal_seq: int, traceparent: str, tracestate: str = ""
+    ) -> None:
+        """As ``SQLStore.put_trace_context``: keep it, drop those whose request is gone."""
+        with self._lock:
+            self._traces[(saga_id, journal_seq)] = (traceparent, tracestate)
+            self._traces = {key: value for key, value in self._traces.items() if key in self._requests}
+
+    def get_trace_context(self, saga_id: str, journal_seq: int) -> tuple[str, str] | None:
+        with self._lock:
+            return self._traces.get((saga_id, journal_seq))
 
     def close(self) -> None:
         """Nothing to release; the entries stay readable."""

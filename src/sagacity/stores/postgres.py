@@ -36,6 +36,7 @@ Choices, and what breaks without each:
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -58,6 +59,7 @@ from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
     JOURNAL,
+    TRACE,
     Cursor,
     SQLStore,
     insert_sql,
@@ -67,6 +69,7 @@ from sagacity.stores._sql import (
 
 __all__ = ["PostgresStore", "safe_url"]
 
+log = logging.getLogger("sagacity.stores")
 # An arbitrary constant: the advisory lock key that serialises schema creation.
 _SCHEMA_LOCK_KEY = 0x5A6AC17
 
@@ -323,12 +326,26 @@ class PostgresStore(SQLStore):
         with self._cursor() as cur:
             cur.execute(
                 "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
-                "AND to_regclass(%s) IS NOT NULL",
-                (JOURNAL, APPROVALS, EXPIRY),
+                "AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
+                (JOURNAL, APPROVALS, EXPIRY, TRACE),
             )
             row = cur.fetchone()
-        if row is not None and row[0]:
+        if row is not None and row[0] and row[1]:
             return
+        if row is not None and row[0]:
+            # A database made before the gate trace-context table: add it (the DDL is idempotent),
+            # or, for a role that may not, go on without it (telemetry then links no resume to
+            # its gate, and says so once); the owner's ``sagacity db init`` adds it.
+            try:
+                self._run_ddl()
+            except StoreError as exc:
+                log.warning(
+                    "PostgreSQL: cannot create %s (%s); run `sagacity db init` as the owner", TRACE, exc
+                )
+            return
+        self._run_ddl()
+
+    def _run_ddl(self) -> None:
         with self._cursor(transaction=True) as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
             cur.execute(load_ddl("postgres").encode())
@@ -340,12 +357,14 @@ class PostgresStore(SQLStore):
         table owner can still do anything: run the application as ``role``, not as the owner.
         """
         ident = sql.Identifier(role)
-        journal, approvals, expiry = (sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY))
+        journal, approvals, expiry, trace = (sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY, TRACE))
         statements = [
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self._schema()), ident),
             sql.SQL("REVOKE ALL ON {} FROM {}").format(journal, ident),
             sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(journal, ident),
-            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {} TO {}").format(approvals, expiry, ident),
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {} TO {}").format(
+                approvals, expiry, trace, ident
+            ),
         ]
         with self._cursor(transaction=True) as cur:
             for statement in statements:

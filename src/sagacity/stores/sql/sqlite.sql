@@ -14,6 +14,13 @@ CREATE TABLE IF NOT EXISTS sagacity_approval_request (
 CREATE TABLE IF NOT EXISTS sagacity_approval_expiry (
     saga_id TEXT NOT NULL, journal_seq INTEGER NOT NULL, expires_at TEXT NOT NULL,
     PRIMARY KEY (saga_id, journal_seq));
+-- Extension: the W3C trace context (traceparent, tracestate) of the span that opened a gate, so
+-- that its approval and resume, perhaps in another process, link to the trace that gated
+-- (docs/observability.md). Working state beside the request, never evidence: written and pruned
+-- by the OpenTelemetry integration only; the journal and its hash rule do not see it.
+CREATE TABLE IF NOT EXISTS sagacity_approval_trace (
+    saga_id TEXT NOT NULL, journal_seq INTEGER NOT NULL, traceparent TEXT NOT NULL,
+    tracestate TEXT NOT NULL DEFAULT '', PRIMARY KEY (saga_id, journal_seq));
 -- The journal is append-only: the library never updates or deletes a row, and these triggers
 -- make SQLite refuse anyone else who tries through SQL.
 CREATE TRIGGER IF NOT EXISTS side_effect_journal_no_update BEFORE UPDATE ON side_effect_journal
