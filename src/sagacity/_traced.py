@@ -42,6 +42,27 @@ class TracedSagaRun(SagaRun):
             await asyncio.to_thread(_telemetry.save_gate, self.engine.store, span)
         return result
 
+    def call_keyed(self, spec: ToolSpec, input: str, call_id: str, *rest: Any, **kw: Any) -> Any:
+        token = _telemetry.tool_call_id.set(call_id)  # gen_ai.tool.call.id: the framework's id
+        try:
+            with _telemetry.ToolCallSpan(self.saga_id, spec, input) as span:
+                result = super().call_keyed(spec, input, call_id, *rest, **kw)
+        finally:
+            _telemetry.tool_call_id.reset(token)
+        _telemetry.save_gate(self.engine.store, span)
+        return result
+
+    async def call_keyed_async(self, spec: ToolSpec, input: str, call_id: str, *rest: Any, **kw: Any) -> Any:
+        token = _telemetry.tool_call_id.set(call_id)
+        try:
+            with _telemetry.ToolCallSpan(self.saga_id, spec, input) as span:
+                result = await super().call_keyed_async(spec, input, call_id, *rest, **kw)
+        finally:
+            _telemetry.tool_call_id.reset(token)
+        if span.gated is not None:
+            await asyncio.to_thread(_telemetry.save_gate, self.engine.store, span)
+        return result
+
     def execute(self, spec: ToolSpec, seq: int, input: str, *rest: Any, **kw: Any) -> Any:
         if _telemetry.traces_call(self.saga_id, seq):  # from ``call``: its span is open
             return super().execute(spec, seq, input, *rest, **kw)

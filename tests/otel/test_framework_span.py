@@ -131,3 +131,24 @@ def test_the_tools_own_spans_nest_under_its_call(otel: Otel) -> None:
         sg.run("framework-5", lambda: fetch("https://example.invalid/"))
     call = otel.one("execute_tool fetch")
     assert [s.name for s in otel.children(call)] == ["GET"]
+
+
+def test_a_keyed_call_through_sagacity_framework_is_one_span_with_its_call_id(
+    otel: Otel, lookup: Callable[..., Any]
+) -> None:
+    """``sagacity.framework.journaled_call`` (what the adapters use) makes one execute_tool span
+    carrying the framework's call id; presenting the same id again runs nothing new."""
+    from sagacity.framework import journaled_call
+
+    def agent() -> None:
+        for _ in range(2):  # the framework replays the same call: journaled and run once
+            journaled_call(lookup.spec, '{"sku":"SKU-1"}', "call_9", lambda: lookup("SKU-1"))
+
+    with Sagacity("memory://") as sg:
+        sg.run("framework-5", agent)
+        executed = [e for e in sg.entries("framework-5") if e.tool_name == "lookup" and e.phase == "EXECUTED"]
+    assert len(executed) == 1
+    spans = otel.named("execute_tool lookup")
+    assert spans, "no execute_tool span for a keyed call"
+    assert (spans[0].attributes or {})["gen_ai.tool.call.id"] == "call_9"
+    assert (spans[0].attributes or {})["sagacity.journal.seq"] == executed[0].seq
