@@ -153,15 +153,7 @@ def request_of(gate: Gate) -> ApprovalRequest:
 
 def _refuse_expired(engine: Engine, request: ApprovalRequest) -> Operation[None]:
     """An expired request is expired (REJECTED, compensated) and the caller refused."""
-    state = engine.snapshot(request.saga_id)
-    yield from _close_gate(
-        engine,
-        state,
-        request,
-        decision_payload("", f"expired at {request.expires_at} UTC"),
-        f"approval of seq {request.journal_seq} expired at {request.expires_at} UTC",
-        compensate=_compensates(state, request.journal_seq),
-    )
+    yield from expire(engine, request)
     raise ApprovalRefusedError(
         f"saga {request.saga_id!r} seq {request.journal_seq}: the request expired at {request.expires_at} UTC"
     )
