@@ -118,15 +118,37 @@ class SagaRun:
         return self.execute(spec, seq, input, args, kwargs)
 
     def execute(
-        self, spec: ToolSpec, seq: int, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        spec: ToolSpec,
+        seq: int,
+        input: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        invoke: Callable[[], Any] | None = None,
+        control_flow: ControlFlow = (),
     ) -> Any:
+        """Run the call whose INTENT is ``seq`` (retrying as the tool says) and journal how it
+        ended. ``invoke``: a framework's handler runs the tool instead (``call_keyed``), and its
+        ``control_flow`` exceptions close the call without failing the saga."""
         attempt = 1
         while True:
             try:
                 with calling(ToolCall(self.saga_id, seq, spec.name, attempt)):
-                    result = spec.fn(*args, **kwargs)
-                    if spec.is_async:
-                        result = asyncio.run(result)
+                    if invoke is None:
+                        result = spec.fn(*args, **kwargs)
+                        if spec.is_async:
+                            result = asyncio.run(result)
+                    else:
+                        with entered(_Invoking(self, spec)):
+                            result = invoke()
+                        if inspect.isawaitable(result):
+                            raise TypeError(
+                                f"invoke() of {spec.name} returned an awaitable: use call_keyed_async"
+                            )
+            except control_flow as exc:
+                self._passed(spec, input, exc)
+                raise
             except BaseException as exc:
                 delay = _retry_delay(spec, exc, attempt)
                 if delay is not None:
@@ -147,15 +169,34 @@ class SagaRun:
         return await self.execute_async(spec, seq, input, args, kwargs)
 
     async def execute_async(
-        self, spec: ToolSpec, seq: int, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
+        self,
+        spec: ToolSpec,
+        seq: int,
+        input: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        invoke: Callable[[], Any] | None = None,
+        control_flow: ControlFlow = (),
     ) -> Any:
+        """``execute`` from a coroutine: journal I/O in worker threads; ``invoke()`` may return
+        an awaitable."""
         attempt = 1
         while True:
             try:
                 with calling(ToolCall(self.saga_id, seq, spec.name, attempt)):
-                    result = spec.fn(*args, **kwargs)
-                    if spec.is_async:
-                        result = await result
+                    if invoke is None:
+                        result = spec.fn(*args, **kwargs)
+                        if spec.is_async:
+                            result = await result
+                    else:
+                        with entered(_Invoking(self, spec)):
+                            result = invoke()
+                            if inspect.isawaitable(result):
+                                result = await result
+            except control_flow as exc:
+                await finish_shielded(asyncio.to_thread(self._passed, spec, input, exc))
+                raise
             except BaseException as exc:
                 delay = _retry_delay(spec, exc, attempt)
                 if delay is not None:
@@ -200,29 +241,7 @@ class SagaRun:
         outcome = self._admitted(admission)
         if outcome is not _RUN:
             return outcome
-        attempt = 1
-        while True:
-            try:
-                with (
-                    calling(ToolCall(self.saga_id, admission.seq, spec.name, attempt)),
-                    entered(_Invoking(self, spec)),
-                ):
-                    result = invoke()
-                if inspect.isawaitable(result):
-                    raise TypeError(f"invoke() of {spec.name} returned an awaitable: use call_keyed_async")
-            except control_flow as exc:
-                self._passed(spec, input, exc)
-                raise
-            except BaseException as exc:
-                delay = _retry_delay(spec, exc, attempt)
-                if delay is not None:
-                    time.sleep(delay)
-                    attempt += 1
-                    continue
-                self.failed(spec, input, exc)
-                raise
-            self._record_outcome(spec, input, result)
-            return result
+        return self.execute(spec, admission.seq, input, (), {}, invoke=invoke, control_flow=control_flow)
 
     async def call_keyed_async(
         self,
@@ -248,29 +267,9 @@ class SagaRun:
         outcome = await asyncio.to_thread(self._admitted, admission)
         if outcome is not _RUN:
             return outcome
-        attempt = 1
-        while True:
-            try:
-                with (
-                    calling(ToolCall(self.saga_id, admission.seq, spec.name, attempt)),
-                    entered(_Invoking(self, spec)),
-                ):
-                    result = invoke()
-                    if inspect.isawaitable(result):
-                        result = await result
-            except control_flow as exc:
-                await finish_shielded(asyncio.to_thread(self._passed, spec, input, exc))
-                raise
-            except BaseException as exc:
-                delay = _retry_delay(spec, exc, attempt)
-                if delay is not None:
-                    await asyncio.sleep(delay)
-                    attempt += 1
-                    continue
-                await finish_shielded(asyncio.to_thread(self.failed, spec, input, exc))
-                raise
-            await finish_shielded(asyncio.to_thread(self._record_outcome, spec, input, result))
-            return result
+        return await self.execute_async(
+            spec, admission.seq, input, (), {}, invoke=invoke, control_flow=control_flow
+        )
 
     def _admitted(self, admission: Admission) -> Any:
         """What an admission means here: ``_RUN``, or what the call returns without running."""
