@@ -248,7 +248,7 @@ def _close_gate(
         rejected: Row = (GATE_TOOL, Phase.REJECTED, decision_input(seq, request.input_hash), payload)
         if not compensate:
             return [rejected]
-        return [rejected, *start_rows(_without_gate(now, seq), why)]
+        return [rejected, *start_rows(now, why, deciding=seq)]
 
     entry, *_ = engine.decide(state, choose)
     if not compensate:
@@ -261,13 +261,6 @@ def _compensates(state: SagaState, seq: int) -> bool:
     """Whether closing the gate at ``seq`` compensates the saga (unless it says ``continue``)."""
     found = state.gates.get(seq)
     return found is None or not found.continues_on_reject
-
-
-def _without_gate(state: SagaState, seq: int) -> SagaState:
-    """``state`` as ``start_rows`` should see it once the gate at ``seq`` is rejected."""
-    view = SagaState(state.saga_id, failure=state.failure, finished=state.finished)
-    view.gates = {s: g for s, g in state.gates.items() if s != seq}
-    return view
 
 
 def expire(engine: Engine, request: ApprovalRequest) -> Operation[bool]:

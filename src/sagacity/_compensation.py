@@ -108,15 +108,18 @@ def check_tools(state: SagaState, registry: ToolRegistry) -> None:
     plan(state, registry)
 
 
-def start_rows(state: SagaState, reason: str) -> list[Row]:
+def start_rows(state: SagaState, reason: str, *, deciding: int | None = None) -> list[Row]:
     """What starts a saga's compensation: the saga-level FAILED with the reason (once), and a
-    REJECTED voiding each gate still open, so no approval of it can ever be resumed."""
+    REJECTED voiding each gate still open, so no approval of it can ever be resumed — except the
+    gate at ``deciding``, whose own REJECTED the caller appends in the same batch."""
     if state.finished is not None:
         return []
     rows: list[Row] = []
     if state.failure is None:
         rows.append((SAGA_TOOL, Phase.FAILED, "", reason))
     for gate in state.open_gates:
+        if gate.entry.seq == deciding:
+            continue
         rows.append(
             (
                 GATE_TOOL,
@@ -157,10 +160,10 @@ def compensate(
             return CompensationRun(state.status)
         check_tools(state, engine.registry)
         trace.start(reason)
-        voided = [gate.entry.seq for gate in state.open_gates]
-        engine.decide(state, lambda s: start_rows(s, reason))
-        for seq in voided:
-            engine.drop_request(saga_id, seq)
+        landed = engine.decide(state, lambda s: start_rows(s, reason))
+        for gate in state.gates.values():
+            if gate.rejection in landed:  # voided just now: its request row goes too
+                engine.drop_request(saga_id, gate.entry.seq)
         report: list[CompensationStep] = []
         handled: set[int] = set()
         while (step := _next_step(state, engine.registry, handled)) is not None:
