@@ -141,3 +141,8 @@ class Engine:
     def is_live(self, saga_id: str) -> bool:
         with self._live_lock:
             return saga_id in self._live
+
+    def live(self) -> set[str]:
+        """The sagas live in this process right now."""
+        with self._live_lock:
+            return set(self._live)

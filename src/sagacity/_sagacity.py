@@ -20,7 +20,9 @@ from sagacity._approvals import Claim
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
+from sagacity._index import IndexRow, Watch, open_index
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
+from sagacity._paging import decode_cursor
 from sagacity._saga import SagaRun
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
@@ -103,6 +105,7 @@ class Sagacity:
         )
         self.registry = registry if registry is not None else default_registry
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
+        self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
         _telemetry.watch(self, safe_url(self.url), pending=_all_pending, in_doubt=_in_doubt_count)
 
@@ -209,47 +212,76 @@ class Sagacity:
         return state.status
 
     def sagas(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, offset: int = 0
+        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
     ) -> list[SagaSummary]:
         """Sagas with their status, most recently updated first; optionally one status only.
 
-        Read-only. Reads every saga's journal (the shared schema has no saga table), so it costs
-        time in proportion to the journal; page with ``limit``/``offset``.
+        Read-only, from the saga index (``_index``), so a page costs the same at any journal size:
+        pass the last summary's ``cursor`` as ``after`` for the next page. A saga updated while
+        you page moves to the front of the list (you see it again on the first page).
         """
         _refuse_in_loop("sagas")
-        return self._sagas(status, limit, offset)
+        return self._sagas(status, limit, after)
 
     async def sagas_async(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, offset: int = 0
+        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
     ) -> list[SagaSummary]:
-        return await asyncio.to_thread(self._sagas, status, limit, offset)
+        return await asyncio.to_thread(self._sagas, status, limit, after)
 
-    def _sagas(self, status: SagaStatus | str | None, limit: int | None, offset: int) -> list[SagaSummary]:
+    def _sagas(
+        self, status: SagaStatus | str | None, limit: int | None, after: str | None
+    ) -> list[SagaSummary]:
         wanted = SagaStatus(status) if status is not None else None
-        summaries = []
-        for sid in self._saga_ids():
-            state = self.engine.snapshot(sid)
-            if state.entry_count == 0:
-                continue
-            current = SagaStatus.RUNNING if self.engine.is_live(sid) else state.status
-            if wanted is not None and current is not wanted:
-                continue
-            assert state.first_timestamp is not None
-            assert state.last_timestamp is not None
-            summaries.append(
-                SagaSummary(
-                    sid,
-                    current,
-                    state.entry_count,
-                    state.first_timestamp,
-                    state.last_timestamp,
-                    len(state.open_gates),
-                    len(state.open_calls) + len(state.open_compensations),
-                )
-            )
-        summaries.sort(key=lambda s: (s.updated_at, s.saga_id), reverse=True)
-        end = None if limit is None else offset + limit
-        return summaries[offset:end]
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+        position = decode_cursor(after) if after is not None else None
+        live = self.engine.live()
+        if wanted is SagaStatus.RUNNING:
+            # Only this process knows which sagas run in it; they are few, so read them directly.
+            rows = sorted(self.index.rows(sorted(live)), key=_newest_first, reverse=True)
+            rows = [r for r in rows if position is None or _newest_first(r) < position]
+            return [_summary(r, SagaStatus.RUNNING) for r in rows[:limit]]
+        summaries: list[SagaSummary] = []
+        while limit is None or len(summaries) < limit:
+            want = None if limit is None else limit - len(summaries) + (len(live) if wanted else 0)
+            rows = self.index.page(wanted, want, position)
+            for row in rows:
+                running = row.saga_id in live
+                if wanted is None or not running:
+                    summaries.append(_summary(row, SagaStatus.RUNNING if running else row.status))
+            if want is None or len(rows) < want:
+                break
+            position = _newest_first(rows[-1])
+        return summaries if limit is None else summaries[:limit]
+
+    def saga_counts(self) -> dict[SagaStatus, int]:
+        """How many sagas have each status (those with none left out); sums to the saga count.
+
+        Read-only, from the saga index: one grouped read of it, whatever the journal's size.
+        """
+        _refuse_in_loop("saga_counts")
+        return self._counts()
+
+    async def saga_counts_async(self) -> dict[SagaStatus, int]:
+        return await asyncio.to_thread(self._counts)
+
+    def _counts(self) -> dict[SagaStatus, int]:
+        counts = self.index.counts()
+        live = self.engine.live()
+        for row in self.index.rows(sorted(live)) if live else []:
+            counts[row.status] -= 1
+            counts[SagaStatus.RUNNING] = counts.get(SagaStatus.RUNNING, 0) + 1
+        return {status: n for status, n in counts.items() if n > 0}
+
+    def reindex(self) -> int:
+        """Drop the saga index and fold every journal into it again; how many sagas it holds.
+
+        Never needed for correctness (reads catch the index up themselves); it rebuilds after a
+        restore or a change made behind every trigger's back, and takes time in proportion to
+        the journal.
+        """
+        _refuse_in_loop("reindex")
+        return self.index.rebuild()
 
     def in_doubt(self, saga_id: str | None = None) -> list[InDoubtCall]:
         """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
@@ -258,10 +290,13 @@ class Sagacity:
         too, so judge by ``age``.
         """
         _refuse_in_loop("in_doubt")
-        return _recovery.in_doubt(self.engine, self._ids(saga_id))
+        return self._in_doubt(saga_id)
 
     async def in_doubt_async(self, saga_id: str | None = None) -> list[InDoubtCall]:
-        return await asyncio.to_thread(lambda: _recovery.in_doubt(self.engine, self._ids(saga_id)))
+        return await asyncio.to_thread(self._in_doubt, saga_id)
+
+    def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
+        return _recovery.in_doubt(self.engine, self._watched(saga_id, Watch.IN_DOUBT))
 
     @operation("resolve")
     def resolve_in_doubt(
@@ -301,15 +336,16 @@ class Sagacity:
         compensated twice. An in-doubt compensation is re-run only if declared idempotent.
         """
         _refuse_in_loop("recover")
-        return drive(_recovery.recover(self.engine, self._ids(saga_id)))
+        return drive(_recovery.recover(self.engine, self._watched(saga_id, Watch.COMPENSATING)))
 
     @operation("recover")
     async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
-        ids = await asyncio.to_thread(self._ids, saga_id)
+        ids = await asyncio.to_thread(self._watched, saga_id, Watch.COMPENSATING)
         return await drive_async(_recovery.recover(self.engine, ids))
 
-    def _ids(self, saga_id: str | None) -> list[str]:
-        return [saga_id] if saga_id is not None else self._saga_ids()
+    def _watched(self, saga_id: str | None, watch: Watch) -> list[str]:
+        """One saga, or every saga the index has in ``watch``: the only ones that can qualify."""
+        return [saga_id] if saga_id is not None else [r.saga_id for r in self.index.watched(watch)]
 
     # -- approvals ---------------------------------------------------------------------------------
     def pending_approvals(self, saga_id: str | None = None) -> list[ApprovalRequest]:
@@ -472,9 +508,27 @@ def _all_pending(sg: Sagacity) -> list[ApprovalRequest]:
 
 
 def _in_doubt_count(sg: Sagacity) -> int:
-    """In-doubt calls, for the gauge: today a fold of every saga's journal, O(journal); the
-    derived index (#12) answers it in O(1) and replaces this function (``_telemetry.watch``)."""
-    return len(_recovery.in_doubt(sg.engine, sg._saga_ids()))
+    """In-doubt calls, for the gauge: summed over the index's in-doubt sagas (a partial index,
+    so the read does not grow with the journal), leaving out sagas live in this process."""
+    live = sg.engine.live()
+    return sum(r.in_doubt for r in sg.index.watched(Watch.IN_DOUBT) if r.saga_id not in live)
+
+
+def _newest_first(row: IndexRow) -> tuple[datetime, str]:
+    """The saga list's order key (it is sorted by this, descending)."""
+    return (row.updated_at, row.saga_id)
+
+
+def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
+    return SagaSummary(
+        row.saga_id,
+        status,
+        row.entry_count,
+        row.started_at,
+        row.updated_at,
+        row.awaiting_approval,
+        row.in_doubt,
+    )
 
 
 def _reraise_interrupt(result: SagaResult, error: BaseException) -> SagaResult:

@@ -13,6 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from sagacity._json import unescape_text
+from sagacity._paging import encode_cursor
 from sagacity.chain import Verification
 
 __all__ = [
@@ -227,6 +228,11 @@ class SagaSummary:
     updated_at: datetime
     awaiting_approval: int = 0
     in_doubt: int = 0
+
+    @property
+    def cursor(self) -> str:
+        """Where a page ending with this saga ends: ``Sagacity.sagas(after=...)`` goes on from it."""
+        return encode_cursor(self.updated_at, self.saga_id)
 
 
 @dataclass(frozen=True, slots=True)

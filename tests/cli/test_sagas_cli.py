@@ -33,20 +33,25 @@ def test_list_shows_statuses_and_filters(runner: CliRunner, db_url: str, sg, too
     assert "ok" in table.output
     assert "AWAITING_APPROVAL" in table.output
     data = json.loads(cli(runner, db_url, "sagas", "list", "--status", "awaiting_approval", "--json").output)
-    assert [(s["sagaId"], s["status"], s["awaitingApproval"]) for s in data] == [
+    assert [(s["sagaId"], s["status"], s["awaitingApproval"]) for s in data["sagas"]] == [
         ("gated", "AWAITING_APPROVAL", 1)
     ]
 
 
-def test_list_pages_with_limit_and_offset(runner: CliRunner, db_url: str, sg, tools) -> None:
-    """--limit and --offset page through the sagas without overlap."""
+def test_list_pages_with_limit_and_after(runner: CliRunner, db_url: str, sg, tools) -> None:
+    """--limit and --after (the cursor a full page ends with) page through the sagas without overlap."""
     for i in range(3):
         sg.run(f"s{i}", tools.plain_order)
     first = json.loads(cli(runner, db_url, "sagas", "list", "--limit", "2", "--json").output)
-    rest = json.loads(cli(runner, db_url, "sagas", "list", "--limit", "2", "--offset", "2", "--json").output)
-    assert len(first) == 2
-    assert len(rest) == 1
-    assert {s["sagaId"] for s in first + rest} == {"s0", "s1", "s2"}
+    table = cli(runner, db_url, "sagas", "list", "--limit", "2").output
+    assert f"sagacity sagas list --after {first['next']}" in table
+    rest = json.loads(
+        cli(runner, db_url, "sagas", "list", "--limit", "2", "--after", first["next"], "--json").output
+    )
+    assert len(first["sagas"]) == 2
+    assert len(rest["sagas"]) == 1
+    assert rest["next"] is None
+    assert {s["sagaId"] for s in first["sagas"] + rest["sagas"]} == {"s0", "s1", "s2"}
 
 
 def test_list_rejects_an_unknown_status(runner: CliRunner, db_url: str, sg, tools) -> None:

@@ -141,12 +141,12 @@ def test_a_seq_not_written_in_digits_is_a_usage_error(
 
 
 @pytest.mark.parametrize(
-    "option", [["--limit", "5.0"], ["--limit", "1_0"], ["--offset", " 1"], ["--offset", "-0"]]
+    "option", [["--limit", "5.0"], ["--limit", "1_0"], ["--limit", " 1"], ["--limit", "-0"]]
 )
 def test_sagas_list_paging_takes_digits_only(
     runner: CliRunner, url: str, sg: Sagacity, option: list[str]
 ) -> None:
-    """`sagas list --limit/--offset` are digits only, like the HTTP API's."""
+    """`sagas list --limit` is digits only, like the HTTP API's."""
     result = cli(runner, url, "sagas", "list", *option)
     assert result.exit_code == 2, result.output
     assert option[0] in result.output

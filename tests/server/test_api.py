@@ -363,17 +363,22 @@ async def test_audit_verify_has_the_java_shape(client: httpx.AsyncClient, gate: 
 async def test_sagas_are_paginated_and_filtered_by_status(
     client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
 ) -> None:
-    """GET /sagas pages with limit/offset (newest first) and filters by status."""
+    """GET /sagas pages by cursor (newest first, "next" until the last page) and filters by status."""
     for n in range(3):
         await gate(f"order-{n}")
     seq = 3
     await client.post(f"/sagacity/reject/order-1/{seq}", headers=ALICE)
     page = (await client.get("/sagacity/sagas", params={"limit": 2}, headers=CAROL)).json()
-    assert page["total"] == 3
     assert page["limit"] == 2
     assert len(page["sagas"]) == 2
-    rest = (await client.get("/sagacity/sagas", params={"limit": 2, "offset": 2}, headers=CAROL)).json()
+    assert page["next"] is not None
+    rest = (
+        await client.get("/sagacity/sagas", params={"limit": 2, "after": page["next"]}, headers=CAROL)
+    ).json()
     assert len(rest["sagas"]) == 1
+    assert rest["next"] is None
+    overview = (await client.get("/sagacity/overview", headers=CAROL)).json()
+    assert overview == {"counts": {"AWAITING_APPROVAL": 2, "COMPENSATED": 1}, "total": 3}
     everyone = {s["sagaId"] for s in page["sagas"] + rest["sagas"]}
     assert everyone == {"order-0", "order-1", "order-2"}
     waiting = (
@@ -388,7 +393,8 @@ async def test_sagas_are_paginated_and_filtered_by_status(
 
 
 @pytest.mark.parametrize(
-    "params", [{"status": "NOPE"}, {"limit": "0"}, {"limit": "x"}, {"offset": "-1"}, {"limit": "100000"}]
+    "params",
+    [{"status": "NOPE"}, {"limit": "0"}, {"limit": "x"}, {"after": "bm90IGEgY3Vyc29y"}, {"limit": "100000"}],
 )
 async def test_bad_saga_list_parameters_are_400(client: httpx.AsyncClient, params: dict[str, str]) -> None:
     """An unknown status or an out-of-range page is a 400 {error} naming the parameter."""

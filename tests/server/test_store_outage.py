@@ -241,7 +241,7 @@ async def test_locked_sqlite_answers_503_then_recovers(tmp_path: Path, tools: Mo
             assert_unavailable(await c.post("/sagacity/approve/pay-1/3", headers=ROOT))
             holder.execute("COMMIT")
             holder.close()
-            assert (await until_ok(c, "/sagacity/sagas")).json()["total"] == 1
+            assert len((await until_ok(c, "/sagacity/sagas")).json()["sagas"]) == 1
             approved = await c.post("/sagacity/approve/pay-1/3", headers=ROOT)
             assert approved.status_code == 200, approved.text
         assert (await sg.verify_async("pay-1")).valid

@@ -669,15 +669,22 @@ def list_sagas(
     sg: SagacityDep,
     status: Annotated[SagaStatus | None, Query(description="Only sagas with this status.")] = None,
     limit: Annotated[int, Query(ge=1, le=1000, description="Sagas per page."), Digits] = 50,
-    offset: Annotated[int, Query(ge=0, le=MAX_SEQ, description="Sagas to skip."), Digits] = 0,
+    after: Annotated[
+        str | None, Query(max_length=2048, description='The "next" of the previous page: go on after it.')
+    ] = None,
 ) -> dict[str, Any]:
-    every = sg.sagas(status=status)
+    page = sg.sagas(status=status, limit=limit, after=after)
     return {
-        "sagas": [_summary_json(s) for s in every[offset : offset + limit]],
-        "total": len(every),
+        "sagas": [_summary_json(s) for s in page],
         "limit": limit,
-        "offset": offset,
+        "next": page[-1].cursor if len(page) == limit else None,
     }
+
+
+@router.get("/overview", tags=["audit"], summary="How many sagas have each status")
+def overview(who: Auditor, sg: SagacityDep) -> dict[str, Any]:
+    counts = sg.saga_counts()
+    return {"counts": {str(k): v for k, v in sorted(counts.items())}, "total": sum(counts.values())}
 
 
 @router.get("/sagas/{sagaId:path}", tags=["audit"], summary="A saga: status, journal, verification")

@@ -1,0 +1,237 @@
+"""The saga index: each saga's status and counts, derived from the journal, for operator reads.
+
+Listing sagas, counting them by status, finding in-doubt calls and the sagas ``recover`` and the
+doctor must look at would otherwise fold every saga's journal: minutes at a million sagas. The
+index keeps one row per saga (:class:`IndexRow`) beside the shared schema, so those reads are
+range reads whose cost does not grow with the journal.
+
+It is never authoritative. A row is the fold (``_state.fold``) and chain verification of the
+saga's whole journal as read at some moment; rows are rewritten only by a fold of a longer (or
+equal) journal. It can be dropped and rebuilt at any time (``sagacity db reindex``).
+
+It is kept current by the readers, not the writers, so an append costs no more than it did:
+
+* every read first catches up (:meth:`SagaIndex.refresh`): the store names the sagas whose
+  journal changed since the index last looked, and those are folded again;
+* how a store notices a change is its own (SQLite: the journal's rowid, which only grows;
+  PostgreSQL: statement triggers that note the saga of every row inserted, updated or deleted),
+  so rows another implementation writes straight into the shared table are caught up too.
+
+Stores without an index of their own (``memory://``, a user's store) are folded whole on each
+read by :class:`ScanIndex`, the old cost, with the same answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from sagacity import chain
+from sagacity._journal import Journal
+from sagacity._state import SagaState
+from sagacity.model import Entry, SagaStatus
+
+#: Sagas folded per catch-up transaction: bounds memory and how long a catch-up holds a write.
+REFRESH_BATCH = 500
+
+
+class Watch(StrEnum):
+    """Subsets of sagas that operator reads walk; each is a partial index in SQL."""
+
+    #: Sagas with an INTENT that has no outcome (in-doubt calls or compensations).
+    IN_DOUBT = "in_doubt"
+    #: Sagas whose compensation started (or is due) and has not finished: what ``recover`` finishes.
+    COMPENSATING = "compensating"
+    #: Everything the doctor looks at: the two above, failed compensations, open gates, broken chains.
+    ATTENTION = "attention"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One saga as the index holds it: a fold of its journal up to ``entry_count`` entries."""
+
+    saga_id: str
+    status: SagaStatus
+    entry_count: int
+    started_at: datetime
+    updated_at: datetime
+    awaiting_approval: int
+    in_doubt: int
+    compensating: bool
+    #: Zero-based index of the first entry that breaks the hash chain, or None when it holds.
+    broken_at: int | None = None
+    broken_message: str = ""
+
+    @property
+    def attention(self) -> bool:
+        """Whether the doctor must look at this saga."""
+        return (
+            self.in_doubt > 0
+            or self.compensating
+            or self.broken_at is not None
+            or self.status in (SagaStatus.COMPENSATION_FAILED, SagaStatus.AWAITING_APPROVAL)
+        )
+
+    def watched(self, watch: Watch) -> bool:
+        if watch is Watch.IN_DOUBT:
+            return self.in_doubt > 0
+        if watch is Watch.COMPENSATING:
+            return self.compensating
+        return self.attention
+
+
+def index_row(saga_id: str, entries: Sequence[Entry]) -> IndexRow | None:
+    """The row for a saga's whole journal (seq order), or None when it has no entries.
+
+    Folding stops at an entry the fold cannot take (a row another writer made up); the chain
+    check names it, so the saga shows as broken rather than the index failing.
+    """
+    if not entries:
+        return None
+    verification = chain.verify(entries)
+    state = SagaState(saga_id)
+    for entry in entries:
+        try:
+            state.apply(entry)
+        except (ValueError, KeyError) as exc:
+            if verification.valid:
+                verification = chain.Verification(False, len(entries), entry.seq - 1, f"unreadable: {exc}")
+            break
+    return IndexRow(
+        saga_id,
+        state.status,
+        len(entries),
+        entries[0].timestamp,
+        entries[-1].timestamp,
+        len(state.open_gates),
+        len(state.open_calls) + len(state.open_compensations),
+        state.compensating,
+        None if verification.valid else verification.break_at_index,
+        "" if verification.valid else verification.message,
+    )
+
+
+def index_rows(journals: Mapping[str, Sequence[Entry]]) -> list[IndexRow]:
+    """Rows for the sagas read, skipping sagas that have no entries (nothing to index)."""
+    return [row for sid, entries in journals.items() if (row := index_row(sid, entries)) is not None]
+
+
+#: What a store calls to turn journals it read into rows (the store never folds itself).
+Folder = Callable[[Mapping[str, Sequence[Entry]]], list[IndexRow]]
+
+
+@runtime_checkable
+class IndexedStore(Protocol):
+    """A store that keeps the index itself (the SQL stores)."""
+
+    def refresh_index(self, fold: Folder, batch: int) -> int:
+        """Fold again every saga whose journal changed since the last refresh; how many."""
+        ...
+
+    def rebuild_index(self, fold: Folder, batch: int) -> int:
+        """Forget every row and fold every saga again; how many sagas are indexed."""
+        ...
+
+    def index_page(
+        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+    ) -> list[IndexRow]:
+        """Rows by (updated_at, saga_id) descending, strictly after ``after``; one status or all."""
+        ...
+
+    def index_counts(self) -> dict[SagaStatus, int]:
+        """How many sagas have each status (statuses with none are left out)."""
+        ...
+
+    def index_watched(self, watch: Watch) -> list[IndexRow]:
+        """The rows of one watched subset, by saga id."""
+        ...
+
+    def index_rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
+        """The rows of these sagas (those indexed)."""
+        ...
+
+
+class SagaIndex:
+    """Operator reads over a store's index, caught up before each read."""
+
+    def __init__(self, store: IndexedStore, journal: Journal) -> None:
+        self._store = store
+        self._read = journal.read  # bounded and retried like every other read
+
+    def refresh(self) -> int:
+        return self._read(self._store.refresh_index, index_rows, REFRESH_BATCH)
+
+    def rebuild(self) -> int:
+        return self._read(self._store.rebuild_index, index_rows, REFRESH_BATCH)
+
+    def page(
+        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+    ) -> list[IndexRow]:
+        self.refresh()
+        return self._read(self._store.index_page, status, limit, after)
+
+    def counts(self) -> dict[SagaStatus, int]:
+        self.refresh()
+        return self._read(self._store.index_counts)
+
+    def watched(self, watch: Watch) -> list[IndexRow]:
+        self.refresh()
+        return self._read(self._store.index_watched, watch)
+
+    def rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
+        return self._read(self._store.index_rows, saga_ids)
+
+
+class ScanIndex:
+    """The same reads for a store without an index: every saga's journal folded on each read."""
+
+    def __init__(self, journal: Journal) -> None:
+        self._journal = journal
+
+    def _saga_ids(self) -> list[str]:
+        return self._journal.read(self._journal.store.saga_ids)
+
+    def _entries(self, saga_id: str) -> list[Entry]:
+        return self._journal.read(self._journal.store.read_entries, saga_id)
+
+    def _all(self) -> list[IndexRow]:
+        return index_rows({sid: self._entries(sid) for sid in self._saga_ids()})
+
+    def refresh(self) -> int:
+        return 0
+
+    def rebuild(self) -> int:
+        return len(self._saga_ids())
+
+    def page(
+        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+    ) -> list[IndexRow]:
+        rows = sorted(self._all(), key=lambda r: (r.updated_at, r.saga_id), reverse=True)
+        chosen = [
+            r
+            for r in rows
+            if (status is None or r.status is status) and (after is None or (r.updated_at, r.saga_id) < after)
+        ]
+        return chosen if limit is None else chosen[:limit]
+
+    def counts(self) -> dict[SagaStatus, int]:
+        counts: dict[SagaStatus, int] = {}
+        for row in self._all():
+            counts[row.status] = counts.get(row.status, 0) + 1
+        return counts
+
+    def watched(self, watch: Watch) -> list[IndexRow]:
+        return sorted((r for r in self._all() if r.watched(watch)), key=lambda r: r.saga_id)
+
+    def rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
+        return index_rows({sid: self._entries(sid) for sid in saga_ids})
+
+
+def open_index(store: object, journal: Journal) -> SagaIndex | ScanIndex:
+    """The store's own index when it keeps one, else a scan of every journal."""
+    if isinstance(store, IndexedStore):
+        return SagaIndex(store, journal)
+    return ScanIndex(journal)
