@@ -343,7 +343,7 @@ def test_auto_refresh_can_be_paused_and_resumed(
     expect(toggle).to_have_attribute("aria-pressed", "true")
     toggle.click()
     expect(toggle).to_have_attribute("aria-pressed", "false")
-    expect(toggle).to_contain_text("paused")
+    expect(toggle).to_have_text("Auto-refresh: paused")
     page.reload()
     expect(toggle).to_have_attribute("aria-pressed", "false")
     expect(page.locator("table.sagas tbody tr")).to_have_count(1)

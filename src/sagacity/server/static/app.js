@@ -176,9 +176,9 @@ let refreshing = false;
 
 function showRefresh(text) {
   const toggle = $("refresh-toggle");
-  toggle.textContent = paused ? "Auto-refresh paused ▶" : "Auto-refresh on ⏸";
+  toggle.textContent = paused ? "Auto-refresh: paused" : "Auto-refresh: on";
   toggle.setAttribute("aria-pressed", String(!paused));
-  toggle.title = paused ? "Resume refreshing every 5 s (p)" : "Pause refreshing (p)";
+  toggle.title = paused ? "Click (or press p) to refresh every 5 s again" : "Refreshes every 5 s; click (or press p) to pause";
   if (text !== undefined) $("refresh-status").textContent = text;
 }
 function togglePause() {
