@@ -355,3 +355,38 @@ def test_auto_refresh_can_be_paused_and_resumed(
     expect(page.locator('table.sagas tr[data-saga="late-000"]')).to_be_visible(
         timeout=4 * REFRESH_SECONDS * 1000
     )
+
+
+def test_the_dashboard_reads_one_page_at_a_time(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """What keeps it usable at 10^6 sagas: every list read asks for one page (limit=25, by cursor),
+    and the approvals list fetches no saga journal until one is opened."""
+    url, sg = served
+    completed(sg, tools, 30)
+    for n in range(3):
+        run_saga(sg, f"wire-{n}", tools.transfer)
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    expect = playwright_api.expect
+    sign_in(page, url)
+    expect(page.locator("section.approval")).to_have_count(3)
+    page.click('[data-nav="sagas"]')
+    expect(page.locator("table.sagas tbody tr")).to_have_count(25)
+    page.click("#page-older")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(8)
+    api = url.removesuffix("ui/")
+    lists = [u for u in asked if u.startswith(api + "sagas?") or u == api + "sagas"]
+    assert len(lists) >= 2
+    assert all("limit=25" in u for u in lists), lists
+    assert sum("after=" in u for u in lists) >= 1
+    assert not [u for u in asked if u.startswith(api + "requests/")]
+    page.click('[data-nav="approvals"]')
+    page.locator('section.approval[data-saga="wire-1"] .journal-so-far summary').click()
+    expect(page.locator('section.approval[data-saga="wire-1"] .journal-so-far')).to_contain_text(
+        "srv_reserve"
+    )
+    (request,) = off_loop(sg.pending_approvals, "wire-1")
+    assert [u for u in asked if u.startswith(api + "requests/")] == [
+        f"{api}requests/wire-1/{request.journal_seq}"
+    ]

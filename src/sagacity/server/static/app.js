@@ -86,8 +86,8 @@ function keepingPlace(update) {
 }
 
 function navigate(hash, state) {
-  if (location.hash === hash && !state) { route(); return; }
-  history.pushState(state || null, "", hash);
+  if (location.hash === hash) history.replaceState(state || history.state, "", hash); // no duplicate entry
+  else history.pushState(state || null, "", hash);
   route();
 }
 
