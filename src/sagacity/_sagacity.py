@@ -483,22 +483,33 @@ class Sagacity:
         return await drive_async(_approvals.expire_due(self.engine, now))
 
     def diagnose(
-        self, *, older_than: timedelta = DEFAULT_OLDER_THAN, expire: bool = False, now: datetime | None = None
+        self,
+        *,
+        older_than: timedelta = DEFAULT_OLDER_THAN,
+        expire: bool = False,
+        full: bool = False,
+        now: datetime | None = None,
     ) -> Diagnosis:
         """What in the journal needs a human, as findings (what ``sagacity doctor`` prints).
 
-        States younger than ``older_than`` are left out (probably still in progress). Read-only
-        unless ``expire``: then overdue approval requests are first expired and their sagas
-        compensated, which needs the sagas' tools registered here.
+        States younger than ``older_than`` are left out (probably still in progress). Checks the
+        sagas the saga index flags; ``full`` re-verifies and folds every saga instead (time in
+        proportion to the journal). Read-only unless ``expire``: then overdue approval requests
+        are first expired and their sagas compensated, which needs their tools registered here.
         """
         _refuse_in_loop("diagnose")
-        return _doctor.diagnose(self, older_than=older_than, now=now, expire=expire)
+        return _doctor.diagnose(self, older_than=older_than, now=now, expire=expire, full=full)
 
     async def diagnose_async(
-        self, *, older_than: timedelta = DEFAULT_OLDER_THAN, expire: bool = False, now: datetime | None = None
+        self,
+        *,
+        older_than: timedelta = DEFAULT_OLDER_THAN,
+        expire: bool = False,
+        full: bool = False,
+        now: datetime | None = None,
     ) -> Diagnosis:
         return await asyncio.to_thread(
-            partial(_doctor.diagnose, self, older_than=older_than, now=now, expire=expire)
+            partial(_doctor.diagnose, self, older_than=older_than, now=now, expire=expire, full=full)
         )
 
     # -- evidence -------------------------------------------------------------------------------
