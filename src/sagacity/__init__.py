@@ -8,6 +8,7 @@ be exported and verified by anyone.
 from __future__ import annotations
 
 from sagacity._context import ToolCall, allow_irreversible, current_call, in_current_saga
+from sagacity._doctor import Diagnosis, Finding, FindingKind
 from sagacity._sagacity import Sagacity, SagaScope
 from sagacity.chain import Verification
 from sagacity.errors import SagacityError
@@ -19,8 +20,11 @@ from sagacity.model import (
     CompensationStep,
     Entry,
     InDoubtCall,
+    JournaledDecision,
+    PendingApproval,
     Phase,
     Reversibility,
+    SagaDetail,
     SagaResult,
     SagaStatus,
     SagaSummary,
@@ -35,11 +39,17 @@ __all__ = [
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
+    "Diagnosis",
     "Entry",
+    "Finding",
+    "FindingKind",
     "InDoubtCall",
+    "JournaledDecision",
+    "PendingApproval",
     "Phase",
     "Retry",
     "Reversibility",
+    "SagaDetail",
     "SagaResult",
     "SagaScope",
     "SagaStatus",

@@ -12,11 +12,13 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
+from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from sagacity import _approvals, _recovery, _telemetry
-from sagacity._approvals import Claim
+from sagacity import _approvals, _doctor, _reads, _recovery, _telemetry
+from sagacity._approvals import Claim, utc_now
+from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
@@ -24,9 +26,10 @@ from sagacity._index import IndexRow, Watch, open_index
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._paging import decode_cursor
 from sagacity._saga import SagaRun
+from sagacity._state import SagaState, fold
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
-from sagacity.chain import Verification
+from sagacity.chain import Verification, verify
 from sagacity.errors import (
     BlockingCallError,
     InvalidValueError,
@@ -39,6 +42,8 @@ from sagacity.model import (
     ApprovalRequest,
     Entry,
     InDoubtCall,
+    PendingApproval,
+    SagaDetail,
     SagaResult,
     SagaStatus,
     SagaSummary,
@@ -254,6 +259,30 @@ class Sagacity:
             position = _newest_first(rows[-1])
         return summaries if limit is None else summaries[:limit]
 
+    def saga_detail(self, saga_id: str) -> SagaDetail:
+        """One saga as an operator reads it: status, journal, chain verification, decisions,
+        pending requests and in-doubt calls. Read-only; ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("saga_detail")
+        return self._detail(saga_id)
+
+    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
+        return await asyncio.to_thread(self._detail, saga_id)
+
+    def _detail(self, saga_id: str) -> SagaDetail:
+        entries = self.journal.entries(saga_id)
+        if not entries:
+            raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
+        state = fold(saga_id, entries)
+        return SagaDetail(
+            saga_id,
+            SagaStatus.RUNNING if self.engine.is_live(saga_id) else state.status,
+            tuple(entries),
+            verify(entries),
+            tuple(_reads.decisions(entries)),
+            tuple(self._approvals(saga_id, {saga_id: state})),
+            tuple(self._in_doubt(saga_id)),
+        )
+
     def saga_counts(self) -> dict[SagaStatus, int]:
         """How many sagas have each status (those with none left out); sums to the saga count.
 
@@ -359,6 +388,25 @@ class Sagacity:
     def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
         return list(self.journal.read(self.store.list_approval_requests, saga_id))
 
+    def approvals(self, saga_id: str | None = None) -> list[PendingApproval]:
+        """Pending requests as an approver sees them (who approved, how many must, may it resume
+        now), oldest first. Read-only: the request table, then each saga's journal once."""
+        _refuse_in_loop("approvals")
+        return self._approvals(saga_id)
+
+    async def approvals_async(self, saga_id: str | None = None) -> list[PendingApproval]:
+        return await asyncio.to_thread(self._approvals, saga_id)
+
+    def _approvals(
+        self, saga_id: str | None, states: dict[str, SagaState] | None = None
+    ) -> list[PendingApproval]:
+        requests = self._pending(saga_id)
+        states = dict(states or {})
+        for sid in {r.saga_id for r in requests} - states.keys():
+            states[sid] = fold(sid, self.journal.entries(sid))
+        now = utc_now()
+        return [_reads.pending_approval(self.engine, r, states[r.saga_id], now) for r in requests]
+
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
         """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing."""
@@ -433,6 +481,36 @@ class Sagacity:
     @operation("expire")
     async def expire_approvals_async(self, now: datetime | None = None) -> list[ApprovalRequest]:
         return await drive_async(_approvals.expire_due(self.engine, now))
+
+    def diagnose(
+        self,
+        *,
+        older_than: timedelta = DEFAULT_OLDER_THAN,
+        expire: bool = False,
+        full: bool = False,
+        now: datetime | None = None,
+    ) -> Diagnosis:
+        """What in the journal needs a human, as findings (what ``sagacity doctor`` prints).
+
+        States younger than ``older_than`` are left out (probably still in progress). Checks the
+        sagas the saga index flags; ``full`` re-verifies and folds every saga instead (time in
+        proportion to the journal). Read-only unless ``expire``: then overdue approval requests
+        are first expired and their sagas compensated, which needs their tools registered here.
+        """
+        _refuse_in_loop("diagnose")
+        return _doctor.diagnose(self, older_than=older_than, now=now, expire=expire, full=full)
+
+    async def diagnose_async(
+        self,
+        *,
+        older_than: timedelta = DEFAULT_OLDER_THAN,
+        expire: bool = False,
+        full: bool = False,
+        now: datetime | None = None,
+    ) -> Diagnosis:
+        return await asyncio.to_thread(
+            partial(_doctor.diagnose, self, older_than=older_than, now=now, expire=expire, full=full)
+        )
 
     # -- evidence -------------------------------------------------------------------------------
     def entries(self, saga_id: str) -> list[Entry]:

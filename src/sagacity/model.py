@@ -27,8 +27,11 @@ __all__ = [
     "CompensationStep",
     "Entry",
     "InDoubtCall",
+    "JournaledDecision",
+    "PendingApproval",
     "Phase",
     "Reversibility",
+    "SagaDetail",
     "SagaResult",
     "SagaStatus",
     "SagaSummary",
@@ -233,6 +236,58 @@ class SagaSummary:
     def cursor(self) -> str:
         """Where a page ending with this saga ends: ``Sagacity.sagas(after=...)`` goes on from it."""
         return encode_cursor(self.updated_at, self.saga_id)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingApproval:
+    """A pending request as an approver sees it: who approved it so far and whether it may run.
+
+    Read at one moment (``waiting`` and ``expired`` are as of then). ``approvers`` are the
+    distinct people whose APPROVED in the journal names this exact payload; ``approvals_required``
+    is the tool's number, 1 when the tool is not imported in this process (``tool_imported`` is
+    then False and a resume here is refused). ``matches_journal`` is False when the request row
+    disagrees with the journal's open AWAITING_APPROVAL entry: approve and resume refuse it.
+    """
+
+    request: ApprovalRequest
+    approvers: tuple[str, ...]
+    approvals_required: int
+    tool_imported: bool
+    matches_journal: bool
+    expired: bool
+    waiting: timedelta
+
+    @property
+    def ready_to_resume(self) -> bool:
+        """Enough distinct approvals in the journal, not expired, and the row agrees with the journal."""
+        return len(self.approvers) >= self.approvals_required and not self.expired and self.matches_journal
+
+
+@dataclass(frozen=True, slots=True)
+class JournaledDecision:
+    """A decision entry of a saga's journal: an approval, rejection or resolution of entry ``decides``.
+
+    ``approver`` is None for the library's own decisions (an expiry, a void, a payload mismatch).
+    """
+
+    seq: int
+    phase: str
+    decides: int | None
+    approver: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SagaDetail:
+    """Everything an operator reads about one saga: its journal and what the journal says now."""
+
+    saga_id: str
+    status: SagaStatus
+    entries: tuple[Entry, ...]
+    verification: Verification
+    decisions: tuple[JournaledDecision, ...]
+    pending: tuple[PendingApproval, ...]
+    in_doubt: tuple[InDoubtCall, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,8 @@ def test_list_shows_pending_requests_as_table_and_json(runner: CliRunner, db_url
     data = json.loads(cli(runner, db_url, "approvals", "list", "--saga", "order-1", "--json").output)
     assert [(r["sagaId"], r["journalSeq"], r["toolName"]) for r in data] == [("order-1", seq, "cli_wire")]
     assert data[0]["inputHash"] == sha256_hex(data[0]["input"])
-    assert data[0]["approvedBy"] == []
+    assert data[0]["approvers"] == []
+    assert data[0]["readyToResume"] is False
 
 
 def test_list_says_when_nothing_is_pending(runner: CliRunner, db_url: str, sg, tools) -> None:
@@ -73,8 +74,9 @@ def test_show_prints_payload_hash_and_journal(runner: CliRunner, db_url: str, sg
     assert "cli_reserve" in result.output  # the journal so far
     data = json.loads(cli(runner, db_url, "approvals", "show", "order-1", str(seq), "--json").output)
     assert data["matchesJournal"] is True
-    assert data["chainValid"] is True
-    assert [e["phase"] for e in data["entries"]] == ["INTENT", "EXECUTED", "AWAITING_APPROVAL"]
+    assert data["verification"]["valid"] is True
+    assert data["sagaStatus"] == "AWAITING_APPROVAL"
+    assert [e["phase"] for e in data["journal"]] == ["INTENT", "EXECUTED", "AWAITING_APPROVAL"]
 
 
 def test_show_unknown_request_says_what_the_journal_knows(runner: CliRunner, db_url: str, sg, tools) -> None:
@@ -162,7 +164,8 @@ def test_four_eyes_needs_two_people_before_resume(runner: CliRunner, db_url: str
     assert first.exit_code == 0, first.output
     assert "1 of 2 approvals" in first.output
     listed = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)
-    assert listed[0]["approvedBy"] == ["alice"]
+    assert listed[0]["approvers"] == ["alice"]
+    assert (listed[0]["approvalsRequired"], listed[0]["readyToResume"]) == (2, False)
     early = cli(runner, db_url, "approvals", "resume", "payout", str(seq), "--import", "cli_tools")
     assert early.exit_code == 2
     assert "1 of 2" in early.output

@@ -1,20 +1,19 @@
 """How the operator commands show journal values: tables for people, camelCase JSON for scripts.
 
-JSON field names follow SPEC §7 and the HTTP API (``sagaId``, ``journalSeq``, ``inputHash``), so a
-script can switch between ``sagacity ... --json`` and the server without renaming anything.
+The JSON is :mod:`sagacity._wire`'s, the HTTP API's too, so a script can switch between
+``sagacity ... --json`` and the server without renaming anything.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from sagacity._doctor import human_duration
-from sagacity.model import ApprovalRequest, Entry, Phase, SagaStatus
+from sagacity.model import Entry, Phase, SagaStatus
 
 _PHASE_STYLE = {
     Phase.EXECUTED: "green",
@@ -35,11 +34,6 @@ _STATUS_STYLE = {
     SagaStatus.IN_DOUBT: "bold red",
     SagaStatus.REJECTED: "red",
 }
-
-
-def iso(ts: datetime | None) -> str | None:
-    """The export's timestamp form, ``YYYY-MM-DDTHH:MM:SS.ffffffZ`` (journal times are UTC)."""
-    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def when(ts: datetime | None) -> str:
@@ -99,19 +93,3 @@ def journal_table(entries: Iterable[Entry], *, title: str | None = None, with_ti
         ]
         table.add_row(*cells(*values))
     return table
-
-
-def request_json(request: ApprovalRequest, approved_by: list[str] | None = None) -> dict[str, Any]:
-    """An approval request in the HTTP API's shape, plus its times and who approved so far."""
-    data: dict[str, Any] = {
-        "sagaId": request.saga_id,
-        "journalSeq": request.journal_seq,
-        "toolName": request.tool_name,
-        "input": request.input,
-        "inputHash": request.input_hash,
-        "createdAt": iso(request.created_at),
-        "expiresAt": iso(request.expires_at),
-    }
-    if approved_by is not None:
-        data["approvedBy"] = approved_by
-    return data

@@ -23,8 +23,9 @@ from rich.text import Text
 
 from sagacity._approvals import utc_now
 from sagacity._doctor import human_duration
-from sagacity._sagacity import Sagacity
-from sagacity._state import SagaState, fold, parse_decision_payload, sha256_hex
+from sagacity._reads import pending_at
+from sagacity._state import fold, parse_decision_payload, sha256_hex
+from sagacity._wire import approval_json, decision_json, request_detail_json, resume_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
@@ -35,9 +36,9 @@ from sagacity.cli._options import (
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import cells, iso, journal_table, request_json, shorten, status_text, until, when
+from sagacity.cli._render import cells, journal_table, shorten, status_text, until, when
 from sagacity.errors import UnknownToolError
-from sagacity.model import ApprovalDecision, ApprovalRequest, SagaResult, SagaStatus
+from sagacity.model import PendingApproval, SagaDetail, SagaResult, SagaStatus
 
 SAGA = click.argument("saga_id", metavar="SAGA_ID")
 SEQ = seq_argument
@@ -51,18 +52,16 @@ def approvals() -> None:
     """
 
 
-def find_request(sg: Sagacity, state: SagaState, seq: int) -> ApprovalRequest:
+def find_request(saga: SagaDetail, seq: int) -> PendingApproval:
     """The pending request at ``seq``, or an error that says what the journal knows of it."""
-    for request in sg.pending_approvals(state.saga_id):
-        if request.journal_seq == seq:
-            return request
-    where = f"saga {state.saga_id!r} seq {seq}"
-    if state.entry_count == 0:
-        raise CommandError(f"no journal entries for saga {state.saga_id!r}")
-    gate = state.gates.get(seq)
+    pending = pending_at(saga.pending, seq)
+    if pending is not None:
+        return pending
+    where = f"saga {saga.saga_id!r} seq {seq}"
+    gate = fold(saga.saga_id, saga.entries).gates.get(seq)
     if gate is None:
         raise CommandError(
-            f"{where} is not an approval request (see `sagacity sagas show {quote(state.saga_id)}`)"
+            f"{where} is not an approval request (see `sagacity sagas show {quote(saga.saga_id)}`)"
         )
     if gate.resumed is not None:
         raise CommandError(f"{where} was already resumed (call seq {gate.resumed.intent.seq})")
@@ -71,34 +70,6 @@ def find_request(sg: Sagacity, state: SagaState, seq: int) -> ApprovalRequest:
         by = f" by {approver}" if approver else ""
         raise CommandError(f"{where} was rejected{by}: {reason or 'no reason given'}")
     raise CommandError(f"{where} has no pending request (see `sagacity doctor`)")
-
-
-def _decision_json(decision: ApprovalDecision) -> dict[str, object]:
-    data: dict[str, object] = {
-        "sagaId": decision.saga_id,
-        "journalSeq": decision.journal_seq,
-        "approved": decision.approved,
-        "approverIdentity": decision.approver,
-        "decidedAt": iso(decision.decided_at),
-    }
-    if not decision.approved:
-        data["reason"] = decision.reason
-    if decision.result is not None:
-        data["status"] = str(decision.result.status)
-    return data
-
-
-def _result_json(result: SagaResult) -> dict[str, object]:
-    data: dict[str, object] = {"sagaId": result.saga_id, "status": str(result.status)}
-    if result.ok:
-        data["result"] = result.value if isinstance(result.value, str) else repr(result.value)
-    else:
-        data["reason"] = "" if result.error is None else f"{type(result.error).__name__}: {result.error}"
-        data["compensation"] = [
-            {"seq": s.seq, "toolName": s.tool_name, "outcome": str(s.outcome), "error": s.error}
-            for s in result.report
-        ]
-    return data
 
 
 def _print_result(result: SagaResult) -> None:
@@ -121,32 +92,27 @@ def list_(saga_id: str | None, as_json: bool, db_url: str) -> None:
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
     """
     with open_sagacity(db_url) as sg:
-        requests = sg.pending_approvals(saga_id)
-        states = {sid: fold(sid, sg.entries(sid)) for sid in {r.saga_id for r in requests}}
-    now = utc_now()
-
-    def approved_by(r: ApprovalRequest) -> list[str]:
-        gate = states[r.saga_id].gates.get(r.journal_seq)
-        return gate.approvers(r.input_hash) if gate is not None else []
-
+        pending = sg.approvals(saga_id)
     if as_json:
-        echo_json([request_json(r, approved_by(r)) for r in requests])
+        echo_json([approval_json(p) for p in pending])
         return
     out = console()
-    if not requests:
+    if not pending:
         out.print("no pending approval requests")
         return
     table = Table("saga", "seq", "tool", "input", "waited", "expires", "approved by")
-    for r in requests:
+    now = utc_now()
+    for p in pending:
+        r = p.request
         table.add_row(
             *cells(
                 r.saga_id,
                 str(r.journal_seq),
                 r.tool_name,
                 shorten(r.input, 40),
-                human_duration(now - r.created_at),
+                human_duration(p.waiting),
                 until(r.expires_at, now),
-                ", ".join(approved_by(r)) or "-",
+                ", ".join(p.approvers) or "-",
             )
         )
     out.print(table)
@@ -164,40 +130,32 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
     flagged (and `approve`/`resume` refuse it).
     """
     with open_sagacity(db_url) as sg:
-        entries = sg.entries(saga_id)
-        state = fold(saga_id, entries)
-        request = find_request(sg, state, seq)
-        verification = sg.verify(saga_id)
-    gate = state.gates[seq]
-    approvers = gate.approvers(request.input_hash)
-    consistent = gate.entry.input == request.input and gate.input_hash == request.input_hash
-    now = utc_now()
+        saga = sg.saga_detail(saga_id)
+    pending = find_request(saga, seq)
     if as_json:
-        data = request_json(request, approvers)
-        data["matchesJournal"] = consistent
-        data["status"] = str(state.status)
-        data["chainValid"] = verification.valid
-        data["entries"] = [e.to_json() for e in entries]
-        echo_json(data)
+        echo_json(request_detail_json(pending, saga))
         return
+    request, verification = pending.request, saga.verification
+    now = utc_now()
+    journaled = next((e.input for e in saga.entries if e.seq == seq), request.input)
     try:
-        pretty = json.dumps(json.loads(gate.entry.input), indent=2, ensure_ascii=False)
+        pretty = json.dumps(json.loads(journaled), indent=2, ensure_ascii=False)
     except ValueError:
-        pretty = gate.entry.input
+        pretty = journaled
     facts = Table.grid(padding=(0, 2))
     facts.add_row(*cells("tool", request.tool_name))
-    facts.add_row(*cells("saga", f"{saga_id} ({state.status})"))
+    facts.add_row(*cells("saga", f"{saga_id} ({saga.status})"))
     facts.add_row(
-        *cells("requested", f"{when(request.created_at)}, waited {human_duration(now - request.created_at)}")
+        *cells("requested", f"{when(request.created_at)}, waited {human_duration(pending.waiting)}")
     )
     facts.add_row(*cells("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})"))
-    facts.add_row(*cells("approved by", ", ".join(approvers) or "nobody yet"))
+    facts.add_row(*cells("approved by", ", ".join(pending.approvers) or "nobody yet"))
     facts.add_row(*cells("sha256", request.input_hash))
     facts.add_row(
         "journal",
         "payload and hash match the AWAITING_APPROVAL entry"
-        if consistent
-        else "[bold red]MISMATCH: the request row differs from the journal; do not approve[/]",
+        if pending.matches_journal
+        else "[bold red]MISMATCH: the request row disagrees with the journal's open gate; do not approve[/]",
     )
     facts.add_row(
         "chain",
@@ -211,7 +169,7 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
             expand=False,
         )
     )
-    out.print(journal_table(entries, title="journal so far"))
+    out.print(journal_table(saga.entries, title="journal so far"))
 
 
 @approvals.command()
@@ -228,19 +186,17 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
     """
     approver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
-        state = fold(saga_id, sg.entries(saga_id))
-        request = find_request(sg, state, seq)
+        request = find_request(sg.saga_detail(saga_id), seq).request
         decision = sg.approve(saga_id, seq, approver)
-        spec = sg.registry.find(request.tool_name)
-        gate = fold(saga_id, sg.entries(saga_id)).gates[seq]
+        after = pending_at(sg.approvals(saga_id), seq)
     if as_json:
-        echo_json(_decision_json(decision))
+        echo_json(decision_json(decision, after, pending=after is not None))
         return
-    have = len(gate.approvers(request.input_hash))
     out = console()
     out.print(f"APPROVED {saga_id} {seq} ({request.tool_name}) by {approver}", markup=False)
-    if spec is not None and have < spec.approvals_required:
-        out.print(f"{have} of {spec.approvals_required} approvals; another approver must approve too")
+    if after is not None and after.tool_imported and len(after.approvers) < after.approvals_required:
+        have, required = len(after.approvers), after.approvals_required
+        out.print(f"{have} of {required} approvals; another approver must approve too")
     else:
         out.print(
             "approving is not executing: run "
@@ -267,12 +223,11 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     approver = resolve_identity(identity)
     reason = one_line_option("--reason", reason)
     with open_sagacity(db_url) as sg:
-        state = fold(saga_id, sg.entries(saga_id))
-        find_request(sg, state, seq)
+        find_request(sg.saga_detail(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)
     assert decision.result is not None
     if as_json:
-        echo_json(_decision_json(decision))
+        echo_json(decision_json(decision))
     else:
         console().print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
         _print_result(decision.result)
@@ -323,8 +278,7 @@ def resume(
         except UnicodeDecodeError as exc:
             raise CommandError(f"{payload_file} is not UTF-8: {exc}") from exc
     with open_sagacity(db_url) as sg:
-        state = fold(saga_id, sg.entries(saga_id))
-        request = find_request(sg, state, seq)
+        request = find_request(sg.saga_detail(saga_id), seq).request
         payload = request.input if payload is None else payload
         if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
             raise CommandError(
@@ -338,7 +292,7 @@ def resume(
         except UnknownToolError as exc:
             raise CommandError(f"{exc}; pass --import MODULE") from exc
     if as_json:
-        echo_json(_result_json(result))
+        echo_json(resume_json(saga_id, seq, result))
     else:
         _print_result(result)
         if result.ok:

@@ -8,10 +8,11 @@ from datetime import timedelta
 import click
 from rich.table import Table
 
-from sagacity._doctor import FindingKind, diagnose
+from sagacity import FindingKind
+from sagacity._wire import diagnosis_json
 from sagacity.cli._common import EXIT_FINDINGS, console, db_option, open_sagacity
 from sagacity.cli._options import echo_json, import_option, json_option, parse_duration
-from sagacity.cli._render import cells, iso, request_json
+from sagacity.cli._render import cells
 
 
 @click.command()
@@ -56,19 +57,10 @@ def doctor(
     saga). Read-only unless --expire. From cron: `sagacity doctor --expire --import myapp.tools || alert`.
     """
     with open_sagacity(db_url) as sg:
-        diagnosis = diagnose(sg, older_than=older_than, expire=expire, full=full)
+        diagnosis = sg.diagnose(older_than=older_than, expire=expire, full=full)
     findings = [f for f in diagnosis.findings if f.kind.value not in ignore]
     if as_json:
-        echo_json(
-            {
-                "healthy": not findings,
-                "sagasChecked": diagnosis.sagas_checked,
-                "recentSkipped": diagnosis.recent,
-                "olderThanSeconds": older_than.total_seconds(),
-                "expired": [request_json(r) | {"expiredAt": iso(r.expires_at)} for r in diagnosis.expired],
-                "findings": [f.to_json() for f in findings],
-            }
-        )
+        echo_json(diagnosis_json(diagnosis, older_than, ignore))
     else:
         out = console()
         for r in diagnosis.expired:

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from sagacity._export import verify_lines
 from sagacity._sagacity import Sagacity
+from sagacity._wire import verification_json
 from sagacity.chain import Verification
 from sagacity.checkpoints import (
     CheckpointReport,
@@ -31,16 +32,7 @@ from sagacity.errors import SagacityError, SagaNotFoundError
 
 
 def _verification_json(saga_id: str, result: Verification) -> str:
-    return json.dumps(
-        {
-            "sagaId": saga_id,
-            "valid": result.valid,
-            "entryCount": result.entry_count,
-            "breakAtIndex": result.break_at_index,
-            "message": result.message,
-        },
-        ensure_ascii=False,
-    )
+    return json.dumps({"sagaId": saga_id, **verification_json(result)}, ensure_ascii=False)
 
 
 def _verify_all(

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from sagacity._doctor import human_duration
 from sagacity._state import fold
+from sagacity._wire import in_doubt_json, saga_json, saga_page_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     Digits,
@@ -29,7 +30,7 @@ from sagacity.cli._options import (
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import cells, iso, journal_table, shorten, status_text, when
+from sagacity.cli._render import cells, journal_table, shorten, status_text, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import SagaStatus
 
@@ -62,26 +63,9 @@ def list_(status: str | None, limit: int, after: str | None, as_json: bool, db_u
     """
     with open_sagacity(db_url) as sg:
         summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after)
-    following = summaries[-1].cursor if len(summaries) == limit else None
+    page = saga_page_json(summaries, limit)
     if as_json:
-        echo_json(
-            {
-                "sagas": [
-                    {
-                        "sagaId": s.saga_id,
-                        "status": str(s.status),
-                        "entryCount": s.entry_count,
-                        "startedAt": iso(s.started_at),
-                        "updatedAt": iso(s.updated_at),
-                        "awaitingApproval": s.awaiting_approval,
-                        "inDoubt": s.in_doubt,
-                    }
-                    for s in summaries
-                ],
-                "limit": limit,
-                "next": following,
-            }
-        )
+        echo_json(page)
         return
     out = console()
     if not summaries:
@@ -101,9 +85,10 @@ def list_(status: str | None, limit: int, after: str | None, as_json: bool, db_u
             )
         )
     out.print(table)
-    if following is not None:
+    if page["next"] is not None:
         out.print(
-            f"next page: sagacity sagas list --after {following}" + (f" --status {status}" if status else "")
+            f"next page: sagacity sagas list --after {page['next']}"
+            + (f" --status {status}" if status else "")
         )
 
 
@@ -117,25 +102,10 @@ def show(saga_id: str, as_json: bool, db_url: str) -> None:
     Exit status 1 when the hash chain is broken, 2 for an unknown saga.
     """
     with open_sagacity(db_url) as sg:
-        verification = sg.verify(saga_id)
-        status = sg.status(saga_id)
-        entries = sg.entries(saga_id)
-        in_doubt = sg.in_doubt(saga_id)
+        saga = sg.saga_detail(saga_id)
+    status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
     if as_json:
-        echo_json(
-            {
-                "sagaId": saga_id,
-                "status": str(status),
-                "verification": {
-                    "valid": verification.valid,
-                    "entryCount": verification.entry_count,
-                    "breakAtIndex": verification.break_at_index,
-                    "message": verification.message,
-                },
-                "inDoubtSeqs": [c.seq for c in in_doubt],
-                "entries": [e.to_json() for e in entries],
-            }
-        )
+        echo_json(saga_json(saga))
     else:
         out = console()
         out.print(journal_table(entries, title=f"saga {saga_id}"))
@@ -170,21 +140,7 @@ def in_doubt(saga_id: str | None, as_json: bool, db_url: str) -> None:
     with open_sagacity(db_url) as sg:
         calls = sg.in_doubt(saga_id)
     if as_json:
-        echo_json(
-            [
-                {
-                    "sagaId": c.saga_id,
-                    "seq": c.seq,
-                    "toolName": c.tool_name,
-                    "input": c.input,
-                    "kind": c.kind,
-                    "compensatesSeq": c.compensates_seq,
-                    "startedAt": iso(c.started_at),
-                    "ageSeconds": c.age.total_seconds(),
-                }
-                for c in calls
-            ]
-        )
+        echo_json([in_doubt_json(c) for c in calls])
     elif not calls:
         console().print("no in-doubt calls")
     else:

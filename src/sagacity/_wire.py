@@ -1,0 +1,206 @@
+"""The JSON of every operator surface: the CLI's ``--json`` and the HTTP API print these shapes.
+
+One function per read model, so a script can switch between ``sagacity ... --json`` and the server
+without renaming a field. Names are SPEC §7's (the Java starter's: ``sagaId``, ``journalSeq``,
+``inputHash``, ``approverIdentity``), camelCase throughout; timestamps are the export's form. No web
+framework is imported here: the CLI must work without the ``[server]`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from sagacity._doctor import Diagnosis
+from sagacity._json import encode_result
+from sagacity.chain import Verification
+from sagacity.errors import StoreUnavailableError
+from sagacity.model import (
+    ApprovalDecision,
+    ApprovalRequest,
+    InDoubtCall,
+    JournaledDecision,
+    PendingApproval,
+    SagaDetail,
+    SagaResult,
+    SagaSummary,
+)
+
+JSON = dict[str, Any]
+
+
+def iso(ts: datetime | None) -> str | None:
+    """Naive UTC as ``YYYY-MM-DDTHH:MM:SS.ffffffZ``, the export's timestamp form."""
+    return None if ts is None else ts.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def error_json(exc: BaseException) -> JSON:
+    """An error as every surface reports it: what is wrong, and the library's exception class."""
+    if isinstance(exc, StoreUnavailableError):
+        return {
+            "error": f"the journal database is unavailable, try again shortly: {exc}",
+            "type": type(exc).__name__,
+        }
+    return {"error": str(exc), "type": type(exc).__name__}
+
+
+def request_json(request: ApprovalRequest) -> JSON:
+    """SPEC §7's approval fields and the request's times."""
+    return {
+        "sagaId": request.saga_id,
+        "journalSeq": request.journal_seq,
+        "toolName": request.tool_name,
+        "input": request.input,
+        "inputHash": request.input_hash,
+        "createdAt": iso(request.created_at),
+        "expiresAt": iso(request.expires_at),
+    }
+
+
+def approval_json(pending: PendingApproval) -> JSON:
+    """A pending request (SPEC §7's fields first) with what a human needs to decide and resume."""
+    return {
+        **request_json(pending.request),
+        "expired": pending.expired,
+        "waitingSeconds": pending.waiting.total_seconds(),
+        "approvalsRequired": pending.approvals_required,
+        "approvers": list(pending.approvers),
+        "readyToResume": pending.ready_to_resume,
+        "toolImported": pending.tool_imported,
+        "matchesJournal": pending.matches_journal,
+    }
+
+
+def request_detail_json(pending: PendingApproval, saga: SagaDetail) -> JSON:
+    """One pending request with its saga's journal so far: what an approver decides on."""
+    return {
+        **approval_json(pending),
+        "sagaStatus": str(saga.status),
+        "verification": verification_json(saga.verification),
+        "journal": [e.to_json() for e in saga.entries],
+        "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
+    }
+
+
+def summary_json(summary: SagaSummary) -> JSON:
+    return {
+        "sagaId": summary.saga_id,
+        "status": str(summary.status),
+        "entryCount": summary.entry_count,
+        "startedAt": iso(summary.started_at),
+        "updatedAt": iso(summary.updated_at),
+        "awaitingApproval": summary.awaiting_approval,
+        "inDoubt": summary.in_doubt,
+    }
+
+
+def saga_page_json(page: Sequence[SagaSummary], limit: int) -> JSON:
+    """A page of the saga list; ``next`` (a cursor, or null on the last page) asks for the next one."""
+    return {
+        "sagas": [summary_json(s) for s in page],
+        "limit": limit,
+        "next": page[-1].cursor if len(page) == limit else None,
+    }
+
+
+def in_doubt_json(call: InDoubtCall) -> JSON:
+    return {
+        "sagaId": call.saga_id,
+        "seq": call.seq,
+        "toolName": call.tool_name,
+        "input": call.input,
+        "startedAt": iso(call.started_at),
+        "ageSeconds": call.age.total_seconds(),
+        "kind": call.kind,
+        "compensatesSeq": call.compensates_seq,
+    }
+
+
+def journaled_decision_json(decision: JournaledDecision) -> JSON:
+    return {
+        "seq": decision.seq,
+        "phase": decision.phase,
+        "decides": decision.decides,
+        "approver": decision.approver,
+        "reason": decision.reason,
+    }
+
+
+def verification_json(verification: Verification) -> JSON:
+    """SPEC §7's verify body."""
+    return {
+        "valid": verification.valid,
+        "entryCount": verification.entry_count,
+        "breakAtIndex": verification.break_at_index,
+        "message": verification.message,
+    }
+
+
+def saga_json(saga: SagaDetail) -> JSON:
+    return {
+        "sagaId": saga.saga_id,
+        "status": str(saga.status),
+        "entryCount": len(saga.entries),
+        "verification": verification_json(saga.verification),
+        "entries": [e.to_json() for e in saga.entries],
+        "decisions": [journaled_decision_json(d) for d in saga.decisions],
+        "pendingApprovals": [approval_json(p) for p in saga.pending],
+        "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
+    }
+
+
+def decision_json(
+    decision: ApprovalDecision, gate: PendingApproval | None = None, *, pending: bool = False
+) -> JSON:
+    """SPEC §7's decision body, plus for an approval who has approved the payload (``gate``: its
+    request, read after the decision if still ``pending``, else before) and how many must, and for
+    a rejection the reason and the saga's status after compensating."""
+    body: JSON = {
+        "sagaId": decision.saga_id,
+        "journalSeq": decision.journal_seq,
+        "approved": decision.approved,
+        "approverIdentity": decision.approver,
+        "decidedAt": iso(decision.decided_at),
+    }
+    if decision.approved:
+        approvers = list(gate.approvers) if gate is not None else []
+        body["approvers"] = approvers if decision.approver in approvers else [*approvers, decision.approver]
+        body["approvalsRequired"] = gate.approvals_required if gate is not None else 1
+        body["pending"] = pending
+    else:
+        body["reason"] = decision.reason
+        body["status"] = str(decision.result.status) if decision.result is not None else None
+    return body
+
+
+def resume_json(saga_id: str, seq: int, result: SagaResult) -> JSON:
+    """A resume that ran: SPEC §7's 200 body, or its 409 body when the saga compensated instead
+    (the payload was refused or the tool failed) with what its compensation did."""
+    if result.error is None:
+        return {"sagaId": saga_id, "status": str(result.status), "result": encode_result(result.value)}
+    return {
+        "sagaId": saga_id,
+        "journalSeq": seq,
+        "status": str(result.status),
+        "reason": f"{type(result.error).__name__}: {result.error}",
+        **error_json(result.error),
+        "compensation": [
+            {"seq": s.seq, "toolName": s.tool_name, "outcome": str(s.outcome), "error": s.error}
+            for s in result.report
+        ],
+    }
+
+
+def diagnosis_json(diagnosis: Diagnosis, older_than: timedelta, ignore: Iterable[str] = ()) -> JSON:
+    """What the doctor found; ``healthy`` once the kinds in ``ignore`` are left out."""
+    left_out = set(ignore)
+    findings = [f.to_json() for f in diagnosis.findings if f.kind.value not in left_out]
+    return {
+        "healthy": not findings,
+        "sagasChecked": diagnosis.sagas_checked,
+        "recentSkipped": diagnosis.recent,
+        "olderThanSeconds": older_than.total_seconds(),
+        "expired": [request_json(r) | {"expiredAt": iso(r.expires_at)} for r in diagnosis.expired],
+        "findings": findings,
+    }

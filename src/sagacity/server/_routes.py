@@ -1,0 +1,360 @@
+"""The routes: SPEC §7's paths (the Java starter's), the operator reads, and how their input is read.
+
+Every body comes from :mod:`sagacity._wire`, the CLI's ``--json`` shapes too. Blocking library calls
+never run on the event loop: ``def`` routes run in the threadpool, and the ``async def`` routes that
+must read a body hand the library call to the threadpool too.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from datetime import timedelta
+from functools import partial
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Path as PathParam
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
+from starlette.concurrency import run_in_threadpool
+
+from sagacity._doctor import DEFAULT_OLDER_THAN
+from sagacity._json import kind_of, require_storable
+from sagacity._reads import pending_at
+from sagacity._sagacity import Sagacity
+from sagacity._wire import (
+    approval_json,
+    decision_json,
+    diagnosis_json,
+    error_json,
+    in_doubt_json,
+    request_detail_json,
+    resume_json,
+    saga_json,
+    saga_page_json,
+    verification_json,
+)
+from sagacity.errors import (
+    ApprovalError,
+    ApprovalNotFoundError,
+    InvalidValueError,
+    SagacityError,
+    SagaNotFoundError,
+    SagaStateError,
+)
+from sagacity.model import SagaDetail, SagaStatus
+from sagacity.server._errors import ApiError, about
+from sagacity.server._guard import Anyone, Approver, Auditor, SagacityDep, authenticated_query
+from sagacity.server.auth import InsecureNoAuth, Principal
+
+#: The journal's seq is a BIGINT: anything larger names no entry and would overflow the driver.
+MAX_SEQ = 2**63 - 1
+
+log = logging.getLogger("sagacity.server")
+
+
+def _digits(value: Any) -> Any:
+    """A number from the URL exactly as written: the ASCII digits 0-9 and nothing else.
+
+    Left to themselves, ``int()`` and pydantic also read ``" 3"`` and ``"+3"`` as 3, ``"3_0"``
+    as 30, ``"3.0"`` as 3 and ``"٣"`` (an Arabic-Indic digit) as 3: a URL would then name one
+    seq and act on another. The range (1 to 2^63-1 for a seq) is checked after this.
+    """
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise PydanticCustomError(
+            "digits",
+            "must be a whole number written with the digits 0-9 only (no sign, space, '_', '.' "
+            "or exponent), got {text}",
+            {"text": repr(value)},
+        )
+    return value
+
+
+Digits = BeforeValidator(_digits)
+SagaIdParam = Annotated[str, PathParam(description="The saga id (may contain '/').")]
+SeqParam = Annotated[
+    int, PathParam(ge=1, le=MAX_SEQ, description="The seq of the AWAITING_APPROVAL entry."), Digits
+]
+
+
+def _saga_id(saga_id: str) -> str:
+    """A saga id from the path that a store can look up; 400 saying why otherwise."""
+    if not saga_id:
+        raise ApiError(400, {"error": "sagaId must not be empty"})
+    try:
+        return require_storable("sagaId", saga_id)
+    except InvalidValueError as exc:
+        raise ApiError(400, {"error": str(exc)}) from exc
+
+
+async def _json_object(request: Request) -> dict[str, Any]:
+    """The body as a JSON object ({} when empty); 400 naming what is wrong, 413 when too big.
+
+    Any content type is accepted (``curl -d`` sends form encoding): authentication rides in a
+    header, so a body can't be used for CSRF.
+    """
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, {"error": f"the request body is not UTF-8 JSON: {exc.reason}"}) from exc
+    except ValueError as exc:
+        raise ApiError(400, {"error": f"the request body is not JSON: {exc}"}) from exc
+    except RecursionError as exc:
+        raise ApiError(400, {"error": "the request body is JSON nested too deeply"}) from exc
+    if not isinstance(data, dict):
+        raise ApiError(400, {"error": f"the request body must be a JSON object, not {kind_of(data)}"})
+    return data
+
+
+def _text_field(body: dict[str, Any], name: str, *, meaning: str) -> str | None:
+    """A string field of the body (None when absent or null); 400 if it is not journal-safe text."""
+    value = body.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ApiError(400, {"error": f"{name} must be a string ({meaning}), not {kind_of(value)}"})
+    try:
+        return require_storable(name, value)
+    except InvalidValueError as exc:
+        raise ApiError(400, {"error": str(exc)}) from exc
+
+
+def _detail_or_404(sg: Sagacity, saga_id: str) -> SagaDetail:
+    try:
+        return sg.saga_detail(saga_id)
+    except SagaNotFoundError as exc:
+        raise ApiError(404, {"sagaId": saga_id, "error": str(exc)}) from exc
+
+
+#: RFC 5987 ``attr-char``: what may stand unescaped in ``filename*``.
+_ATTR_CHARS = "!#$&+-.^_`|~"
+
+
+def _attachment(saga_id: str) -> str:
+    """``Content-Disposition`` for a download named after a saga: any Unicode id, Latin-1 header.
+
+    HTTP header values are Latin-1, so the id itself cannot go in ``filename=``. As RFC 6266
+    recommends, ``filename`` carries an ASCII stand-in (letters, digits, ``-_.``, the rest as
+    ``_``) for old clients and ``filename*=UTF-8''...`` the id percent-encoded, which browsers
+    prefer. Characters no file name should hold (``/``, ``\\``, controls) become ``_`` in both.
+    """
+    name = "".join("_" if c in "/\\" or not c.isprintable() else c for c in saga_id)[:100] + ".jsonl"
+    fallback = "".join(c if c.isascii() and (c.isalnum() or c in "-_.") else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe=_ATTR_CHARS)}"
+
+
+def _body_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict[str, Any]:
+    """OpenAPI for a body the route reads itself (to answer bad JSON with our own 400)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    content = {"application/json": {"schema": schema}}
+    return {"requestBody": {"required": bool(required), "content": content}}
+
+
+_IGNORED_APPROVER = {"type": "string", "description": "Ignored: the authenticated principal is journaled."}
+
+router = APIRouter(dependencies=[Depends(authenticated_query)])
+
+
+# -- approvals (role: approver) -----------------------------------------------------------------
+@router.get("/me", tags=["session"], summary="The authenticated principal")
+def me(who: Anyone, request: Request) -> dict[str, Any]:
+    insecure = isinstance(request.app.state.authenticator, InsecureNoAuth)
+    return {"name": who.name, "roles": sorted(who.roles), "insecure": insecure}
+
+
+@router.get("/approvals", tags=["approvals"], summary="Every pending approval request")
+def list_approvals(who: Approver, sg: SagacityDep) -> list[dict[str, Any]]:
+    return [approval_json(p) for p in sg.approvals()]
+
+
+@router.get(
+    "/requests/{sagaId:path}/{seq}",
+    tags=["approvals"],
+    summary="One pending request with its saga's journal so far (what an approver decides on)",
+)
+def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: SagacityDep) -> dict[str, Any]:
+    saga_id = _saga_id(sagaId)
+    error = f"no pending approval request for saga {saga_id!r} seq {seq}"
+    try:
+        saga = sg.saga_detail(saga_id)
+    except SagaNotFoundError as exc:
+        raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error}) from exc
+    pending = pending_at(saga.pending, seq)
+    if pending is None:
+        raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error})
+    return request_detail_json(pending, saga)
+
+
+@router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")
+def saga_approvals(sagaId: SagaIdParam, who: Approver, sg: SagacityDep) -> list[dict[str, Any]]:
+    return [approval_json(p) for p in _detail_or_404(sg, _saga_id(sagaId)).pending]
+
+
+def _approve(sg: Sagacity, saga_id: str, seq: int, who: Principal) -> dict[str, Any]:
+    decision = sg.approve(saga_id, seq, who.name)
+    after = pending_at(sg.approvals(saga_id), seq)
+    return decision_json(decision, after, pending=after is not None)
+
+
+@router.post(
+    "/approve/{sagaId:path}/{seq}",
+    tags=["approvals"],
+    summary="Journal APPROVED by the authenticated principal (approving is not executing)",
+    openapi_extra=_body_schema({"approver": _IGNORED_APPROVER}),
+)
+async def approve(
+    sagaId: SagaIdParam, seq: SeqParam, request: Request, who: Approver, sg: SagacityDep
+) -> dict[str, Any]:
+    saga_id = _saga_id(sagaId)
+    await _json_object(request)  # {"approver"} from Java clients is read and ignored
+    try:
+        body = await run_in_threadpool(_approve, sg, saga_id, seq, who)
+    except SagacityError as exc:
+        raise about(saga_id, seq, exc) from exc
+    log.info("saga %r seq %d approved by %r", saga_id, seq, who.name)
+    return body
+
+
+@router.post(
+    "/reject/{sagaId:path}/{seq}",
+    tags=["approvals"],
+    summary="Journal REJECTED by the authenticated principal and compensate the saga",
+    openapi_extra=_body_schema(
+        {
+            "reason": {"type": "string", "description": "Journaled with the decision."},
+            "approver": _IGNORED_APPROVER,
+        }
+    ),
+)
+async def reject(
+    sagaId: SagaIdParam, seq: SeqParam, request: Request, who: Approver, sg: SagacityDep
+) -> dict[str, Any]:
+    saga_id = _saga_id(sagaId)
+    reason = _text_field(await _json_object(request), "reason", meaning="why it is rejected") or ""
+    try:
+        decision = await run_in_threadpool(sg.reject, saga_id, seq, who.name, reason)
+    except SagacityError as exc:
+        raise about(saga_id, seq, exc) from exc
+    log.info("saga %r seq %d rejected by %r", saga_id, seq, who.name)
+    return decision_json(decision)
+
+
+@router.post(
+    "/resume/{sagaId:path}/{seq}",
+    tags=["approvals"],
+    summary="Run an approved tool with the payload, if its SHA-256 is the approved one",
+    openapi_extra=_body_schema(
+        {"payload": {"type": "string", "description": "The approved input JSON as a string, byte for byte."}},
+        ["payload"],
+    ),
+    responses={
+        400: {"description": "No payload, or not a string"},
+        404: {"description": "No pending request, or its tool is not imported here"},
+        409: {"description": "Refused (not approved, expired, payload mismatch) or the tool failed"},
+    },
+)
+async def resume(
+    sagaId: SagaIdParam, seq: SeqParam, request: Request, who: Approver, sg: SagacityDep
+) -> Response:
+    saga_id = _saga_id(sagaId)
+    payload = _text_field(
+        await _json_object(request), "payload", meaning="the approved input JSON as a string"
+    )
+    if payload is None:
+        raise ApiError(400, {"error": "payload is required: the approved input JSON as a string"})
+    try:
+        result = await run_in_threadpool(partial(sg.resume, resumed_by=who.name), saga_id, seq, payload)
+    except (ApprovalError, SagaStateError) as exc:
+        if isinstance(exc, ApprovalNotFoundError):
+            raise about(saga_id, seq, exc) from exc
+        status = await run_in_threadpool(sg.status, saga_id)
+        body = {"sagaId": saga_id, "journalSeq": seq, "status": str(status), "reason": str(exc)}
+        raise ApiError(409, {**body, **error_json(exc)}) from exc
+    except SagacityError as exc:
+        raise about(saga_id, seq, exc) from exc
+    log.info("saga %r seq %d resumed by %r: %s", saga_id, seq, who.name, result.status)
+    # Refused on the payload (journaled REJECTED) or the tool failed: either way the saga compensated.
+    return JSONResponse(resume_json(saga_id, seq, result), 200 if result.error is None else 409)
+
+
+# -- audit (role: auditor) ----------------------------------------------------------------------
+@router.get("/audit/{sagaId:path}/verify", tags=["audit"], summary="Recompute the saga's hash chain")
+def verify(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:
+    return verification_json(sg.verify(_saga_id(sagaId)))
+
+
+@router.get(
+    "/audit/{sagaId:path}",
+    tags=["audit"],
+    summary="The saga's journal as JSON Lines (streamed)",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"application/x-ndjson": {}}}},
+)
+def audit(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> StreamingResponse:
+    saga_id = _saga_id(sagaId)
+    lines = sg.export(saga_id)  # SagaNotFoundError (404) now, before the 200 is sent
+
+    def body() -> Iterator[str]:
+        for line in lines:
+            yield line + "\n"
+
+    return StreamingResponse(
+        body(), media_type="application/x-ndjson", headers={"Content-Disposition": _attachment(saga_id)}
+    )
+
+
+@router.get("/sagas", tags=["audit"], summary="Sagas, most recently updated first, a page at a time")
+def list_sagas(
+    who: Auditor,
+    sg: SagacityDep,
+    status: Annotated[SagaStatus | None, Query(description="Only sagas with this status.")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000, description="Sagas per page."), Digits] = 50,
+    after: Annotated[
+        str | None, Query(max_length=2048, description='The "next" of the previous page: go on after it.')
+    ] = None,
+) -> dict[str, Any]:
+    return saga_page_json(sg.sagas(status=status, limit=limit, after=after), limit)
+
+
+@router.get("/overview", tags=["audit"], summary="How many sagas have each status")
+def overview(who: Auditor, sg: SagacityDep) -> dict[str, Any]:
+    counts = sg.saga_counts()
+    return {"counts": {str(k): v for k, v in sorted(counts.items())}, "total": sum(counts.values())}
+
+
+@router.get("/sagas/{sagaId:path}", tags=["audit"], summary="A saga: status, journal, verification")
+def saga(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:
+    return saga_json(_detail_or_404(sg, _saga_id(sagaId)))
+
+
+@router.get("/in-doubt", tags=["audit"], summary="Calls and compensations with no outcome, oldest first")
+def in_doubt(who: Auditor, sg: SagacityDep) -> list[dict[str, Any]]:
+    return [in_doubt_json(c) for c in sg.in_doubt()]
+
+
+@router.get("/doctor", tags=["audit"], summary="What in the journal needs a human (read-only)")
+def doctor(
+    who: Auditor,
+    sg: SagacityDep,
+    olderThan: Annotated[
+        int,
+        Query(
+            ge=0,
+            le=10**9,
+            description="Seconds an unfinished state must have lasted to be reported (in-doubt "
+            "calls, running compensations, lost requests).",
+        ),
+        Digits,
+    ] = int(DEFAULT_OLDER_THAN.total_seconds()),
+) -> dict[str, Any]:
+    older_than = timedelta(seconds=olderThan)
+    return diagnosis_json(sg.diagnose(older_than=older_than), older_than)
