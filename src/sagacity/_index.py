@@ -14,7 +14,7 @@ It is kept current by the readers, not the writers, so an append costs no more t
 * every read first catches up (:meth:`SagaIndex.refresh`): the store names the sagas whose
   journal changed since the index last looked, and those are folded again;
 * how a store notices a change is its own (SQLite: the journal's rowid, which only grows;
-  PostgreSQL: statement triggers that note the saga of every row inserted, updated or deleted),
+  PostgreSQL: row triggers that note the saga of every row inserted, updated or deleted),
   so rows another implementation writes straight into the shared table are caught up too.
 
 Stores without an index of their own (``memory://``, a user's store) are folded whole on each

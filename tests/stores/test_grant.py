@@ -51,6 +51,8 @@ def test_granted_role_can_insert_and_select_but_not_update_or_delete(
         sg.journal.append("granted", "tool", Phase.INTENT, "{}")
         sg.journal.append("granted", "tool", Phase.EXECUTED, "{}", "ok")
         assert sg.verify("granted").valid
+        # ...and the operator reads, which catch the saga index up as that role.
+        assert [(s.saga_id, s.entry_count) for s in sg.sagas()] == [("granted", 2)]
 
     with psycopg.connect(_as_user(postgres_url, app_role), autocommit=True) as conn:
         assert conn.execute("SELECT current_user").fetchone() == (app_role,)
@@ -70,6 +72,37 @@ def test_granted_role_can_insert_and_select_but_not_update_or_delete(
     with Sagacity(postgres_url) as owner:
         assert [e.payload for e in owner.entries("granted")] == ["", "ok"]
         assert owner.verify("granted").valid
+
+
+def test_a_foreign_writer_with_only_journal_rights_still_inserts_and_is_indexed(
+    postgres_url: str, app_role: str
+) -> None:
+    """Another implementation's role, granted nothing but INSERT and SELECT on the shared journal
+    (no right on Sagacity's own tables), inserts as before: the index's trigger runs as the table
+    owner. Its row then shows in the owner's saga list."""
+    with Sagacity(postgres_url):
+        pass  # the schema, with the index's triggers
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        schema = admin.execute("SELECT current_schema()").fetchone()
+        assert schema is not None
+        admin.execute(
+            sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(
+                sql.Identifier(schema[0]), sql.Identifier(app_role)
+            )
+        )
+        admin.execute(
+            sql.SQL("GRANT SELECT, INSERT ON side_effect_journal TO {}").format(sql.Identifier(app_role))
+        )
+    with psycopg.connect(_as_user(postgres_url, app_role), autocommit=True) as java:
+        java.execute("SET search_path TO pg_catalog")  # its own search_path cannot redirect the trigger
+        java.execute(
+            sql.SQL(
+                "INSERT INTO {}.side_effect_journal (saga_id, seq, tool_name, phase, timestamp, hash) "
+                "VALUES ('java-1', 1, 't', 'INTENT', now(), repeat('0', 64))"
+            ).format(sql.Identifier(schema[0]))
+        )
+    with Sagacity(postgres_url) as owner:
+        assert [(s.saga_id, str(s.status)) for s in owner.sagas()] == [("java-1", "IN_DOUBT")]
 
 
 def test_grant_on_sqlite_is_refused_with_a_reason(sqlite_url: str) -> None:

@@ -212,8 +212,9 @@ def test_rebuild_gives_the_same_rows(sg: Sagacity, tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("durable_url", ["postgres"], indirect=True)
 def test_sql_tampering_on_postgres_shows_at_the_next_read(sg: Sagacity) -> None:
-    """An UPDATE or DELETE behind the library's back (psql, the table owner) fires the triggers:
-    the next read refolds the saga, and the doctor reports the broken chain without --full."""
+    """An UPDATE, DELETE or TRUNCATE behind the library's back (psql, the table owner) fires the
+    triggers: the next read refolds the saga, and the doctor reports the broken chain without
+    --full."""
     sg.run("paid", _ok, 5)
     sg.run("gone", _ok, 6)
     assert diagnose(sg, older_than=timedelta(0)).findings == []
@@ -223,6 +224,9 @@ def test_sql_tampering_on_postgres_shows_at_the_next_read(sg: Sagacity) -> None:
     found = diagnose(sg, older_than=timedelta(0)).findings
     assert [(f.kind, f.saga_id) for f in found] == [(FindingKind.BROKEN_CHAIN, "paid")]
     assert "index 3" in found[0].detail
+    assert_index_is_the_fold(sg)
+    _raw(sg.url, "TRUNCATE side_effect_journal")
+    assert sg.sagas() == []
     assert_index_is_the_fold(sg)
 
 

@@ -201,14 +201,20 @@ class PostgresStore(SQLStore):
         # Catch-ups queue on one advisory lock (two-key form: apart from the saga leases' keys),
         # so each reads the journal after the one before it wrote. Writers never wait on it.
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
-        cur.execute(f"SELECT id, saga_id FROM {INDEX_DIRTY} ORDER BY id LIMIT %s", (batch,))
+        # The notes taken are those committed before this statement; their sagas' rows are then
+        # visible to the journal read that follows (a new snapshot per statement). A note a
+        # writer commits meanwhile stays for the next catch-up; the deletion commits only with
+        # the folded rows, so a catch-up that fails half-way loses no note.
+        cur.execute(
+            f"DELETE FROM {INDEX_DIRTY} WHERE ctid IN (SELECT ctid FROM {INDEX_DIRTY} LIMIT %s) "
+            "RETURNING saga_id",
+            (batch * 4,),
+        )
         notes = cur.fetchall()
-        # Only the notes read are consumed: one a writer commits meanwhile stays for the next.
-        return [note[0] for note in notes], list(dict.fromkeys(note[1] for note in notes))
+        return None, list(dict.fromkeys(note[0] for note in notes))
 
     def _index_consume(self, cur: Cursor, token: object) -> None:
-        if token:
-            cur.execute(f"DELETE FROM {INDEX_DIRTY} WHERE id = ANY(%s)", (token,))
+        """Nothing more: the notes were deleted as they were taken, in this transaction."""
 
     def _index_forget(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
@@ -383,7 +389,15 @@ class PostgresStore(SQLStore):
     def _run_ddl(self) -> None:
         with self._cursor(transaction=True) as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
-            cur.execute(load_ddl("postgres").encode())
+            cur.execute("SELECT current_schema()")
+            row = cur.fetchone()
+            if row is None or row[0] is None:
+                raise StoreError(
+                    "PostgreSQL: no current schema to create the tables in (is search_path empty?)"
+                )
+            # The triggers' functions name their tables with the schema (see the DDL).
+            schema = '"' + str(row[0]).replace('"', '""') + '"'  # a quoted identifier
+            cur.execute(load_ddl("postgres").replace("sagacity_schema.", f"{schema}.").encode())
 
     def grant_append_only(self, role: str) -> None:
         """The privilege split: ``role`` may read and append to the journal, never change it.
