@@ -181,8 +181,8 @@ class Batch:
     counts: dict[SagaStatus, int]
 
 
-def saga_rows(shape: Shape, saga_id: str, start: datetime, batch: Batch) -> datetime:
-    """Append one saga's rows, chained and hashed as the library would; its last timestamp."""
+def saga_rows(shape: Shape, saga_id: str, start: datetime, batch: Batch) -> None:
+    """Add one saga's rows to ``batch``, chained and hashed as the library would."""
     prev = chain.GENESIS_HASH
     ts = start
     for seq, (tool_name, phase, input_, payload) in enumerate(shape.steps, 1):
@@ -199,7 +199,6 @@ def saga_rows(shape: Shape, saga_id: str, start: datetime, batch: Batch) -> date
                 (saga_id, request.journal_seq, ts + (request.expires_at - request.created_at))
             )
     batch.counts[shape.status] = batch.counts.get(shape.status, 0) + 1
-    return ts
 
 
 def batches(shapes: dict[SagaStatus, Shape], first: int, last: int, origin: datetime) -> Iterator[Batch]:
