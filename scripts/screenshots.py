@@ -13,6 +13,7 @@ import argparse
 import socket
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -91,6 +92,33 @@ def free_port() -> int:
         return port
 
 
+def visit(page: Any, url: str, snap: Callable[..., None]) -> None:
+    """Sign in and walk every dashboard page, calling ``snap(name)`` on each."""
+    page.goto(url)
+    page.fill("#token", TOKEN)
+    snap("login", full=False)
+    page.click("#login")
+    expect(page.locator("section.approval")).to_have_count(2)
+    expect(page.locator("section.approval").first).to_contain_text("matches the payload shown")
+    first = page.locator("section.approval").first
+    first.locator(".journal-so-far summary").click()  # each card's journal is fetched when opened
+    expect(first.locator(".journal-so-far table")).to_be_visible()
+    snap("approvals")
+    page.keyboard.press("a")  # the confirmation of the selected (oldest) request
+    expect(page.locator("dialog.confirm")).to_contain_text("matches the payload shown")
+    snap("confirm", full=False)
+    page.keyboard.press("Escape")
+    page.goto(url + "#/sagas")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(6)
+    snap("sagas")
+    page.goto(url + "#/saga/order-1039")
+    expect(page.locator(".verification")).to_contain_text("chain verified")
+    snap("saga")
+    page.goto(url + "#/saga/order-1040")
+    expect(page.locator(".timeline li.in-doubt")).to_have_count(1)
+    snap("saga-in-doubt")
+
+
 def shoot(out: Path, chromium: str) -> list[Path]:
     """Serve a populated journal and screenshot each page into ``out``."""
     out.mkdir(parents=True, exist_ok=True)
@@ -120,22 +148,7 @@ def shoot(out: Path, chromium: str) -> list[Path]:
                 page.screenshot(path=str(path), full_page=full)
                 made.append(path)
 
-            page.goto(url)
-            page.fill("#token", TOKEN)
-            snap("login", full=False)
-            page.click("#login")
-            expect(page.locator("section.approval")).to_have_count(2)
-            expect(page.locator("section.approval").first).to_contain_text("matches the payload shown")
-            snap("approvals")
-            page.goto(url + "#/sagas")
-            expect(page.locator("table.sagas tbody tr")).to_have_count(6)
-            snap("sagas")
-            page.goto(url + "#/saga/order-1039")
-            expect(page.locator(".verification")).to_contain_text("chain verified")
-            snap("saga")
-            page.goto(url + "#/saga/order-1040")
-            expect(page.locator(".timeline li.in-doubt")).to_have_count(1)
-            snap("saga-in-doubt")
+            visit(page, url, snap)
             browser.close()
     finally:
         server.should_exit = True

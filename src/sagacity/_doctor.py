@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagacity import chain
 from sagacity._approvals import utc_now
+from sagacity._index import Watch
 from sagacity._state import SagaState, fold
 from sagacity.model import ApprovalRequest, InDoubtCall, Phase, SagaStatus
 from sagacity.tools import ToolRegistry
@@ -203,8 +204,17 @@ def diagnose(
     older_than: timedelta = DEFAULT_OLDER_THAN,
     now: datetime | None = None,
     expire: bool = False,
+    full: bool = False,
 ) -> Diagnosis:
-    """Run every check on every saga; with ``expire``, first journal overdue approval expiries.
+    """Run every check; with ``expire``, first journal overdue approval expiries.
+
+    The sagas checked are those the saga index flags for attention (in doubt, compensating,
+    compensation failed, awaiting approval, chain broken when last folded): the others cannot
+    hold a finding, so a run costs the same at any journal size. The index refolds and
+    re-verifies every saga whose journal changed, also through SQL behind the library's back
+    (PostgreSQL's triggers; SQLite refuses such changes). ``full`` re-verifies every chain and
+    folds every journal instead, for damage no trigger saw (a restored backup, a file edited in
+    place): time in proportion to the journal.
 
     Expiring compensates the affected sagas, which needs their tools registered; when any is
     missing nothing is expired and the requests stay findings that say which tools to import.
@@ -237,15 +247,20 @@ def diagnose(
     pending_by_saga: dict[str, set[int]] = {}
     for r in pending:
         pending_by_saga.setdefault(r.saga_id, set()).add(r.journal_seq)
-    saga_ids = sg.saga_ids()
-    for sid in saga_ids:
+    if full:
+        checked = sg.saga_ids()
+        saga_count = len(checked)
+    else:
+        checked = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
+        saga_count = sum(sg.index.counts().values())
+    for sid in checked:
         entries = sg.entries(sid)
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)
         findings.extend(state_findings(fold(sid, entries), pending_by_saga.get(sid, set()), now, older_than))
     findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
-    return Diagnosis(findings, len(saga_ids), recent, expired)
+    return Diagnosis(findings, saga_count, recent, expired)
 
 
 def human_duration(delta: timedelta) -> str:

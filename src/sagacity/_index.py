@@ -27,12 +27,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from sagacity import chain
-from sagacity._journal import Journal
 from sagacity._state import SagaState
 from sagacity.model import Entry, SagaStatus
+
+if TYPE_CHECKING:
+    from sagacity._journal import Journal
 
 #: Sagas folded per catch-up transaction: bounds memory and how long a catch-up holds a write.
 REFRESH_BATCH = 500

@@ -1145,16 +1145,10 @@ class _Watched:
     store: str
     pending: Callable[[Any], Sequence[ApprovalRequest]]
     in_doubt: Callable[[Any], int]
-    #: The in-doubt fold's last value, when it was taken and how long it took (see _observe_in_doubt).
-    in_doubt_value: int = 0
-    in_doubt_at: float = -1.0
-    in_doubt_took: float = 0.0
 
 
 _watched: weakref.WeakKeyDictionary[Any, _Watched] = weakref.WeakKeyDictionary()
 _watched_lock = threading.Lock()
-#: The in-doubt gauge re-folds at most this often, relative to how long the last fold took.
-IN_DOUBT_DUTY = 10.0
 
 
 def watch(
@@ -1166,8 +1160,9 @@ def watch(
 ) -> None:
     """Report ``owner``'s pending approvals and in-doubt calls in the gauges while it lives.
 
-    ``pending(owner)`` and ``in_doubt(owner)`` are the reads (the seam for #12's index). Kept by
-    weak reference; costs nothing until a metric reader collects.
+    ``pending(owner)`` reads the request table (it holds only what is pending) and
+    ``in_doubt(owner)`` the saga index's in-doubt rows (a partial index): neither grows with the
+    journal. Kept by weak reference; costs nothing until a metric reader collects.
     """
     with _watched_lock:
         _watched[owner] = _Watched(store, pending, in_doubt)
@@ -1205,17 +1200,11 @@ def _observe_pending(observation: Any, *, count: bool) -> Iterator[Observation]:
 
 
 def _observe_in_doubt(observation: Any) -> Iterator[Observation]:
-    """In-doubt calls: a fold of every saga's journal (until #12's index), so re-folded at most
-    once every ``IN_DOUBT_DUTY`` times as long as the last fold took: a slow journal costs at most
-    a tenth of the time; in between the last value is reported again."""
+    """In-doubt calls, summed over the saga index's in-doubt sagas at each collection."""
     for owner, w in _stores():
-        started = time.monotonic()
-        if w.in_doubt_at < 0 or started - w.in_doubt_at >= IN_DOUBT_DUTY * w.in_doubt_took:
-            try:
-                w.in_doubt_value = w.in_doubt(owner)
-            except Exception:  # noqa: BLE001
-                _failed("the in-doubt gauge")
-                continue
-            w.in_doubt_at = started
-            w.in_doubt_took = time.monotonic() - started
-        yield observation(w.in_doubt_value, {"sagacity.store": w.store})
+        try:
+            value = w.in_doubt(owner)
+        except Exception:  # noqa: BLE001 - a store down: no observation this time
+            _failed("the in-doubt gauge")
+            continue
+        yield observation(value, {"sagacity.store": w.store})

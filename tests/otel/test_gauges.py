@@ -4,12 +4,11 @@ oldest, in-doubt calls. And verification failures are counted."""
 from __future__ import annotations
 
 import sqlite3
-import time
 from datetime import timedelta
 
 import pytest
 
-from sagacity import Phase, Reversibility, Sagacity, _telemetry, tool
+from sagacity import Phase, Reversibility, Sagacity, tool
 from sagacity.stores import safe_url
 from sagacity.stores.sqlite import path_from_url
 
@@ -45,35 +44,13 @@ def test_in_doubt_calls(otel: Otel, store_url: str) -> None:
         store = {"sagacity.store": safe_url(sg.url)}
         assert otel.value("sagacity.calls.in_doubt", **store) == 0
         sg.journal.append("died-1", "charge_card", Phase.INTENT, '{"amount":"5"}')
-        _telemetry._stores()[0][1].in_doubt_at = -1.0  # the fold is rate-limited; force one now
         assert otel.value("sagacity.calls.in_doubt", **store) == 1
         sg.resolve_in_doubt("died-1", 1, happened=True, result="ch_1", resolver="ops@example.com")
-        _telemetry._stores()[0][1].in_doubt_at = -1.0
         assert otel.value("sagacity.calls.in_doubt", **store) == 0
     decided = otel.one("sagacity.resolve_in_doubt")
     assert (decided.attributes or {})["sagacity.decision.by"] == "ops@example.com"
     assert (decided.attributes or {})["sagacity.decision.happened"] is True
     assert otel.value("sagacity.decisions", **{"sagacity.decision.kind": "resolve"}) == 1
-
-
-def test_the_in_doubt_fold_is_not_repeated_faster_than_its_duty_cycle(otel: Otel) -> None:
-    """A slow fold is reused: re-folded only when IN_DOUBT_DUTY times its duration has passed."""
-    folds = []
-    with Sagacity("memory://") as sg:
-        watched = _telemetry._watched[sg]
-
-        def slow_fold(owner: object) -> int:
-            folds.append(1)
-            time.sleep(0.05)  # a journal this slow to fold is re-folded at most every 0.5 s
-            return len(folds)
-
-        watched.in_doubt = slow_fold
-        otel.metrics()
-        assert otel.value("sagacity.calls.in_doubt") == 1  # the first fold's value, again
-        assert folds == [1]
-        watched.in_doubt_took = 0.0  # a fold that took no time may run every collection
-        otel.metrics()
-        assert folds == [1, 1]
 
 
 def test_two_sagacity_on_one_database_report_it_once(otel: Otel, sqlite_url: str) -> None:

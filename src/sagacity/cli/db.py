@@ -38,3 +38,18 @@ def grant(db_url: str, role: str) -> None:
             )
         grant_append_only(role)
         console().print(f"role {role!r}: SELECT, INSERT on the journal; no UPDATE, no DELETE")
+
+
+@db.command()
+@db_option
+def reindex(db_url: str) -> None:
+    """Drop the saga index and fold every journal into it again.
+
+    Never needed for correct answers (every read catches the index up from the journal first);
+    run it after restoring a backup or after changes made behind every trigger's back, or during
+    an upgrade so the first read after it is not the one that folds a large journal. Takes time
+    in proportion to the journal.
+    """
+    with open_sagacity(db_url, init_schema=True) as sg:
+        count = sg.reindex()
+        console().print(f"saga index rebuilt in {safe_url(sg.url)}: {count} saga(s)")

@@ -35,18 +35,28 @@ from sagacity.cli._render import cells, iso, request_json
     multiple=True,
     help="Leave out findings of this kind (repeatable), e.g. compensation_failed already handled.",
 )
+@click.option(
+    "--full",
+    is_flag=True,
+    help="Re-verify every saga's hash chain and fold every journal, not only the sagas the saga "
+    "index flags: catches damage no trigger saw (a restored backup, a file edited in place). Takes "
+    "time in proportion to the journal.",
+)
 @import_option
 @json_option
 @db_option
-def doctor(older_than: timedelta, expire: bool, ignore: tuple[str, ...], as_json: bool, db_url: str) -> None:
+def doctor(
+    older_than: timedelta, expire: bool, ignore: tuple[str, ...], full: bool, as_json: bool, db_url: str
+) -> None:
     """Check every saga for what needs a human; exit 1 when anything does, 0 when all is well.
 
     Finds in-doubt calls and compensations, overdue approval requests, broken hash chains, sagas
-    stuck compensating, failed compensations, and gates whose request was lost. Read-only unless
-    --expire. From cron: `sagacity doctor --expire --import myapp.tools || alert`.
+    stuck compensating, failed compensations, and gates whose request was lost, among the sagas
+    the saga index flags (so a run takes the same time at any journal size; --full checks every
+    saga). Read-only unless --expire. From cron: `sagacity doctor --expire --import myapp.tools || alert`.
     """
     with open_sagacity(db_url) as sg:
-        diagnosis = diagnose(sg, older_than=older_than, expire=expire)
+        diagnosis = diagnose(sg, older_than=older_than, expire=expire, full=full)
     findings = [f for f in diagnosis.findings if f.kind.value not in ignore]
     if as_json:
         echo_json(

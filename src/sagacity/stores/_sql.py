@@ -15,12 +15,26 @@ from datetime import datetime
 from importlib import resources
 from typing import Any, Protocol
 
-from sagacity.model import ApprovalRequest, Entry
+from sagacity._index import Folder, IndexRow, Watch
+from sagacity.model import ApprovalRequest, Entry, SagaStatus
 
 JOURNAL = "side_effect_journal"
 APPROVALS = "sagacity_approval_request"
 EXPIRY = "sagacity_approval_expiry"
 TRACE = "sagacity_approval_trace"
+INDEX = "sagacity_saga_index"
+INDEX_MARK = "sagacity_index_mark"
+INDEX_DIRTY = "sagacity_index_dirty"
+INDEX_COLUMNS = (
+    "saga_id, status, entry_count, started_at, updated_at, awaiting_approval, in_doubt, "
+    "compensating, broken_at, broken_message, attention"
+)
+#: The rows of each watched subset; every one implies ``attention``, so the partial index serves it.
+_WATCHED = {
+    Watch.IN_DOUBT: "attention AND in_doubt > 0",
+    Watch.COMPENSATING: "attention AND compensating",
+    Watch.ATTENTION: "attention",
+}
 ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
 ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
 
@@ -292,3 +306,145 @@ class SQLStore(ABC):
             )
             row = cur.fetchone()
         return None if row is None else (str(row[0]), str(row[1]))
+
+    # -- the saga index (``sagacity._index``): derived, caught up by readers --------------------
+    @abstractmethod
+    def _index_stale(self) -> bool:
+        """Whether the journal may have changed since the index last caught up (a cheap check)."""
+
+    @abstractmethod
+    def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
+        """Inside the catch-up transaction: sagas changed since the last catch-up (at most about
+        ``batch``), and a token that :meth:`_index_consume` takes to mark them caught up."""
+
+    @abstractmethod
+    def _index_consume(self, cur: Cursor, token: object) -> None:
+        """Record, in the same transaction, that the changes ``token`` names are folded."""
+
+    @abstractmethod
+    def _index_forget(self, cur: Cursor) -> None:
+        """Drop every row and mark every saga as changed (the start of a rebuild)."""
+
+    def refresh_index(self, fold: Folder, batch: int) -> int:
+        if not self._index_stale():
+            return 0
+        folded = 0
+        while True:
+            # One transaction a batch, serialized across processes (SQLite's write lock, or an
+            # advisory lock on PostgreSQL): the later of two catch-ups always reads the later
+            # journal, so a row is simply replaced, and one taken away by a deletion goes too.
+            with self._cursor(transaction=True) as cur:
+                token, saga_ids = self._index_changes(cur, batch)
+                if not saga_ids:
+                    self._index_consume(cur, token)
+                    return folded
+                rows = fold(self._journals(cur, saga_ids))
+                self._put_index_rows(cur, saga_ids, rows)
+                self._index_consume(cur, token)
+            folded += len(saga_ids)
+
+    def rebuild_index(self, fold: Folder, batch: int) -> int:
+        with self._cursor(transaction=True) as cur:
+            self._index_forget(cur)
+        self.refresh_index(fold, batch)
+        with self._cursor() as cur:
+            cur.execute(f"SELECT count(*) FROM {INDEX}")
+            return int(cur.fetchone()[0])
+
+    def _journals(self, cur: Cursor, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
+        """Every entry of these sagas, by saga, in seq order: one statement."""
+        marks = ", ".join("?" * len(saga_ids))
+        cur.execute(
+            self._sql(
+                f"SELECT {ENTRY_COLUMNS} FROM {JOURNAL} WHERE saga_id IN ({marks}) ORDER BY saga_id, seq"
+            ),
+            tuple(saga_ids),
+        )
+        journals: dict[str, list[Entry]] = {sid: [] for sid in saga_ids}
+        for row in cur.fetchall():
+            journals[row[0]].append(self._entry(row))
+        return journals
+
+    def _put_index_rows(self, cur: Cursor, saga_ids: Sequence[str], rows: Sequence[IndexRow]) -> None:
+        """Replace the rows of ``saga_ids`` with ``rows`` (a saga without one has no entries left)."""
+        marks = ", ".join("?" * len(saga_ids))
+        cur.execute(self._sql(f"DELETE FROM {INDEX} WHERE saga_id IN ({marks})"), tuple(saga_ids))
+        width = len(INDEX_COLUMNS.split(","))
+        for start in range(0, len(rows), 100):
+            chunk = rows[start : start + 100]
+            values = ", ".join(["(" + ", ".join("?" * width) + ")"] * len(chunk))
+            params = [value for row in chunk for value in self._index_params(row)]
+            cur.execute(self._sql(f"INSERT INTO {INDEX} ({INDEX_COLUMNS}) VALUES {values}"), params)
+
+    def _index_params(self, row: IndexRow) -> tuple[Any, ...]:
+        return (
+            row.saga_id,
+            str(row.status),
+            row.entry_count,
+            self._ts_out(row.started_at),
+            self._ts_out(row.updated_at),
+            row.awaiting_approval,
+            row.in_doubt,
+            row.compensating,
+            row.broken_at,
+            row.broken_message,
+            row.attention,
+        )
+
+    def _index_row(self, row: Sequence[Any]) -> IndexRow:
+        sid, status, count, started, updated, awaiting, in_doubt, compensating, broken_at, message, _ = row
+        return IndexRow(
+            sid,
+            SagaStatus(status),
+            int(count),
+            self._ts_in(started),
+            self._ts_in(updated),
+            int(awaiting),
+            int(in_doubt),
+            bool(compensating),
+            None if broken_at is None else int(broken_at),
+            message,
+        )
+
+    def index_page(
+        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+    ) -> list[IndexRow]:
+        where: list[str] = []
+        params: list[Any] = []
+        if status is not None:
+            where.append("status = ?")
+            params.append(str(status))
+        if after is not None:
+            where.append("(updated_at, saga_id) < (?, ?)")
+            params += [self._ts_out(after[0]), after[1]]
+        sql = f"SELECT {INDEX_COLUMNS} FROM {INDEX}"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY updated_at DESC, saga_id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._cursor() as cur:
+            cur.execute(self._sql(sql), params)
+            return [self._index_row(r) for r in cur.fetchall()]
+
+    def index_counts(self) -> dict[SagaStatus, int]:
+        with self._cursor() as cur:
+            cur.execute(f"SELECT status, count(*) FROM {INDEX} GROUP BY status")
+            return {SagaStatus(status): int(n) for status, n in cur.fetchall()}
+
+    def index_watched(self, watch: Watch) -> list[IndexRow]:
+        with self._cursor() as cur:
+            cur.execute(f"SELECT {INDEX_COLUMNS} FROM {INDEX} WHERE {_WATCHED[watch]} ORDER BY saga_id")
+            return [self._index_row(r) for r in cur.fetchall()]
+
+    def index_rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
+        if not saga_ids:
+            return []
+        marks = ", ".join("?" * len(saga_ids))
+        with self._cursor() as cur:
+            cur.execute(
+                self._sql(f"SELECT {INDEX_COLUMNS} FROM {INDEX} WHERE saga_id IN ({marks}) ORDER BY saga_id"),
+                tuple(saga_ids),
+            )
+            return [self._index_row(r) for r in cur.fetchall()]

@@ -58,6 +58,8 @@ from sagacity.stores._lease import LocalLeases, lease_key
 from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
+    INDEX,
+    INDEX_DIRTY,
     JOURNAL,
     TRACE,
     Cursor,
@@ -72,6 +74,8 @@ __all__ = ["PostgresStore", "safe_url"]
 log = logging.getLogger("sagacity.stores")
 # An arbitrary constant: the advisory lock key that serialises schema creation.
 _SCHEMA_LOCK_KEY = 0x5A6AC17
+# With the key above, the two-key advisory lock that serialises catch-ups of the saga index.
+_INDEX_LOCK_KEY = 1
 
 
 _INSERT_ONE_RAW = numbered(SQLStore.INSERT_ENTRY)
@@ -185,6 +189,32 @@ class PostgresStore(SQLStore):
             self._pool.check()
             return StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}")
         return StoreError(f"PostgreSQL: {exc}")
+
+    # -- the saga index: caught up from the notes the journal's triggers leave -----------------
+    def _index_stale(self) -> bool:
+        with self._cursor() as cur:
+            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {INDEX_DIRTY})")
+            row = cur.fetchone()
+        return bool(row is not None and row[0])
+
+    def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
+        # Catch-ups queue on one advisory lock (two-key form: apart from the saga leases' keys),
+        # so each reads the journal after the one before it wrote. Writers never wait on it.
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
+        cur.execute(f"SELECT id, saga_id FROM {INDEX_DIRTY} ORDER BY id LIMIT %s", (batch,))
+        notes = cur.fetchall()
+        # Only the notes read are consumed: one a writer commits meanwhile stays for the next.
+        return [note[0] for note in notes], list(dict.fromkeys(note[1] for note in notes))
+
+    def _index_consume(self, cur: Cursor, token: object) -> None:
+        if token:
+            cur.execute(f"DELETE FROM {INDEX_DIRTY} WHERE id = ANY(%s)", (token,))
+
+    def _index_forget(self, cur: Cursor) -> None:
+        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
+        cur.execute(f"DELETE FROM {INDEX}")
+        cur.execute(f"DELETE FROM {INDEX_DIRTY}")
+        cur.execute(f"INSERT INTO {INDEX_DIRTY} (saga_id) SELECT DISTINCT saga_id FROM {JOURNAL}")
 
     @contextmanager
     def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
@@ -326,21 +356,26 @@ class PostgresStore(SQLStore):
         with self._cursor() as cur:
             cur.execute(
                 "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
-                "AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL",
-                (JOURNAL, APPROVALS, EXPIRY, TRACE),
+                "AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL "
+                "AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+                (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY),
             )
             row = cur.fetchone()
         if row is not None and row[0] and row[1]:
             return
         if row is not None and row[0]:
-            # A database made before the gate trace-context table: add it (the DDL is idempotent),
-            # or, for a role that may not, go on without it (telemetry then links no resume to
-            # its gate, and says so once); the owner's ``sagacity db init`` adds it.
+            # A database made before the gate trace-context table or the saga index: add them
+            # (the DDL is idempotent), or, for a role that may not, say what to run; the owner's
+            # ``sagacity db init`` adds them (until then telemetry links no resume to its gate,
+            # and operator reads fail naming the missing table).
             try:
                 self._run_ddl()
             except StoreError as exc:
                 log.warning(
-                    "PostgreSQL: cannot create %s (%s); run `sagacity db init` as the owner", TRACE, exc
+                    "PostgreSQL: cannot create %s or %s (%s); run `sagacity db init` as the owner",
+                    TRACE,
+                    INDEX,
+                    exc,
                 )
             return
         self._run_ddl()
@@ -357,13 +392,15 @@ class PostgresStore(SQLStore):
         table owner can still do anything: run the application as ``role``, not as the owner.
         """
         ident = sql.Identifier(role)
-        journal, approvals, expiry, trace = (sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY, TRACE))
+        journal, approvals, expiry, trace, index, dirty = (
+            sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY)
+        )
         statements = [
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self._schema()), ident),
             sql.SQL("REVOKE ALL ON {} FROM {}").format(journal, ident),
             sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(journal, ident),
-            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {} TO {}").format(
-                approvals, expiry, trace, ident
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {}, {} TO {}").format(
+                approvals, expiry, trace, index, dirty, ident
             ),
         ]
         with self._cursor(transaction=True) as cur:

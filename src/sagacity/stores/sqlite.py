@@ -38,7 +38,19 @@ from sagacity.model import Entry
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
 from sagacity.stores._lease import FileLeases
-from sagacity.stores._sql import Cursor, SQLStore, insert_sql, load_ddl, split_statements
+from sagacity.stores._sql import (
+    INDEX,
+    INDEX_MARK,
+    JOURNAL,
+    Cursor,
+    SQLStore,
+    insert_sql,
+    load_ddl,
+    split_statements,
+)
+
+#: The name of the saga index's mark: the highest journal rowid folded.
+_ROWID_MARK = "journal_rowid"
 
 __all__ = ["SQLiteStore"]
 
@@ -205,6 +217,50 @@ class SQLiteStore(SQLStore):
         with self._cursor(transaction=True) as cur:
             for statement in split_statements(load_ddl("sqlite")):
                 cur.execute(statement)
+
+    # -- the saga index: caught up from the journal's rowid -------------------------------------
+    def _index_stale(self) -> bool:
+        with self._cursor() as cur:
+            cur.execute(
+                f"SELECT (SELECT max(rowid) FROM {JOURNAL}), "
+                f"(SELECT value FROM {INDEX_MARK} WHERE name = '{_ROWID_MARK}')"
+            )
+            top, mark = cur.fetchone()
+        return bool((top or 0) != (mark or 0))
+
+    def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
+        # Rows are only appended (triggers refuse UPDATE and DELETE), each with a rowid above every
+        # earlier one: the rows past the mark are exactly those the index has not seen. A rowid
+        # top below the mark means the file was rewritten behind the library's back: start over.
+        cur.execute(f"SELECT value FROM {INDEX_MARK} WHERE name = '{_ROWID_MARK}'")
+        found = cur.fetchone()
+        mark = 0 if found is None else int(found[0])
+        cur.execute(f"SELECT max(rowid) FROM {JOURNAL}")
+        top = cur.fetchone()[0] or 0
+        if top < mark:
+            self._index_forget(cur)
+            mark = 0
+        cur.execute(
+            f"SELECT rowid, saga_id FROM {JOURNAL} WHERE rowid > ? ORDER BY rowid LIMIT ?", (mark, batch * 8)
+        )
+        sagas: dict[str, None] = {}
+        for rowid, saga_id in cur.fetchall():
+            if saga_id not in sagas and len(sagas) == batch:
+                break
+            sagas[saga_id] = None
+            mark = rowid
+        return mark, list(sagas)
+
+    def _index_consume(self, cur: Cursor, token: object) -> None:
+        cur.execute(
+            f"INSERT INTO {INDEX_MARK} (name, value) VALUES ('{_ROWID_MARK}', ?) "
+            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            (token,),
+        )
+
+    def _index_forget(self, cur: Cursor) -> None:
+        cur.execute(f"DELETE FROM {INDEX}")
+        self._index_consume(cur, 0)
 
     # -- group commit ----------------------------------------------------------------------------
     def insert_entry(self, entry: Entry) -> bool:

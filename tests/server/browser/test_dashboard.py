@@ -1,18 +1,9 @@
-"""The dashboard in headless Chromium (Debian's, driven by Playwright): sign in, approve, resume, reject.
-
-Skipped with a reason when Chromium or Playwright is missing, unless SAGACITY_REQUIRE_BROWSER=1 (CI).
-"""
+"""The dashboard in headless Chromium: sign in, approve, resume, reject, the saga list and journal."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import threading
-import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
@@ -20,110 +11,11 @@ from typing import Any
 
 import pytest
 
-from sagacity import Phase, Sagacity, SagaResult, SagaStatus
-from sagacity.server import TokenAuth, create_app
+from sagacity import Phase, Sagacity, SagaStatus
+
+from .conftest import APPROVER_ONLY, CHROMIUM, ROOT, run_saga, sign_in
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = os.environ.get("SAGACITY_CHROMIUM", "/usr/bin/chromium")
-ROOT = Path(__file__).resolve().parents[3]
-TOKEN = "browser-token-0123456789"
-APPROVER_ONLY = "approver-only-token-012345"
-
-
-def _require_browser() -> Any:
-    """Playwright's sync API, or a skip (a failure when SAGACITY_REQUIRE_BROWSER=1) saying what is missing."""
-    missing = []
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        missing.append(f"Chromium at {CHROMIUM} (apt-get install chromium)")
-    try:
-        from playwright import sync_api
-    except ImportError:
-        missing.append("Playwright (pip install playwright; no `playwright install` needed)")
-        sync_api = None
-    if missing:
-        message = "browser tests need " + " and ".join(missing)
-        if os.environ.get("SAGACITY_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"SAGACITY_REQUIRE_BROWSER=1 but {message}")
-        pytest.skip(message)
-    return sync_api
-
-
-@pytest.fixture(scope="module")
-def playwright_api() -> Any:
-    return _require_browser()
-
-
-@pytest.fixture(scope="module")
-def browser(playwright_api: Any) -> Iterator[Any]:
-    with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
-        yield launched
-        launched.close()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-@pytest.fixture
-def served(tools: ModuleType) -> Iterator[tuple[str, Sagacity]]:
-    """The app on uvicorn in a background thread on a free loopback port; (dashboard URL, its Sagacity)."""
-    import uvicorn
-
-    sg = Sagacity("memory://")
-    auth = TokenAuth(
-        {
-            TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]},
-            APPROVER_ONLY: {"name": "bob@example.com", "roles": ["approver"]},
-        }
-    )
-    port = _free_port()
-    config = uvicorn.Config(
-        create_app(sg, auth=auth), host="127.0.0.1", port=port, log_level="warning", lifespan="off", ws="none"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    for _ in range(400):  # until it listens (bounded)
-        if server.started:
-            break
-        time.sleep(0.025)
-    else:
-        pytest.fail("uvicorn did not start")
-    try:
-        yield f"http://127.0.0.1:{port}/sagacity/ui/", sg
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sg.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    errors: list[str] = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-def run_saga(sg: Sagacity, saga_id: str, fn: Any, *args: Any, **kwargs: Any) -> SagaResult:
-    """``sg.run`` in a worker thread: Playwright's sync API keeps an event loop running on this one."""
-    with ThreadPoolExecutor(1) as pool:
-        return pool.submit(sg.run, saga_id, fn, *args, **kwargs).result()
-
-
-def sign_in(page: Any, url: str, token: str = TOKEN) -> None:
-    page.goto(url)
-    page.fill("#token", token)
-    page.click("#login")
 
 
 def test_approve_and_resume_a_pending_transfer(
@@ -138,8 +30,10 @@ def test_approve_and_resume_a_pending_transfer(
     expect(card).to_contain_text("srv_wire")
     expect(card.locator("pre.payload")).to_contain_text('"amount": "100.00"')
     expect(card).to_contain_text("matches the payload shown")  # SHA-256 recomputed in the browser
+    card.locator(".journal-so-far summary").click()  # fetched when opened, not one request per card
     expect(card.locator(".journal-so-far")).to_contain_text("srv_reserve")
     card.locator("button.approve").click()
+    page.locator("#confirm-ok").click()
     expect(page.locator("#notice")).to_contain_text("Approved by alice@example.com (1 of 1)")
     page.locator('section.approval[data-saga="wire-1"] button.resume').click()
     expect(page.locator(".saga-status")).to_contain_text("COMPLETED")
@@ -164,9 +58,9 @@ def test_reject_with_a_reason_compensates(
     expect = playwright_api.expect
     sign_in(page, url)
     card = page.locator('section.approval[data-saga="wire-2"]')
-    card.locator("button.reject").first.click()
-    card.locator("input.reason").fill("beneficiary unknown")
-    card.locator("button.confirm-reject").click()
+    card.locator("button.reject").click()
+    page.locator("#confirm-reason").fill("beneficiary unknown")
+    page.locator("#confirm-ok").click()
     expect(page.locator(".saga-status")).to_contain_text("COMPENSATED")
     rejected = page.locator(".timeline li.REJECTED")
     expect(rejected).to_contain_text("reason=beneficiary unknown")

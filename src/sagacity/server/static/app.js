@@ -5,17 +5,29 @@
 //   never innerHTML, so a tool input like "<img onerror=...>" shows as text.
 // - The token lives in sessionStorage (this tab only) and goes out as an Authorization header.
 //   No cookie is ever set, so another site cannot make the browser send a request as the user (CSRF).
+// - A decision is never one keystroke: approve and reject open a confirmation showing the exact
+//   payload and its SHA-256, and only its confirm button sends the decision.
+//
+// Scale: every view reads one bounded page (a cursor for sagas, counts from /overview); nothing
+// fetches "all sagas". Auto-refresh re-reads the current view's data and patches the page in place
+// (keyed by saga id / seq), so the reader's page, filter, scroll, focus and dialog stay as they were.
 "use strict";
 
 const API = new URL("../", location.href.split("#")[0]); // the dashboard is served at <api>/ui/
 const TOKEN_KEY = "sagacity.token";
+const PAUSED_KEY = "sagacity.refreshPaused";
 const STATUSES = [
-  ["", "All"], ["AWAITING_APPROVAL", "Awaiting approval"], ["IN_DOUBT", "In doubt"],
+  ["AWAITING_APPROVAL", "Awaiting approval"], ["IN_DOUBT", "In doubt"],
   ["COMPENSATION_FAILED", "Compensation failed"], ["COMPENSATING", "Compensating"],
   ["COMPENSATED", "Compensated"], ["REJECTED", "Rejected"], ["COMPLETED", "Completed"], ["RUNNING", "Running"],
 ];
-const PAGE = 25;
+const PAGE = 25; // sagas a page
+const CARDS = 50; // approval cards shown at once (GET /approvals has no paging yet)
+const REFRESH_MS = 5000;
 let me = null;
+let view = null; // the current view: { load(): re-read its data and patch the page, keys(key): bool }
+let generation = 0; // bumped by each route(): a load that finishes for an older view renders nothing
+let lastRouted = null;
 
 // -- DOM helpers: text only --------------------------------------------------------------------
 function h(tag, attrs, ...children) {
@@ -36,9 +48,47 @@ const $ = (id) => document.getElementById(id);
 const pill = (text, cls) => h("span", { class: `pill ${cls || text}` }, text.replaceAll("_", " "));
 const main = (...nodes) => $("main").replaceChildren(h("div", { class: "page" }, ...nodes));
 const home = () => (has("approver") ? "#/approvals" : "#/sagas");
-function navigate(hash) {
-  if (location.hash === hash) route();
-  else location.hash = hash; // the hashchange listener routes
+const plural = (n, word) => `${n.toLocaleString("en")} ${word}${n === 1 ? "" : "s"}`;
+
+// Keyed update: `nodes` (each with data-key and data-sig) become container's children, reusing
+// the node already there when its data (sig) is unchanged, so focus, an open <details> and any
+// state inside it survive; only changed, new and gone items touch the DOM.
+function reconcile(container, nodes) {
+  const old = new Map(Array.from(container.children, (c) => [c.dataset.key, c]));
+  const wanted = nodes.map((n) => {
+    const o = old.get(n.dataset.key);
+    return o && o.dataset.sig === n.dataset.sig ? o : n;
+  });
+  const keep = new Set(wanted);
+  for (const c of Array.from(container.children)) if (!keep.has(c)) c.remove();
+  wanted.forEach((node, i) => {
+    if (container.children[i] !== node) container.insertBefore(node, container.children[i] || null);
+  });
+}
+const keyed = (key, data, node) => {
+  node.dataset.key = key;
+  node.dataset.sig = JSON.stringify(data);
+  return node;
+};
+
+// Run a synchronous page update, then put the reader back: the same scroll position and, if the
+// focused element was replaced, focus on its successor (same data-focus).
+function keepingPlace(update) {
+  const active = document.activeElement;
+  const focusKey = active && active.dataset ? active.dataset.focus : undefined;
+  const [x, y] = [window.scrollX, window.scrollY];
+  update();
+  if (focusKey !== undefined && !document.contains(active)) {
+    const again = document.querySelector(`[data-focus="${CSS.escape(focusKey)}"]`);
+    if (again) again.focus({ preventScroll: true });
+  }
+  window.scrollTo(x, y);
+}
+
+function navigate(hash, state) {
+  if (location.hash === hash) history.replaceState(state || history.state, "", hash); // no duplicate entry
+  else history.pushState(state || null, "", hash);
+  route();
 }
 
 function notice(text, kind) {
@@ -59,6 +109,7 @@ function duration(seconds) {
   return `${s}s`;
 }
 const when = (iso) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, " UTC") : "—");
+const since = (iso) => `${duration((Date.now() - Date.parse(iso)) / 1000)} (since ${when(iso)})`;
 function expiry(item) {
   if (!item.expiresAt) return "never expires";
   const left = (Date.parse(item.expiresAt) - Date.now()) / 1000;
@@ -119,6 +170,117 @@ function hashCell(input, expected) {
   return h("dd", {}, h("code", { class: "hash" }, expected), " ", mark);
 }
 
+// -- auto-refresh ---------------------------------------------------------------------------------
+let paused = sessionStorage.getItem(PAUSED_KEY) === "1";
+let refreshing = false;
+
+function showRefresh(text) {
+  const toggle = $("refresh-toggle");
+  toggle.textContent = paused ? "Auto-refresh: paused" : "Auto-refresh: on";
+  toggle.setAttribute("aria-pressed", String(!paused));
+  toggle.title = paused ? "Click (or press p) to refresh every 5 s again" : "Refreshes every 5 s; click (or press p) to pause";
+  if (text !== undefined) $("refresh-status").textContent = text;
+}
+function togglePause() {
+  paused = !paused;
+  sessionStorage.setItem(PAUSED_KEY, paused ? "1" : "0");
+  showRefresh();
+}
+const stamp = () => `updated ${new Date().toLocaleTimeString("en-GB")}`;
+
+// Every REFRESH_MS: re-read the current view's data, unless paused, a confirmation is open (it
+// shows what is being decided: it must not change under the reader), the tab is hidden, or the
+// previous refresh has not answered yet.
+async function tick() {
+  if (paused || dialog || refreshing || !view || !me || document.hidden) return;
+  const current = view;
+  refreshing = true;
+  try {
+    await current.load();
+    if (current === view) showRefresh(stamp());
+  } catch (err) {
+    if (current === view && err.status !== 401) showRefresh(`refresh failed: ${err.message}`);
+  } finally {
+    refreshing = false;
+  }
+}
+
+// -- the confirmation dialog --------------------------------------------------------------------
+let dialog = null; // the open confirmation, or null
+
+const FOCUSABLE = "button:not([disabled]), input:not([disabled]), a[href], summary, [tabindex]:not([tabindex='-1'])";
+
+// Approve or reject one request, after showing exactly what is decided. Enter confirms (the
+// confirm button, or the reason field, has focus), Esc or Cancel closes; focus stays inside
+// while it is open and goes back where it was afterwards.
+function confirmDecision(item, kind, done) {
+  if (dialog) return;
+  const approving = kind === "approve";
+  const returnTo = document.activeElement;
+  const returnKey = returnTo && returnTo.dataset ? returnTo.dataset.focus : undefined;
+  const error = h("p", { class: "notice bad", id: "confirm-error", hidden: true });
+  const reason = approving ? null : h("input", {
+    type: "text", id: "confirm-reason", class: "reason", autocomplete: "off", maxlength: 1000,
+    placeholder: "Reason (journaled, one line)", "aria-label": "Reason for rejecting",
+  });
+  const confirm = h("button", { class: `btn ${kind}`, type: "submit", id: "confirm-ok" },
+    approving ? "Approve this payload" : "Reject and compensate");
+  const cancel = h("button", { class: "btn", type: "button", id: "confirm-cancel", onclick: () => close() }, "Cancel");
+  const form = h("form", {
+    onsubmit: async (event) => {
+      event.preventDefault();
+      confirm.disabled = true;
+      error.hidden = true;
+      try {
+        const path = `${kind}/${enc(item.sagaId)}/${item.journalSeq}`;
+        const answer = await api(path, { method: "POST", json: approving ? {} : { reason: reason.value } });
+        close();
+        await done(answer);
+      } catch (err) {
+        if (!dialog) return;
+        error.textContent = `${err.status || ""} ${err.message}`.trim();
+        error.hidden = false;
+        confirm.disabled = false;
+      }
+    },
+  },
+  h("h2", { id: "confirm-title" }, `${approving ? "Approve" : "Reject"} ${item.toolName}?`),
+  h("p", { class: "muted" }, `saga ${item.sagaId} · request ${item.journalSeq} · `,
+    `${item.approvers.length} of ${item.approvalsRequired} approval(s) so far`),
+  h("p", {}, approving
+    ? "You approve exactly this payload (the tool's input), under your name:"
+    : "You reject this payload; the saga is compensated:"),
+  h("pre", { class: "payload", id: "confirm-payload" }, pretty(item.input)),
+  h("dl", { class: "grid" }, h("dt", {}, "inputHash"), hashCell(item.input, item.inputHash)),
+  reason ? h("label", { for: "confirm-reason" }, "Reason") : null, reason,
+  error,
+  h("div", { class: "actions" }, confirm, cancel, h("span", { class: "muted" }, "Enter confirms · Esc cancels")));
+  const box = h("dialog", { class: "confirm", "aria-labelledby": "confirm-title", "data-kind": kind }, form);
+  box.addEventListener("cancel", (event) => { event.preventDefault(); close(); }); // Esc
+  box.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && event.repeat) event.preventDefault(); // a held Enter is not a second decision
+    if (event.key !== "Tab") return;
+    const stops = Array.from(box.querySelectorAll(FOCUSABLE));
+    const first = stops[0], last = stops[stops.length - 1];
+    if (event.shiftKey && document.activeElement === first) { event.preventDefault(); last.focus(); }
+    else if (!event.shiftKey && document.activeElement === last) { event.preventDefault(); first.focus(); }
+  });
+  function close() {
+    if (dialog !== box) return;
+    dialog = null;
+    box.close();
+    box.remove();
+    const back = document.contains(returnTo) ? returnTo
+      : returnKey !== undefined && document.querySelector(`[data-focus="${CSS.escape(returnKey)}"]`);
+    if (back) back.focus({ preventScroll: true });
+  }
+  box.closeNow = close;
+  document.body.append(box);
+  dialog = box;
+  box.showModal();
+  (reason || confirm).focus();
+}
+
 // -- pages --------------------------------------------------------------------------------------
 function loginPage(message) {
   const input = h("input", { type: "password", id: "token", autocomplete: "off", placeholder: "Bearer token", required: true });
@@ -129,7 +291,8 @@ function loginPage(message) {
       sessionStorage.setItem(TOKEN_KEY, input.value.trim());
       try {
         me = await api("me");
-        navigate(home());
+        // Back to the deep link that asked for a sign-in, else home.
+        navigate(/^#\/(sagas|saga\/|approvals|approval\/)/.test(location.hash) ? location.hash : home());
       } catch (err) {
         sessionStorage.removeItem(TOKEN_KEY);
         error.textContent = err.status === 401 ? "That token is not valid." : `Sign-in failed: ${err.message}`;
@@ -156,40 +319,59 @@ function journalTable(entries, doubtful) {
       h("td", {}, h("code", {}, e.payload))))));
 }
 
-function approvalCard(item, detail, refresh) {
+// The saga's journal so far, what the agent did before asking: given (one request's page) or
+// fetched when the reader opens it (a list of cards does not fetch one journal per card).
+function journalSoFar(item, detail) {
+  const body = h("div", {}, detail ? null : h("p", { class: "muted" }, "Loading…"));
+  const fill = (d) => body.replaceChildren(
+    h("p", { class: "muted" }, `${d.journal.length} entries; the saga is ${d.sagaStatus.replaceAll("_", " ").toLowerCase()}`),
+    journalTable(d.journal, new Set((d.inDoubt || []).map((c) => c.seq))));
+  if (detail) fill(detail);
+  let asked = !!detail;
+  return h("details", {
+    class: "journal-so-far", open: !!detail,
+    ontoggle: async (event) => {
+      if (!event.target.open || asked) return;
+      asked = true;
+      try { fill(await api(`requests/${enc(item.sagaId)}/${item.journalSeq}`)); } catch (err) {
+        body.replaceChildren(h("p", { class: "notice bad" }, err.message));
+        asked = false;
+      }
+    },
+  }, h("summary", { "data-focus": `journal:${cardKey(item)}` }, "Saga journal so far"), body);
+}
+
+const cardKey = (item) => `${item.journalSeq}@${item.sagaId}`;
+const approvalHash = (item) => `#/approval/${enc(item.sagaId)}/${item.journalSeq}`;
+
+// Why the signed-in principal cannot approve this request now, or null.
+function cannotApprove(item) {
+  if (me && item.approvers.includes(me.name)) return "you approved it already (four eyes needs someone else)";
+  if (item.approvers.length >= item.approvalsRequired) return "it has every approval it needs";
+  if (item.expired) return "it has expired";
+  return null;
+}
+
+function approvalCard(item, detail, after) {
+  const key = cardKey(item);
+  const blocked = cannotApprove(item);
   const mine = me && item.approvers.includes(me.name);
-  const full = item.approvers.length >= item.approvalsRequired;
-  const status = h("span", { class: "result" });
   const act = async (button, fn) => {
     button.disabled = true;
     notice("");
     try { await fn(); } catch (err) { notice(`${err.status || ""} ${err.message}`.trim(), "bad"); button.disabled = false; }
   };
   const approve = h("button", {
-    class: "btn approve", type: "button", disabled: mine || full || item.expired,
-    onclick: (ev) => act(ev.target, async () => {
-      const d = await api(`approve/${enc(item.sagaId)}/${item.journalSeq}`, { method: "POST", json: {} });
-      notice(`Approved by ${d.approverIdentity} (${d.approvers.length} of ${d.approvalsRequired}).`, "ok");
-      await refresh();
-    }),
-  }, mine ? "You approved" : "Approve");
-  // One line: a reason is journaled as one line of the REJECTED entry (the server refuses line breaks).
-  const reason = h("input", { type: "text", placeholder: "Reason for rejecting (journaled, one line)", class: "reason" });
-  const rejectBox = h("div", { class: "reject-box", hidden: true }, reason,
-    h("button", {
-      class: "btn reject confirm-reject", type: "button",
-      onclick: (ev) => act(ev.target, async () => {
-        const d = await api(`reject/${enc(item.sagaId)}/${item.journalSeq}`, { method: "POST", json: { reason: reason.value } });
-        notice(`Rejected by ${d.approverIdentity}: saga ${d.sagaId} is ${d.status}.`, "ok");
-        navigate(has("auditor") ? `#/saga/${enc(item.sagaId)}` : "#/approvals");
-      }),
-    }, "Confirm reject"));
+    class: "btn approve", type: "button", disabled: !!blocked, title: blocked || "Approve… (a)",
+    "data-focus": `approve:${key}`, onclick: () => confirmDecision(item, "approve", after.approved),
+  }, mine ? "You approved" : "Approve…");
   const reject = h("button", {
-    class: "btn reject", type: "button",
-    onclick: () => { rejectBox.hidden = !rejectBox.hidden; if (!rejectBox.hidden) reason.focus(); },
+    class: "btn reject", type: "button", title: "Reject… (r)",
+    "data-focus": `reject:${key}`, onclick: () => confirmDecision(item, "reject", after.rejected),
   }, "Reject…");
   const resume = h("button", {
     class: "btn resume", type: "button", disabled: !item.readyToResume || !item.toolImported,
+    "data-focus": `resume:${key}`,
     title: item.toolImported ? "" : "the tool's module is not imported by this server (--import)",
     onclick: (ev) => act(ev.target, async () => {
       try {
@@ -203,101 +385,260 @@ function approvalCard(item, detail, refresh) {
     }),
   }, "Resume");
 
-  const doubtful = new Set((detail && detail.inDoubt || []).map((c) => c.seq));
-  return h("section", { class: "card approval", "data-saga": item.sagaId, "data-seq": item.journalSeq },
-    h("div", { class: "card-head" },
-      h("h3", {}, item.toolName), pill("AWAITING_APPROVAL"),
-      item.expired ? pill("EXPIRED", "bad") : null,
-      h("span", { class: "spacer" }),
-      h("span", {}, "saga ", has("auditor") ? h("a", { href: `#/saga/${enc(item.sagaId)}` }, item.sagaId) : item.sagaId,
-        ` · request ${item.journalSeq}`)),
-    h("dl", { class: "grid" },
-      h("dt", {}, "Payload"), h("dd", {}, h("pre", { class: "payload" }, pretty(item.input))),
-      h("dt", {}, "SHA-256"), hashCell(item.input, item.inputHash),
-      h("dt", {}, "Waiting"), h("dd", {}, `${duration(item.waitingSeconds)} (since ${when(item.createdAt)})`),
-      h("dt", {}, "Expiry"), h("dd", {}, expiry(item)),
-      h("dt", {}, "Approvals"), h("dd", { class: "approvals-count" },
-        `${item.approvers.length} of ${item.approvalsRequired}`,
-        item.approvers.length ? ` — ${item.approvers.join(", ")}` : "",
-        item.approvalsRequired > 1 ? " (four eyes: distinct people)" : ""),
-      item.toolImported ? null : h("dt", {}, "Warning"),
-      item.toolImported ? null : h("dd", { class: "doubt-label" }, "This server has not imported the tool: resume will be refused.")),
-    h("details", {}, h("summary", {}, "Exact bytes hashed"), h("pre", {}, item.input)),
-    detail ? h("details", { open: true, class: "journal-so-far" },
-      h("summary", {}, `Saga journal so far (${detail.journal.length} entries, saga ${detail.sagaStatus.replaceAll("_", " ").toLowerCase()})`),
-      journalTable(detail.journal, doubtful)) : null,
-    h("div", { class: "actions" }, approve, reject, resume, status, rejectBox));
+  // waitingSeconds grows on every read: leave it out of the signature, the clock is redrawn instead.
+  const { waitingSeconds, ...stable } = item;
+  return keyed(key, stable, h("section", {
+    class: "card approval", tabindex: 0, "data-saga": item.sagaId, "data-seq": item.journalSeq, "data-focus": `card:${key}`,
+  },
+  h("div", { class: "card-head" },
+    h("h3", {}, item.toolName), pill("AWAITING_APPROVAL"),
+    item.expired ? pill("EXPIRED", "bad") : null,
+    h("span", { class: "spacer" }),
+    h("span", {}, "saga ", has("auditor") ? h("a", { href: `#/saga/${enc(item.sagaId)}` }, item.sagaId) : item.sagaId,
+      " · ", h("a", { href: approvalHash(item), class: "permalink", title: "A link to this request" }, `request ${item.journalSeq}`))),
+  h("dl", { class: "grid" },
+    h("dt", {}, "Payload"), h("dd", {}, h("pre", { class: "payload" }, pretty(item.input))),
+    h("dt", {}, "SHA-256"), hashCell(item.input, item.inputHash),
+    h("dt", {}, "Waiting"), h("dd", { class: "clock", "data-since": item.createdAt }, since(item.createdAt)),
+    h("dt", {}, "Expiry"), h("dd", { class: "clock", "data-expires": item.expiresAt || "" }, expiry(item)),
+    h("dt", {}, "Approvals"), h("dd", { class: "approvals-count" },
+      `${item.approvers.length} of ${item.approvalsRequired}`,
+      item.approvers.length ? ` — ${item.approvers.join(", ")}` : "",
+      item.approvalsRequired > 1 ? " (four eyes: distinct people)" : ""),
+    item.toolImported ? null : h("dt", {}, "Warning"),
+    item.toolImported ? null : h("dd", { class: "doubt-label" }, "This server has not imported the tool: resume will be refused.")),
+  h("details", {}, h("summary", {}, "Exact bytes hashed"), h("pre", {}, item.input)),
+  journalSoFar(item, detail),
+  h("div", { class: "actions" }, approve, reject, resume)));
 }
 
-async function approvalsPage() {
-  const items = await api("approvals");
-  const refresh = () => route();
-  if (!items.length) {
-    main(h("h1", {}, "Pending approvals"), h("div", { class: "empty" }, "Nothing is waiting for a human."));
-    return;
+// Redraw the "waiting" and "expires in" texts, which move with the clock, not with the data.
+function redrawClocks(root) {
+  for (const el of root.querySelectorAll(".clock[data-since]")) el.textContent = since(el.dataset.since);
+  for (const el of root.querySelectorAll(".clock[data-expires]")) {
+    const card = el.closest("section.approval");
+    el.textContent = expiry({ expiresAt: el.dataset.expires || null, expired: card && JSON.parse(card.dataset.sig).expired });
   }
-  const details = await Promise.all(items.map((i) =>
-    api(`requests/${enc(i.sagaId)}/${i.journalSeq}`).catch(() => null)));
-  main(h("h1", {}, `Pending approvals (${items.length})`),
-    items.map((item, n) => approvalCard(item, details[n], refresh)));
 }
 
-async function sagasPage(params) {
-  const status = params.get("status") || "";
-  const offset = Math.max(0, parseInt(params.get("offset") || "0", 10) || 0);
-  const query = new URLSearchParams({ limit: PAGE, offset });
-  if (status) query.set("status", status);
-  const page = await api(`sagas?${query}`);
-  const go = (next) => {
-    const q = new URLSearchParams(next);
-    location.hash = `#/sagas?${q}`;
+// What a decision leads to, from a list of cards or one request's page.
+function decisionOutcomes(reload) {
+  return {
+    approved: async (d) => {
+      notice(`Approved by ${d.approverIdentity} (${d.approvers.length} of ${d.approvalsRequired}).`, "ok");
+      await reload();
+    },
+    rejected: async (d) => {
+      notice(`Rejected by ${d.approverIdentity}: saga ${d.sagaId} is ${d.status}.`, "ok");
+      navigate(has("auditor") ? `#/saga/${enc(d.sagaId)}` : "#/approvals");
+    },
   };
-  const select = h("select", { id: "status-filter", onchange: (ev) => go({ status: ev.target.value, offset: 0 }) },
-    STATUSES.map(([value, label]) => h("option", { value, selected: value === status }, label)));
-  const rows = page.sagas.map((s) => h("tr", { class: s.inDoubt ? "in-doubt" : "", "data-saga": s.sagaId },
-    h("td", {}, h("a", { href: `#/saga/${enc(s.sagaId)}` }, s.sagaId)),
-    h("td", {}, pill(s.status)),
-    h("td", {}, s.entryCount),
-    h("td", {}, s.awaitingApproval || ""),
-    h("td", {}, s.inDoubt ? h("span", { class: "doubt-label" }, s.inDoubt) : ""),
-    h("td", { class: "mono" }, when(s.startedAt)),
-    h("td", { class: "mono" }, when(s.updatedAt))));
-  const last = Math.min(offset + PAGE, page.total);
-  main(
-    h("h1", {}, "Sagas"),
-    h("div", { class: "filters" }, h("label", { for: "status-filter" }, "Status"), select,
-      h("span", { class: "muted" }, `${page.total} saga${page.total === 1 ? "" : "s"}`)),
-    page.sagas.length
-      ? h("table", { class: "sagas" },
-        h("thead", {}, h("tr", {}, ["saga", "status", "entries", "awaiting", "in doubt", "started", "updated"].map((t) => h("th", {}, t)))),
-        h("tbody", {}, rows))
-      : h("div", { class: "empty" }, "No sagas match."),
-    h("div", { class: "pager" },
-      h("button", { class: "btn", type: "button", disabled: offset === 0, onclick: () => go({ status, offset: Math.max(0, offset - PAGE) }) }, "← Newer"),
-      h("span", { class: "muted" }, page.total ? `${offset + 1}–${last} of ${page.total}` : ""),
-      h("button", { class: "btn", type: "button", disabled: last >= page.total, onclick: () => go({ status, offset: offset + PAGE }) }, "Older →")));
 }
 
-async function sagaPage(sagaId) {
-  const saga = await api(`sagas/${enc(sagaId)}`);
-  const doubtful = new Set(saga.inDoubt.map((c) => c.seq));
-  const decisions = new Map((saga.decisions || []).map((d) => [d.seq, d]));
+// Keyboard over a container of approval cards: j/k or arrows select, a/r open the confirmation.
+let selectedKey = null; // survives refreshes and a return to the list
+function cardKeys(container, items) {
+  const cards = () => Array.from(container.querySelectorAll("section.approval"));
+  const select = (card, focus) => {
+    selectedKey = card.dataset.key;
+    for (const c of cards()) c.classList.toggle("selected", c === card);
+    if (focus) { card.focus({ preventScroll: true }); card.scrollIntoView({ block: "nearest" }); }
+  };
+  container.addEventListener("focusin", (event) => {
+    const card = event.target.closest("section.approval");
+    if (card) select(card, false);
+  });
+  let index = 0;
+  const reselect = () => {
+    const all = cards();
+    if (!all.length) return;
+    const found = all.findIndex((c) => c.dataset.key === selectedKey);
+    index = found >= 0 ? found : Math.min(index, all.length - 1);
+    select(all[index], false);
+  };
+  const keys = (key) => {
+    const all = cards();
+    if (!all.length) return false;
+    if (["j", "ArrowDown", "k", "ArrowUp"].includes(key)) {
+      const delta = key === "j" || key === "ArrowDown" ? 1 : -1;
+      const at = all.findIndex((c) => c.dataset.key === selectedKey);
+      index = at < 0 ? 0 : Math.max(0, Math.min(all.length - 1, at + delta));
+      select(all[index], true);
+      return true;
+    }
+    if (key !== "a" && key !== "r") return false;
+    const card = all.find((c) => c.dataset.key === selectedKey) || all[0];
+    select(card, false);
+    const button = card.querySelector(key === "a" ? "button.approve" : "button.reject");
+    if (button.disabled) notice(`Cannot approve: ${cannotApprove(items.get(card.dataset.key))}.`, "bad");
+    else button.click();
+    return true;
+  };
+  return { reselect, keys };
+}
+
+function approvalsView(fresh) {
+  const count = h("span", { class: "muted", id: "approvals-count" });
+  const cards = h("div", { id: "cards" });
+  const empty = h("div", { class: "empty", hidden: true }, "Nothing is waiting for a human.");
+  main(h("h1", {}, "Pending approvals ", count),
+    h("p", { class: "muted keys" }, "j/k or ↓/↑ select · a approve… · r reject… · Enter confirms · Esc cancels · / open a saga"),
+    empty, cards);
+  const items = new Map();
+  const nav = cardKeys(cards, items);
+  const outcomes = decisionOutcomes(() => load());
+  async function load() {
+    const all = await api("approvals");
+    if (!fresh()) return;
+    const shown = all.slice(0, CARDS);
+    items.clear();
+    for (const item of shown) items.set(cardKey(item), item);
+    keepingPlace(() => {
+      count.textContent = all.length > shown.length ? `(${shown.length} oldest of ${all.length})` : `(${all.length})`;
+      empty.hidden = all.length > 0;
+      reconcile(cards, shown.map((item) => approvalCard(item, null, outcomes)));
+      redrawClocks(cards);
+      nav.reselect();
+    });
+  }
+  return { load, keys: nav.keys };
+}
+
+function approvalView(sagaId, seq, fresh) {
+  const cards = h("div", { id: "cards" });
+  const missing = h("div", { class: "notice bad", id: "not-found", hidden: true });
+  main(h("p", {}, h("a", { href: "#/approvals" }, "← Pending approvals")), missing, cards);
+  const items = new Map();
+  const nav = cardKeys(cards, items);
+  const outcomes = decisionOutcomes(() => load());
+  async function load() {
+    let detail = null;
+    try {
+      detail = await api(`requests/${enc(sagaId)}/${seq}`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+    }
+    if (!fresh()) return;
+    items.clear();
+    if (detail) items.set(cardKey(detail), detail);
+    keepingPlace(() => {
+      missing.hidden = !!detail;
+      missing.replaceChildren(`No pending approval request for saga “${sagaId}” at seq ${seq}: it was decided, `,
+        "expired or never existed. ", has("auditor") ? h("a", { href: `#/saga/${enc(sagaId)}` }, "See the saga's journal.") : null);
+      // The journal is part of the signature here: a new entry redraws it.
+      reconcile(cards, detail ? [approvalCard(detail, detail, outcomes)] : []);
+      redrawClocks(cards);
+      nav.reselect();
+    });
+  }
+  return { load, keys: nav.keys };
+}
+
+// The saga list: one page by cursor. history.state.back holds the cursors of the pages before
+// this one (so Newer goes back one page, also after a reload); the URL holds status and cursor.
+function sagasView(params, fresh) {
+  const status = params.get("status") || "";
+  const after = params.get("after") || "";
+  const back = (history.state && Array.isArray(history.state.back)) ? history.state.back : [];
+  const show = (s, cursor, stack) => {
+    const q = new URLSearchParams();
+    if (s) q.set("status", s);
+    if (cursor) q.set("after", cursor);
+    navigate(`#/sagas${q.toString() ? `?${q}` : ""}`, { back: stack });
+  };
+  let next = null;
+  const counters = h("div", { class: "counters", id: "counters", role: "group", "aria-label": "Sagas by status" });
+  const select = h("select", { id: "status-filter", onchange: (ev) => show(ev.target.value, "", []) },
+    [["", "All"], ...STATUSES].map(([value, label]) => h("option", { value, selected: value === status }, label)));
+  const rows = h("tbody", { id: "saga-rows" });
+  const table = h("table", { class: "sagas" },
+    h("thead", {}, h("tr", {}, ["saga", "status", "entries", "awaiting", "in doubt", "started", "updated"].map((t) => h("th", {}, t)))),
+    rows);
+  const empty = h("div", { class: "empty", hidden: true }, after ? "No more sagas on this page." : "No sagas match.");
+  const matching = h("span", { class: "muted", id: "matching" });
+  const newest = h("button", { class: "btn", type: "button", id: "page-newest", disabled: !after, onclick: () => show(status, "", []) }, "⇤ Newest");
+  const newer = h("button", {
+    class: "btn", type: "button", id: "page-newer", disabled: !after,
+    onclick: () => show(status, back.length ? back[back.length - 1] : "", back.slice(0, -1)),
+  }, "← Newer");
+  const older = h("button", {
+    class: "btn", type: "button", id: "page-older", disabled: true,
+    onclick: () => { if (next) show(status, next, [...back, after]); },
+  }, "Older →");
+  const where = h("span", { class: "muted", id: "page-number" }, after && !back.length ? "a later page" : `page ${back.length + 1}`);
+  main(
+    h("h1", {}, "Sagas"), counters,
+    h("div", { class: "filters" }, h("label", { for: "status-filter" }, "Status"), select, matching),
+    table, empty,
+    h("div", { class: "pager" }, newest, newer, where, older));
+
+  async function load() {
+    const q = new URLSearchParams({ limit: PAGE });
+    if (status) q.set("status", status);
+    if (after) q.set("after", after);
+    const [page, overview] = await Promise.all([api(`sagas?${q}`), api("overview")]);
+    if (!fresh()) return;
+    keepingPlace(() => {
+      next = page.next;
+      older.disabled = !next;
+      const n = status ? overview.counts[status] || 0 : overview.total;
+      matching.textContent = status ? `${plural(n, "saga")} ${status.replaceAll("_", " ").toLowerCase()}` : plural(n, "saga");
+      reconcile(counters, [["", "All", overview.total], ...STATUSES.map(([s, label]) => [s, label, overview.counts[s] || 0])]
+        .map(([s, label, c]) => keyed(s || "ALL", [label, c, s === status], h("button", {
+          type: "button", class: `counter ${s || "ALL"}${s === status ? " active" : ""}`, "data-status": s,
+          "aria-pressed": String(s === status), "data-focus": `counter:${s}`, onclick: () => show(s, "", []),
+        }, h("span", { class: "count" }, c.toLocaleString("en")), h("span", { class: "label" }, label)))));
+      table.hidden = !page.sagas.length;
+      empty.hidden = !!page.sagas.length;
+      reconcile(rows, page.sagas.map((s) => keyed(s.sagaId, s, h("tr", { class: s.inDoubt ? "in-doubt" : "", "data-saga": s.sagaId },
+        h("td", {}, h("a", { href: `#/saga/${enc(s.sagaId)}`, "data-focus": `saga:${s.sagaId}` }, s.sagaId)),
+        h("td", {}, pill(s.status)),
+        h("td", {}, s.entryCount),
+        h("td", {}, s.awaitingApproval || ""),
+        h("td", {}, s.inDoubt ? h("span", { class: "doubt-label" }, s.inDoubt) : ""),
+        h("td", { class: "mono" }, when(s.startedAt)),
+        h("td", { class: "mono" }, when(s.updatedAt))))));
+    });
+  }
+  return { load, keys: () => false };
+}
+
+function sagaView(sagaId, fresh) {
+  const head = h("div", { id: "saga-head" });
+  const timeline = h("ol", { class: "timeline" });
+  const missing = h("div", { class: "notice bad", id: "not-found", hidden: true });
+  const body = h("div", { hidden: true }, head, h("h2", {}, "Journal"), timeline,
+    h("p", {}, h("a", { href: new URL(`audit/${enc(sagaId)}`, API).pathname, class: "export", onclick: exportClick(sagaId) }, "Export JSON Lines")));
+  main(h("p", {}, h("a", { href: "#/sagas" }, "← Sagas")), missing, body);
+  async function load() {
+    let saga = null;
+    try {
+      saga = await api(`sagas/${enc(sagaId)}`);
+    } catch (err) {
+      if (err.status !== 404) throw err;
+    }
+    if (!fresh()) return;
+    keepingPlace(() => {
+      missing.hidden = !!saga;
+      body.hidden = !saga;
+      missing.textContent = saga ? "" : `No saga “${sagaId}”: nothing is journaled under that id. Check the id (they are case-sensitive).`;
+      if (!saga) return;
+      const doubtful = new Set(saga.inDoubt.map((c) => c.seq));
+      const decisions = new Map((saga.decisions || []).map((d) => [d.seq, d]));
+      reconcile(head, [keyed("head", [saga.status, saga.verification, saga.entryCount, saga.inDoubt.length, saga.pendingApprovals.map(cardKey)],
+        sagaHead(saga))]);
+      reconcile(timeline, saga.entries.map((e) => keyed(String(e.seq), [e, doubtful.has(e.seq), decisions.get(e.seq) || null],
+        timelineEntry(e, doubtful.has(e.seq), decisions.get(e.seq)))));
+    });
+  }
+  return { load, keys: () => false };
+}
+
+function sagaHead(saga) {
   const v = saga.verification;
   const badge = v.valid ? pill("chain verified", "valid") : pill(`chain BROKEN at index ${v.breakAtIndex}`, "broken");
-  const timeline = h("ol", { class: "timeline" }, saga.entries.map((e) => h("li", {
-    class: `${e.phase} ${doubtful.has(e.seq) ? "in-doubt" : ""}`, "data-seq": e.seq,
-  },
-  h("div", { class: "entry-head" },
-    h("span", { class: "seq" }, `#${e.seq}`), pill(e.phase), h("strong", {}, e.toolName),
-    doubtful.has(e.seq) ? h("span", { class: "doubt-label" }, "IN DOUBT: no outcome journaled") : null,
-    h("span", { class: "time" }, when(e.timestamp))),
-  h("div", { class: "entry-body" },
-    decisions.has(e.seq) ? decisionRows(decisions.get(e.seq)) : null,
-    e.input ? [h("span", {}, "input"), h("code", {}, e.input)] : null,
-    e.payload ? [h("span", {}, "payload"), h("code", {}, e.payload)] : null,
-    h("span", {}, "hash"), h("code", { class: "muted", title: e.hash }, `${e.hash.slice(0, 16)}…`)))));
-  main(
-    h("p", {}, h("a", { href: "#/sagas" }, "← Sagas")),
+  const pending = saga.pendingApprovals;
+  return h("div", {},
     h("div", { class: "card-head" }, h("h1", {}, saga.sagaId), h("span", { class: "saga-status" }, pill(saga.status)),
       h("span", { class: "verification", title: v.message }, badge)),
     h("p", { class: "muted" }, `${saga.entryCount} entries · ${v.message}`),
@@ -305,12 +646,24 @@ async function sagaPage(sagaId) {
       h("strong", {}, `${saga.inDoubt.length} call(s) in doubt. `),
       "An INTENT has no journaled outcome: the process died mid-call. Nothing compensates it automatically; ",
       "check the outside world and settle it with ", h("code", {}, "sagacity sagas resolve"), ".") : null,
-    saga.pendingApprovals.length ? h("div", { class: "callout" },
-      `${saga.pendingApprovals.length} approval request(s) pending: `,
-      has("approver") ? h("a", { href: "#/approvals" }, "review them") : "an approver must decide") : null,
-    h("h2", {}, "Journal"),
-    timeline,
-    h("p", {}, h("a", { href: new URL(`audit/${enc(sagaId)}`, API).pathname, class: "export", onclick: exportClick(sagaId) }, "Export JSON Lines")));
+    pending.length ? h("div", { class: "callout" },
+      `${pending.length} approval request(s) pending: `,
+      has("approver")
+        ? pending.map((p, i) => [i ? ", " : "", h("a", { href: approvalHash(p), "data-focus": `review:${cardKey(p)}` }, `review request ${p.journalSeq}`)])
+        : "an approver must decide") : null);
+}
+
+function timelineEntry(e, doubtful, decision) {
+  return h("li", { class: `${e.phase} ${doubtful ? "in-doubt" : ""}`, "data-seq": e.seq },
+    h("div", { class: "entry-head" },
+      h("span", { class: "seq" }, `#${e.seq}`), pill(e.phase), h("strong", {}, e.toolName),
+      doubtful ? h("span", { class: "doubt-label" }, "IN DOUBT: no outcome journaled") : null,
+      h("span", { class: "time" }, when(e.timestamp))),
+    h("div", { class: "entry-body" },
+      decision ? decisionRows(decision) : null,
+      e.input ? [h("span", {}, "input"), h("code", {}, e.input)] : null,
+      e.payload ? [h("span", {}, "payload"), h("code", {}, e.payload)] : null,
+      h("span", {}, "hash"), h("code", { class: "muted", title: e.hash }, `${e.hash.slice(0, 16)}…`)));
 }
 
 // Who decided, as the server reads the payload: the approver line only, never a line of the reason.
@@ -337,11 +690,18 @@ function exportClick(sagaId) {
   };
 }
 
-// -- routing --------------------------------------------------------------------------------------
+// -- routing: every view has a URL --------------------------------------------------------------
+//   #/approvals                    pending approvals     #/approval/<sagaId>/<seq>  one request
+//   #/sagas?status=S&after=CURSOR  a page of sagas       #/saga/<sagaId>            one saga
 async function route() {
+  lastRouted = location.href;
+  const mine = ++generation;
+  const fresh = () => mine === generation;
+  view = null;
+  if (dialog) dialog.closeNow();
   const [path, queryString] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(queryString || "");
-  if (!sessionStorage.getItem(TOKEN_KEY)) { chrome(); loginPage(); return; }
+  if (!sessionStorage.getItem(TOKEN_KEY)) { me = null; chrome(); loginPage(); return; }
   try {
     if (!me) me = await api("me");
   } catch (err) {
@@ -349,16 +709,25 @@ async function route() {
     loginPage(err.status === 401 ? "Your session ended; sign in again." : err.message);
     return;
   }
+  if (!fresh()) return;
   chrome();
   const parts = path.split("/").filter(Boolean);
-  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === (parts[0] === "saga" ? "sagas" : parts[0])));
+  const section = { saga: "sagas", approval: "approvals" }[parts[0]] || parts[0];
+  document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === section));
+  const seq = parts[0] === "approval" && parts.length >= 3 ? parts[parts.length - 1] : null;
+  let next;
+  if (parts[0] === "saga" && parts[1]) next = sagaView(decodeURIComponent(parts.slice(1).join("/")), fresh);
+  else if (parts[0] === "sagas") next = sagasView(params, fresh);
+  else if (parts[0] === "approvals") next = approvalsView(fresh);
+  else if (seq && /^\d+$/.test(seq)) next = approvalView(decodeURIComponent(parts.slice(1, -1).join("/")), seq, fresh);
+  else { history.replaceState(null, "", home()); route(); return; }
   try {
-    if (parts[0] === "saga" && parts[1]) await sagaPage(decodeURIComponent(parts.slice(1).join("/")));
-    else if (parts[0] === "sagas") await sagasPage(params);
-    else if (parts[0] === "approvals") await approvalsPage();
-    else navigate(home());
+    await next.load();
+    if (!fresh()) return;
+    view = next;
+    showRefresh(stamp());
   } catch (err) {
-    if (err.status === 401) return;
+    if (err.status === 401 || !fresh()) return;
     main(h("div", { class: "notice bad" }, `${err.status ? `HTTP ${err.status}: ` : ""}${err.message}`));
   }
 }
@@ -367,6 +736,8 @@ function chrome() {
   const signedIn = !!me;
   $("nav").hidden = !signedIn;
   $("who").hidden = !signedIn;
+  $("refresh").hidden = !signedIn;
+  $("lookup").hidden = !has("auditor");
   if (!signedIn) return;
   document.querySelector('[data-nav="approvals"]').hidden = !has("approver");
   document.querySelector('[data-nav="sagas"]').hidden = !has("auditor");
@@ -374,6 +745,7 @@ function chrome() {
   const banner = $("banner");
   banner.hidden = !me.insecure;
   banner.textContent = me.insecure ? "This server runs WITHOUT AUTHENTICATION: anyone who reaches it can approve." : "";
+  showRefresh();
 }
 
 $("logout").addEventListener("click", () => {
@@ -382,6 +754,28 @@ $("logout").addEventListener("click", () => {
   notice("");
   navigate("#/login");
 });
+$("lookup").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const id = $("lookup-id").value.trim();
+  if (!id) return;
+  notice("");
+  $("lookup-id").value = "";
+  navigate(`#/saga/${enc(id)}`);
+});
+$("refresh-toggle").addEventListener("click", togglePause);
 document.querySelectorAll("[data-nav]").forEach((a) => a.addEventListener("click", () => notice("")));
-window.addEventListener("hashchange", route);
+
+// Shortcuts, never while typing in a field or with a dialog open (the dialog has its own keys).
+document.addEventListener("keydown", (event) => {
+  if (dialog || event.ctrlKey || event.metaKey || event.altKey || !me) return;
+  if (event.target.closest && event.target.closest("input, textarea, select, [contenteditable]")) return;
+  if (event.key === "/" && has("auditor")) { event.preventDefault(); $("lookup-id").focus(); return; }
+  if (event.key === "p") { togglePause(); return; }
+  if (view && view.keys(event.key)) event.preventDefault();
+});
+// Hash links fire popstate and hashchange: route once per new URL.
+const onUrl = () => { if (location.href !== lastRouted) route(); };
+window.addEventListener("hashchange", onUrl);
+window.addEventListener("popstate", () => route());
+setInterval(tick, REFRESH_MS);
 route();

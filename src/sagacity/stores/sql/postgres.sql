@@ -20,3 +20,46 @@ CREATE TABLE IF NOT EXISTS sagacity_approval_expiry (
 CREATE TABLE IF NOT EXISTS sagacity_approval_trace (
     saga_id TEXT NOT NULL, journal_seq BIGINT NOT NULL, traceparent TEXT NOT NULL,
     tracestate TEXT NOT NULL DEFAULT '', PRIMARY KEY (saga_id, journal_seq));
+-- Extension: the saga index (src/sagacity/_index.py): each saga's status and counts folded from
+-- its journal, for operator reads that must not fold every journal. Derived, never evidence:
+-- `sagacity db reindex` drops and rebuilds it.
+CREATE TABLE IF NOT EXISTS sagacity_saga_index (
+    saga_id TEXT NOT NULL PRIMARY KEY, status TEXT NOT NULL, entry_count BIGINT NOT NULL,
+    started_at TIMESTAMP NOT NULL, updated_at TIMESTAMP NOT NULL, awaiting_approval INTEGER NOT NULL,
+    in_doubt INTEGER NOT NULL, compensating BOOLEAN NOT NULL, broken_at BIGINT,
+    broken_message TEXT NOT NULL DEFAULT '', attention BOOLEAN NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_saga_index_updated ON sagacity_saga_index (updated_at, saga_id);
+CREATE INDEX IF NOT EXISTS idx_saga_index_status ON sagacity_saga_index (status, updated_at, saga_id);
+CREATE INDEX IF NOT EXISTS idx_saga_index_attention ON sagacity_saga_index (saga_id) WHERE attention;
+-- Sagas whose journal changed since the index last looked. Statement triggers (one insert here
+-- per statement, whoever ran it: this library, another implementation, a person with psql) note
+-- every saga touched; readers fold those sagas again and delete the notes they consumed.
+CREATE TABLE IF NOT EXISTS sagacity_index_dirty (
+    id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, saga_id TEXT NOT NULL);
+-- SECURITY DEFINER with the schema pinned: a writer's own role and search_path (the Java
+-- library's, an append-only role's) never make its insert into the journal fail here.
+CREATE OR REPLACE FUNCTION sagacity_note_change() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+BEGIN
+    INSERT INTO sagacity_index_dirty (saga_id) SELECT DISTINCT saga_id FROM sagacity_changed;
+    RETURN NULL;
+END
+$$;
+DROP TRIGGER IF EXISTS sagacity_index_insert ON side_effect_journal;
+CREATE TRIGGER sagacity_index_insert AFTER INSERT ON side_effect_journal
+    REFERENCING NEW TABLE AS sagacity_changed FOR EACH STATEMENT EXECUTE FUNCTION sagacity_note_change();
+DROP TRIGGER IF EXISTS sagacity_index_update_new ON side_effect_journal;
+CREATE TRIGGER sagacity_index_update_new AFTER UPDATE ON side_effect_journal
+    REFERENCING NEW TABLE AS sagacity_changed FOR EACH STATEMENT EXECUTE FUNCTION sagacity_note_change();
+DROP TRIGGER IF EXISTS sagacity_index_update_old ON side_effect_journal;
+CREATE TRIGGER sagacity_index_update_old AFTER UPDATE ON side_effect_journal
+    REFERENCING OLD TABLE AS sagacity_changed FOR EACH STATEMENT EXECUTE FUNCTION sagacity_note_change();
+DROP TRIGGER IF EXISTS sagacity_index_delete ON side_effect_journal;
+CREATE TRIGGER sagacity_index_delete AFTER DELETE ON side_effect_journal
+    REFERENCING OLD TABLE AS sagacity_changed FOR EACH STATEMENT EXECUTE FUNCTION sagacity_note_change();
+-- A journal that was there before the index (an upgrade, another implementation's database):
+-- every saga not yet indexed is noted once, and the first read folds it.
+INSERT INTO sagacity_index_dirty (saga_id)
+SELECT DISTINCT j.saga_id FROM side_effect_journal j
+WHERE NOT EXISTS (SELECT 1 FROM sagacity_saga_index i WHERE i.saga_id = j.saga_id)
+  AND NOT EXISTS (SELECT 1 FROM sagacity_index_dirty d WHERE d.saga_id = j.saga_id);

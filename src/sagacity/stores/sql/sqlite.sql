@@ -27,3 +27,17 @@ CREATE TRIGGER IF NOT EXISTS side_effect_journal_no_update BEFORE UPDATE ON side
 BEGIN SELECT RAISE(ABORT, 'side_effect_journal is append-only: UPDATE refused'); END;
 CREATE TRIGGER IF NOT EXISTS side_effect_journal_no_delete BEFORE DELETE ON side_effect_journal
 BEGIN SELECT RAISE(ABORT, 'side_effect_journal is append-only: DELETE refused'); END;
+-- Extension: the saga index (src/sagacity/_index.py): each saga's status and counts folded from
+-- its journal, for operator reads that must not fold every journal. Derived, never evidence:
+-- `sagacity db reindex` drops and rebuilds it. Reads catch it up from the journal's rowid (rows
+-- are only ever appended, so the rowid only grows), noted in sagacity_index_mark; an append
+-- writes nothing here.
+CREATE TABLE IF NOT EXISTS sagacity_saga_index (
+    saga_id TEXT NOT NULL PRIMARY KEY, status TEXT NOT NULL, entry_count INTEGER NOT NULL,
+    started_at TEXT NOT NULL, updated_at TEXT NOT NULL, awaiting_approval INTEGER NOT NULL,
+    in_doubt INTEGER NOT NULL, compensating INTEGER NOT NULL, broken_at INTEGER,
+    broken_message TEXT NOT NULL DEFAULT '', attention INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS idx_saga_index_updated ON sagacity_saga_index (updated_at, saga_id);
+CREATE INDEX IF NOT EXISTS idx_saga_index_status ON sagacity_saga_index (status, updated_at, saga_id);
+CREATE INDEX IF NOT EXISTS idx_saga_index_attention ON sagacity_saga_index (saga_id) WHERE attention;
+CREATE TABLE IF NOT EXISTS sagacity_index_mark (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
