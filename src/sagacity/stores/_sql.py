@@ -23,6 +23,7 @@ APPROVALS = "sagacity_approval_request"
 EXPIRY = "sagacity_approval_expiry"
 TRACE = "sagacity_approval_trace"
 INDEX = "sagacity_saga_index"
+INDEX_COUNTS = "sagacity_saga_counts"
 INDEX_MARK = "sagacity_index_mark"
 INDEX_DIRTY = "sagacity_index_dirty"
 INDEX_COLUMNS = (
@@ -325,6 +326,11 @@ class SQLStore(ABC):
     def _index_forget(self, cur: Cursor) -> None:
         """Drop every row and mark every saga as changed (the start of a rebuild)."""
 
+    def _drop_index_rows(self, cur: Cursor) -> None:
+        """What every dialect's ``_index_forget`` starts with: no rows, no counts."""
+        cur.execute(f"DELETE FROM {INDEX}")
+        cur.execute(f"DELETE FROM {INDEX_COUNTS}")
+
     def refresh_index(self, fold: Folder, batch: int) -> int:
         if not self._index_stale():
             return 0
@@ -366,8 +372,27 @@ class SQLStore(ABC):
         return journals
 
     def _put_index_rows(self, cur: Cursor, saga_ids: Sequence[str], rows: Sequence[IndexRow]) -> None:
-        """Replace the rows of ``saga_ids`` with ``rows`` (a saga without one has no entries left)."""
+        """Replace the rows of ``saga_ids`` with ``rows`` (a saga without one has no entries left),
+        and move the counts by status by what changed, so counting costs one small read."""
         marks = ", ".join("?" * len(saga_ids))
+        cur.execute(
+            self._sql(f"SELECT status, count(*) FROM {INDEX} WHERE saga_id IN ({marks}) GROUP BY status"),
+            tuple(saga_ids),
+        )
+        moved: dict[str, int] = {}
+        for status, count in cur.fetchall():
+            moved[status] = moved.get(status, 0) - int(count)
+        for row in rows:
+            moved[str(row.status)] = moved.get(str(row.status), 0) + 1
+        for status, change in sorted(moved.items()):
+            if change:
+                cur.execute(
+                    self._sql(
+                        f"INSERT INTO {INDEX_COUNTS} (status, sagas) VALUES (?, ?) ON CONFLICT (status) "
+                        f"DO UPDATE SET sagas = {INDEX_COUNTS}.sagas + excluded.sagas"
+                    ),
+                    (status, change),
+                )
         cur.execute(self._sql(f"DELETE FROM {INDEX} WHERE saga_id IN ({marks})"), tuple(saga_ids))
         width = len(INDEX_COLUMNS.split(","))
         for start in range(0, len(rows), 100):
@@ -430,7 +455,7 @@ class SQLStore(ABC):
 
     def index_counts(self) -> dict[SagaStatus, int]:
         with self._cursor() as cur:
-            cur.execute(f"SELECT status, count(*) FROM {INDEX} GROUP BY status")
+            cur.execute(f"SELECT status, sagas FROM {INDEX_COUNTS} WHERE sagas > 0")
             return {SagaStatus(status): int(n) for status, n in cur.fetchall()}
 
     def index_watched(self, watch: Watch) -> list[IndexRow]:

@@ -59,6 +59,7 @@ from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
     INDEX,
+    INDEX_COUNTS,
     INDEX_DIRTY,
     JOURNAL,
     TRACE,
@@ -218,7 +219,7 @@ class PostgresStore(SQLStore):
 
     def _index_forget(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
-        cur.execute(f"DELETE FROM {INDEX}")
+        self._drop_index_rows(cur)
         cur.execute(f"DELETE FROM {INDEX_DIRTY}")
         cur.execute(f"INSERT INTO {INDEX_DIRTY} (saga_id) SELECT DISTINCT saga_id FROM {JOURNAL}")
 
@@ -363,8 +364,9 @@ class PostgresStore(SQLStore):
             cur.execute(
                 "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
                 "AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL "
-                "AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
-                (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY),
+                "AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
+                "AND to_regclass(%s) IS NOT NULL",
+                (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY, INDEX_COUNTS),
             )
             row = cur.fetchone()
         if row is not None and row[0] and row[1]:
@@ -406,15 +408,15 @@ class PostgresStore(SQLStore):
         table owner can still do anything: run the application as ``role``, not as the owner.
         """
         ident = sql.Identifier(role)
-        journal, approvals, expiry, trace, index, dirty = (
-            sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY)
+        journal, approvals, expiry, trace, index, dirty, counts = (
+            sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY, INDEX_COUNTS)
         )
         statements = [
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self._schema()), ident),
             sql.SQL("REVOKE ALL ON {} FROM {}").format(journal, ident),
             sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(journal, ident),
-            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {}, {} TO {}").format(
-                approvals, expiry, trace, index, dirty, ident
+            sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {}, {}, {} TO {}").format(
+                approvals, expiry, trace, index, dirty, counts, ident
             ),
         ]
         with self._cursor(transaction=True) as cur:

@@ -39,7 +39,6 @@ from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
 from sagacity.stores._lease import FileLeases
 from sagacity.stores._sql import (
-    INDEX,
     INDEX_MARK,
     JOURNAL,
     Cursor,
@@ -259,7 +258,7 @@ class SQLiteStore(SQLStore):
         )
 
     def _index_forget(self, cur: Cursor) -> None:
-        cur.execute(f"DELETE FROM {INDEX}")
+        self._drop_index_rows(cur)
         self._index_consume(cur, 0)
 
     # -- group commit ----------------------------------------------------------------------------
