@@ -389,19 +389,24 @@ class Sagacity:
     def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
         return list(self.journal.read(self.store.list_approval_requests, saga_id))
 
-    def approvals(self, saga_id: str | None = None) -> list[PendingApproval]:
+    def approvals(self, saga_id: str | None = None, *, limit: int | None = None) -> list[PendingApproval]:
         """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first. Read-only: the request table, then each saga's journal once."""
+        now), oldest first; at most ``limit``. Read-only: the request table, then the journal of
+        each saga shown, once (so a queue page costs ``limit`` folds however long the queue)."""
         _refuse_in_loop("approvals")
-        return self._approvals(saga_id)
+        return self._approvals(saga_id, limit=limit)
 
-    async def approvals_async(self, saga_id: str | None = None) -> list[PendingApproval]:
-        return await asyncio.to_thread(self._approvals, saga_id)
+    async def approvals_async(
+        self, saga_id: str | None = None, *, limit: int | None = None
+    ) -> list[PendingApproval]:
+        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit))
 
     def _approvals(
-        self, saga_id: str | None, states: dict[str, SagaState] | None = None
+        self, saga_id: str | None, states: dict[str, SagaState] | None = None, *, limit: int | None = None
     ) -> list[PendingApproval]:
-        requests = self._pending(saga_id)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise InvalidValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+        requests = self._pending(saga_id)[:limit]
         states = dict(states or {})
         for sid in {r.saga_id for r in requests} - states.keys():
             states[sid] = fold(sid, self.journal.entries(sid))

@@ -527,3 +527,23 @@ async def test_dashboard_assets_are_served_from_the_package(client: httpx.AsyncC
     assert script.status_code == 200
     assert "innerHTML" not in script.text.replace("never innerHTML", "")
     assert (await client.get("/sagacity/ui/style.css")).status_code == 200
+
+
+async def test_approvals_limit_answers_the_oldest_and_the_total_in_a_header(
+    client: httpx.AsyncClient, gate: Callable[..., Any]
+) -> None:
+    """?limit=N answers the N oldest requests, still as the Java starter's bare list; the header
+    X-Total-Count says how many are pending in all. Without limit: every request."""
+    for n in range(3):
+        await gate(f"queue-{n}")
+    every = await client.get("/sagacity/approvals", headers=ALICE)
+    assert [a["sagaId"] for a in every.json()] == ["queue-0", "queue-1", "queue-2"]
+    assert every.headers["X-Total-Count"] == "3"
+    page = await client.get("/sagacity/approvals", params={"limit": 2}, headers=ALICE)
+    assert [a["sagaId"] for a in page.json()] == ["queue-0", "queue-1"]
+    assert page.headers["X-Total-Count"] == "3"
+    moving = "waitingSeconds"  # grows between the two reads
+    assert [a | {moving: 0} for a in page.json()] == [a | {moving: 0} for a in every.json()[:2]]
+    bad = await client.get("/sagacity/approvals", params={"limit": "0"}, headers=ALICE)
+    assert bad.status_code == 400
+    assert "limit" in bad.json()["error"]

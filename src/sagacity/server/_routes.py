@@ -171,9 +171,18 @@ def me(who: Anyone, request: Request) -> dict[str, Any]:
     return {"name": who.name, "roles": sorted(who.roles), "insecure": insecure}
 
 
-@router.get("/approvals", tags=["approvals"], summary="Every pending approval request")
-def list_approvals(who: Approver, sg: SagacityDep) -> list[dict[str, Any]]:
-    return [approval_json(p) for p in sg.approvals()]
+@router.get("/approvals", tags=["approvals"], summary="Pending approval requests, oldest first")
+def list_approvals(
+    who: Approver,
+    sg: SagacityDep,
+    response: Response,
+    limit: Annotated[
+        int | None, Query(ge=1, le=1000, description="At most this many, the oldest (default: all)."), Digits
+    ] = None,
+) -> list[dict[str, Any]]:
+    # The Java starter's body (a bare list); how many are pending in all goes in a header.
+    response.headers["X-Total-Count"] = str(len(sg.pending_approvals()))
+    return [approval_json(p) for p in sg.approvals(limit=limit)]
 
 
 @router.get(

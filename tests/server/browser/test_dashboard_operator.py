@@ -371,6 +371,7 @@ def test_the_dashboard_reads_one_page_at_a_time(
     expect = playwright_api.expect
     sign_in(page, url)
     expect(page.locator("section.approval")).to_have_count(3)
+    expect(page.locator("#approvals-count")).to_have_text("(3)")
     page.click('[data-nav="sagas"]')
     expect(page.locator("table.sagas tbody tr")).to_have_count(25)
     page.click("#page-older")
@@ -381,6 +382,8 @@ def test_the_dashboard_reads_one_page_at_a_time(
     assert all("limit=25" in u for u in lists), lists
     assert sum("after=" in u for u in lists) >= 1
     assert not [u for u in asked if u.startswith(api + "requests/")]
+    queue_reads = [u for u in asked if u.startswith(api + "approvals")]
+    assert queue_reads and all(u == api + "approvals?limit=50" for u in queue_reads), queue_reads
     page.click('[data-nav="approvals"]')
     page.locator('section.approval[data-saga="wire-1"] .journal-so-far summary').click()
     expect(page.locator('section.approval[data-saga="wire-1"] .journal-so-far')).to_contain_text(
@@ -390,3 +393,23 @@ def test_the_dashboard_reads_one_page_at_a_time(
     assert [u for u in asked if u.startswith(api + "requests/")] == [
         f"{api}requests/wire-1/{request.journal_seq}"
     ]
+
+
+def test_a_long_queue_shows_the_50_oldest_and_how_many_wait(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """With more requests pending than cards shown, the queue asks for the 50 oldest only and says
+    how many wait in all (the API's X-Total-Count), so a long queue costs one page of reads."""
+    url, sg = served
+
+    def gates() -> None:
+        for n in range(52):
+            run_saga(sg, f"wire-{n:02d}", tools.transfer)
+
+    off_loop(gates)
+    expect = playwright_api.expect
+    sign_in(page, url)
+    expect(page.locator("section.approval")).to_have_count(50)
+    expect(page.locator("#approvals-count")).to_have_text("(50 oldest of 52)")
+    shown = page.locator("section.approval").evaluate_all("cards => cards.map(c => c.dataset.saga)")
+    assert shown == [f"wire-{n:02d}" for n in range(50)]

@@ -22,7 +22,7 @@ const STATUSES = [
   ["COMPENSATED", "Compensated"], ["REJECTED", "Rejected"], ["COMPLETED", "Completed"], ["RUNNING", "Running"],
 ];
 const PAGE = 25; // sagas a page
-const CARDS = 50; // approval cards shown at once (GET /approvals has no paging yet)
+const CARDS = 50; // approval cards shown at once: the oldest, GET /approvals?limit=
 const REFRESH_MS = 5000;
 let me = null;
 let view = null; // the current view: { load(): re-read its data and patch the page, keys(key): bool }
@@ -145,6 +145,8 @@ async function api(path, options) {
     throw new ApiError(401, body);
   }
   if (!response.ok) throw new ApiError(response.status, body);
+  const total = response.headers.get("X-Total-Count");
+  if (Array.isArray(body) && total !== null) body.total = Number(total); // a list's full length
   return body;
 }
 const enc = encodeURIComponent;
@@ -488,14 +490,14 @@ function approvalsView(fresh) {
   const nav = cardKeys(cards, items);
   const outcomes = decisionOutcomes(() => load());
   async function load() {
-    const all = await api("approvals");
+    const shown = await api(`approvals?limit=${CARDS}`);
     if (!fresh()) return;
-    const shown = all.slice(0, CARDS);
+    const total = shown.total ?? shown.length;
     items.clear();
     for (const item of shown) items.set(cardKey(item), item);
     keepingPlace(() => {
-      count.textContent = all.length > shown.length ? `(${shown.length} oldest of ${all.length})` : `(${all.length})`;
-      empty.hidden = all.length > 0;
+      count.textContent = total > shown.length ? `(${shown.length} oldest of ${total})` : `(${total})`;
+      empty.hidden = total > 0;
       reconcile(cards, shown.map((item) => approvalCard(item, null, outcomes)));
       redrawClocks(cards);
       nav.reselect();
