@@ -383,7 +383,8 @@ def test_the_dashboard_reads_one_page_at_a_time(
     assert sum("after=" in u for u in lists) >= 1
     assert not [u for u in asked if u.startswith(api + "requests/")]
     queue_reads = [u for u in asked if u.startswith(api + "approvals")]
-    assert queue_reads and all(u == api + "approvals?limit=50" for u in queue_reads), queue_reads
+    assert queue_reads
+    assert all(u == api + "approvals?limit=50" for u in queue_reads), queue_reads
     page.click('[data-nav="approvals"]')
     page.locator('section.approval[data-saga="wire-1"] .journal-so-far summary').click()
     expect(page.locator('section.approval[data-saga="wire-1"] .journal-so-far')).to_contain_text(
