@@ -23,7 +23,7 @@ from sagacity import chain
 from sagacity._approvals import utc_now
 from sagacity._index import Watch
 from sagacity._state import SagaState, fold
-from sagacity.model import ApprovalRequest, InDoubtCall, Phase, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, InDoubtCall, Phase, SagaStatus
 from sagacity.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -247,14 +247,16 @@ def diagnose(
     pending_by_saga: dict[str, set[int]] = {}
     for r in pending:
         pending_by_saga.setdefault(r.saga_id, set()).add(r.journal_seq)
+    journals: Iterable[tuple[str, list[Entry]]]
     if full:
-        checked = sg.saga_ids()
-        saga_count = len(checked)
+        every = sg.saga_ids()
+        saga_count = len(every)
+        journals = ((sid, sg.entries(sid)) for sid in every)  # one at a time: memory stays flat
     else:
-        checked = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
+        flagged = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
         saga_count = sum(sg.index.counts().values())
-    for sid in checked:
-        entries = sg.entries(sid)
+        journals = sg.index.journals(flagged).items()  # read together, a few statements
+    for sid, entries in journals:
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)

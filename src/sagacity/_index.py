@@ -155,6 +155,10 @@ class IndexedStore(Protocol):
         """The rows of these sagas (those indexed)."""
         ...
 
+    def index_journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
+        """Every entry of these sagas, by saga in the order given, each in seq order."""
+        ...
+
 
 class SagaIndex:
     """Operator reads over a store's index, caught up before each read."""
@@ -185,6 +189,10 @@ class SagaIndex:
 
     def rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
         return self._read(self._store.index_rows, saga_ids)
+
+    def journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
+        """The journals of the sagas a read picked, read together (a few statements)."""
+        return self._read(self._store.index_journals, saga_ids)
 
 
 class ScanIndex:
@@ -230,6 +238,9 @@ class ScanIndex:
 
     def rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
         return index_rows({sid: self._entries(sid) for sid in saga_ids})
+
+    def journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
+        return {sid: self._entries(sid) for sid in saga_ids}
 
 
 def open_index(store: object, journal: Journal) -> SagaIndex | ScanIndex:

@@ -36,11 +36,11 @@ def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaStat
             yield engine.snapshot(saga_id)
 
 
-def in_doubt(engine: Engine, saga_ids: Iterable[str]) -> list[InDoubtCall]:
-    """Calls and compensations with an INTENT and no outcome, oldest first."""
+def in_doubt(states: Iterable[SagaState]) -> list[InDoubtCall]:
+    """Calls and compensations with an INTENT and no outcome in these sagas, oldest first."""
     now = utc_now()
     found = []
-    for state in resting_states(engine, saga_ids):
+    for state in states:
         sid = state.saga_id
         for call in state.open_calls:
             e = call.intent

@@ -326,7 +326,13 @@ class Sagacity:
         return await asyncio.to_thread(self._in_doubt, saga_id)
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
-        return _recovery.in_doubt(self.engine, self._watched(saga_id, Watch.IN_DOUBT))
+        if saga_id is not None:
+            return _recovery.in_doubt(_recovery.resting_states(self.engine, [saga_id]))
+        live = self.engine.live()
+        ids = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT) if r.saga_id not in live]
+        # Their journals in a few statements, not one query per saga (a round trip each on
+        # PostgreSQL: 0.3 ms a saga, 0.3 s for a thousand in doubt).
+        return _recovery.in_doubt(fold(sid, entries) for sid, entries in self.index.journals(ids).items())
 
     @operation("resolve")
     def resolve_in_doubt(
