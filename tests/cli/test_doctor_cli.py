@@ -177,3 +177,24 @@ def test_db_comes_from_sagacity_url(runner: CliRunner, db_url: str, sg: Sagacity
     result = runner.invoke(main, ["doctor", "--older-than", "0s"], env={"SAGACITY_URL": db_url})
     assert result.exit_code == 1
     assert "crashed" in result.output
+
+
+def test_an_edit_the_index_did_not_see_needs_full_then_reindex_shows_it(
+    runner: CliRunner, db_url: str, sg: Sagacity, tools: ModuleType, tmp_path: Path
+) -> None:
+    """A row edited in place after the index folded its saga (the SQLite file changed behind
+    every trigger): the plain doctor cannot see it, `doctor --full` re-verifies every chain and
+    does, and `db reindex` folds everything again, after which the plain doctor sees it too."""
+    sg.run("ok", tools.plain_order)
+    assert doctor(runner, db_url).exit_code == 0  # the index has folded "ok"
+    with sqlite3.connect(tmp_path / "journal.db") as conn:
+        conn.execute("DROP TRIGGER side_effect_journal_no_update")
+        conn.execute("UPDATE side_effect_journal SET input = '{}' WHERE saga_id = 'ok' AND seq = 1")
+    assert doctor(runner, db_url, "--json").exit_code == 0
+    full = doctor(runner, db_url, "--full", "--json")
+    assert full.exit_code == 1
+    assert findings(full) == [("broken_chain", "ok", None)]
+    rebuilt = runner.invoke(main, ["db", "reindex", "--db", db_url], catch_exceptions=False)
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert "1 saga(s)" in rebuilt.output
+    assert findings(doctor(runner, db_url, "--json")) == [("broken_chain", "ok", None)]
