@@ -22,7 +22,7 @@ from sagacity import Phase, Reversibility, Sagacity, SagaStatus, tool
 from sagacity._doctor import FindingKind, diagnose
 from sagacity._index import SagaIndex, ScanIndex, Watch
 from sagacity.chain import GENESIS_HASH, entry_hash
-from sagacity.errors import SagaClosedError, SagaStateError
+from sagacity.errors import SagaClosedError, SagaStateError, StoreError
 from sagacity.stores.sqlite import path_from_url
 
 
@@ -263,3 +263,17 @@ def test_an_existing_journal_is_indexed_when_the_index_is_created(durable_url: s
     with Sagacity(durable_url) as sg:
         assert sg.saga_counts() == {SagaStatus.COMPLETED: 1, SagaStatus.IN_DOUBT: 1}
         assert_index_is_the_fold(sg)
+
+
+@pytest.mark.parametrize("durable_url", ["postgres"], indirect=True)
+def test_a_read_only_session_gets_a_clear_error_and_can_still_verify(durable_url: str) -> None:
+    """Operator reads catch the index up, which writes: on a read-only session (a hot standby,
+    a read-only role) with changes to fold, the error says so and what still works; verify,
+    which reads the journal alone, does."""
+    with Sagacity(durable_url) as sg:
+        sg.run("order-1", _ok, 1)
+    read_only = durable_url.replace("options=", "options=-cdefault_transaction_read_only%3Don%20")
+    with Sagacity(read_only, init_schema=False) as sg:
+        with pytest.raises(StoreError, match=r"saga index cannot catch up.*read-only"):
+            sg.sagas()
+        assert sg.verify("order-1").valid

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from sagacity._index import Folder, IndexRow, Watch
+from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
 
 JOURNAL = "side_effect_journal"
@@ -334,6 +335,19 @@ class SQLStore(ABC):
         cur.execute(f"DELETE FROM {INDEX_COUNTS}")
 
     def refresh_index(self, fold: Folder, batch: int) -> int:
+        try:
+            return self._refresh_index(fold, batch)
+        except StoreUnavailableError:
+            raise  # the journal retries these
+        except StoreError as exc:
+            raise StoreError(
+                f"the saga index cannot catch up with the journal: {exc}. Operator reads (saga "
+                "list, counts, in-doubt calls, doctor, recover) write the index's tables first, so "
+                "they need a writable database and the tables of `sagacity db init`; verify and "
+                "export read the journal alone and work on a read-only copy"
+            ) from exc
+
+    def _refresh_index(self, fold: Folder, batch: int) -> int:
         if not self._index_stale():
             return 0
         folded = 0
@@ -354,7 +368,7 @@ class SQLStore(ABC):
     def rebuild_index(self, fold: Folder, batch: int) -> int:
         with self._cursor(transaction=True) as cur:
             self._index_forget(cur)
-        self.refresh_index(fold, batch)
+        self._refresh_index(fold, batch)
         with self._cursor() as cur:
             cur.execute(f"SELECT count(*) FROM {INDEX}")
             return int(cur.fetchone()[0])
