@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
+import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -57,3 +60,28 @@ def order_tools(effects: Path) -> Iterator[ModuleType]:
 
 def read_effects(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
+
+
+@pytest.fixture
+def url(durable_url: str) -> str:
+    """A store a second process can share (SQLite file or PostgreSQL schema): each adapter's
+    loop is resumed in a new process."""
+    return durable_url
+
+
+def load_app(folder: Path, name: str) -> ModuleType:
+    """An adapter test's app module (``folder/name.py``), reloaded so its tools register again,
+    in the test's isolated registry."""
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    return importlib.reload(importlib.import_module(name))
+
+
+def run_app(script: Path, *args: str) -> dict[str, Any]:
+    """Run an app module as a fresh Python process; the JSON of the last line it prints."""
+    done = subprocess.run(
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result

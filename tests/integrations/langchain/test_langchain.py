@@ -4,10 +4,7 @@ fake chat model, LangGraph's SQLite checkpointer, no network."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,35 +19,22 @@ from langgraph.types import Command
 
 from sagacity import Phase, Sagacity, SagaStatus
 
+from ..conftest import load_app, run_app
+
 HERE = Path(__file__).parent
 
 
 @pytest.fixture
 def app(order_tools: ModuleType) -> ModuleType:
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    import lc_app
-
-    return importlib.reload(lc_app)
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/journal.db"
-    else:
-        yield request.getfixturevalue("postgres_url")
+    return load_app(HERE, "lc_app")
 
 
 def resume_in_new_process(
     url: str, checkpoints: Path, thread: str, plan: str, checkpoint_id: str = "", answer: Any = None
 ) -> dict[str, Any]:
-    argv = [sys.executable, str(HERE / "lc_app.py"), url, str(checkpoints), thread, plan, checkpoint_id]
-    if answer is not None:
-        argv.append(json.dumps(answer))
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    """Resume the thread in a fresh Python process, from LangGraph's SQLite checkpoints only."""
+    extra = [] if answer is None else [json.dumps(answer)]
+    return run_app(HERE / "lc_app.py", url, str(checkpoints), thread, plan, checkpoint_id, *extra)
 
 
 def start(

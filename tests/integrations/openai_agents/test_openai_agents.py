@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,41 +26,20 @@ from agents import Runner, RunState
 from sagacity import Phase, Sagacity, SagaStatus
 from sagacity.errors import ApprovalRefusedError
 
+from ..conftest import load_app, run_app
+
 HERE = Path(__file__).parent
 ALICE = '{"amount":"4200.00","to":"alice"}'
 
 
 @pytest.fixture
 def app(order_tools: ModuleType) -> ModuleType:
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    import importlib
-
-    import oa_app
-
-    return importlib.reload(oa_app)  # its tools register again, in this test's registry
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A store a second process can share."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/journal.db"
-    else:
-        yield request.getfixturevalue("postgres_url")
+    return load_app(HERE, "oa_app")
 
 
 def resume_in_new_process(url: str, saga_id: str, plan: str, state: Path) -> dict[str, Any]:
     """Resume the paused run in a fresh Python process, from the saved RunState only."""
-    done = subprocess.run(
-        [sys.executable, str(HERE / "oa_app.py"), url, saga_id, plan, str(state)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_app(HERE / "oa_app.py", url, saga_id, plan, str(state))
 
 
 async def first_run(

@@ -8,9 +8,6 @@ runs exactly once. And every way the issue found to get around the framework's o
 from __future__ import annotations
 
 import asyncio
-import json
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,41 +24,20 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 from sagacity import Phase, Sagacity, SagaStatus
 from sagacity.errors import ApprovalRefusedError
 
+from ..conftest import load_app, run_app
+
 HERE = Path(__file__).parent
 ALICE = '{"amount":"4200.00","to":"alice"}'
 
 
 @pytest.fixture
 def app(order_tools: ModuleType) -> ModuleType:
-    if str(HERE) not in sys.path:
-        sys.path.insert(0, str(HERE))
-    import importlib
-
-    import pai_app
-
-    return importlib.reload(pai_app)  # its tools register again, in this test's registry
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    """A store a second process can share."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path}/journal.db"
-    else:
-        yield request.getfixturevalue("postgres_url")
+    return load_app(HERE, "pai_app")
 
 
 def resume_in_new_process(url: str, saga_id: str, plan: str, state: Path) -> dict[str, Any]:
     """Resume the paused run in a fresh Python process, from the persisted state only."""
-    done = subprocess.run(
-        [sys.executable, str(HERE / "pai_app.py"), url, saga_id, plan, str(state)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return run_app(HERE / "pai_app.py", url, saga_id, plan, str(state))
 
 
 def first_run(app: ModuleType, sg: Sagacity, saga_id: str, plan: str, state: Path, **options: Any) -> Any:
