@@ -13,6 +13,41 @@ from pathlib import Path
 
 from sagacity import CompensationContext, Reversibility, tool
 
+#: The wire the plans send, as the model writes its arguments.
+ALICE = '{"amount":"4200.00","to":"alice"}'
+
+#: One model response: the tool calls it makes (tool, arguments JSON, call id), or "done".
+Step = list[tuple[str, str, str]] | str
+
+#: The scripted models' plans that the adapters whose models speak JSON arguments share (Pydantic
+#: AI's FunctionModel, the OpenAI Agents SDK's Model); each app adds its own.
+PLANS: dict[str, list[Step]] = {
+    "order": [
+        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "c1")],
+        [("send_wire_transfer", ALICE, "c2")],
+        "done",
+    ],
+    "async-order": [
+        [("charge_card", '{"order":"O-1","amount":"49.90"}', "c1")],
+        [("send_wire_transfer_async", ALICE, "c2")],
+        "done",
+    ],
+    "failing": [
+        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "c1")],
+        [("charge_card", '{"order":"O-1","amount":"49.90"}', "c2")],
+        [("book_shipping", '{"order":"O-1"}', "c3")],
+        "done",
+    ],
+    "parallel": [
+        [
+            ("reserve_inventory", '{"sku":"SKU-1","quantity":1}', "p1"),
+            ("reserve_inventory", '{"sku":"SKU-2","quantity":1}', "p2"),
+            ("charge_card", '{"order":"O-2","amount":"10.00"}', "p3"),
+        ],
+        "done",
+    ],
+}
+
 
 def effect(line: str) -> None:
     """Record a side effect: O_APPEND writes of one short line from many processes never mix."""

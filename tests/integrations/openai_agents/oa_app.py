@@ -26,6 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import order_tools
 from order_tools import (
+    ALICE,
+    Step,
     book_shipping,
     charge_card,
     reserve_inventory,
@@ -40,35 +42,9 @@ __all__ = ["PLANS", "PlanModel", "agent", "approve_in_state", "order_tools", "re
 
 set_tracing_disabled(True)  # offline: no trace export
 
-ALICE = '{"amount":"4200.00","to":"alice"}'
-
-Step = list[tuple[str, str, str]] | str
 
 PLANS: dict[str, list[Step]] = {
-    "order": [
-        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "c1")],
-        [("send_wire_transfer", ALICE, "c2")],
-        "done",
-    ],
-    "async-order": [
-        [("charge_card", '{"order":"O-1","amount":"49.90"}', "c1")],
-        [("send_wire_transfer_async", ALICE, "c2")],
-        "done",
-    ],
-    "failing": [
-        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "c1")],
-        [("charge_card", '{"order":"O-1","amount":"49.90"}', "c2")],
-        [("book_shipping", '{"order":"O-1"}', "c3")],
-        "done",
-    ],
-    "parallel": [
-        [
-            ("reserve_inventory", '{"sku":"SKU-1","quantity":1}', "p1"),
-            ("reserve_inventory", '{"sku":"SKU-2","quantity":1}', "p2"),
-            ("charge_card", '{"order":"O-2","amount":"10.00"}', "p3"),
-        ],
-        "done",
-    ],
+    **order_tools.PLANS,
     "two-wires": [
         [("send_wire_transfer", ALICE, "w1")],
         [("send_wire_transfer", '{"amount":"99.00","to":"bob"}', "w2")],

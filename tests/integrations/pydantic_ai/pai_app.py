@@ -27,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import order_tools
 from order_tools import (
+    Step,
     book_shipping,
     charge_card,
     reserve_inventory,
@@ -36,8 +37,6 @@ from order_tools import (
 
 from sagacity import Sagacity, SagaStatus, tool
 from sagacity.integrations.pydantic_ai import SagacityCapability, deferred_results
-
-ALICE = '{"amount":"4200.00","to":"alice"}'
 
 
 @tool
@@ -49,33 +48,8 @@ def pick_sku(sku: str) -> str:
     return sku
 
 
-Step = list[tuple[str, str, str]] | str
-
 PLANS: dict[str, list[Step]] = {
-    "order": [
-        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "c1")],
-        [("send_wire_transfer", ALICE, "c2")],
-        "done",
-    ],
-    "async-order": [
-        [("charge_card", '{"order":"O-1","amount":"49.90"}', "c1")],
-        [("send_wire_transfer_async", ALICE, "c2")],
-        "done",
-    ],
-    "failing": [
-        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "c1")],
-        [("charge_card", '{"order":"O-1","amount":"49.90"}', "c2")],
-        [("book_shipping", '{"order":"O-1"}', "c3")],
-        "done",
-    ],
-    "parallel": [
-        [
-            ("reserve_inventory", '{"sku":"SKU-1","quantity":1}', "p1"),
-            ("reserve_inventory", '{"sku":"SKU-2","quantity":1}', "p2"),
-            ("charge_card", '{"order":"O-2","amount":"10.00"}', "p3"),
-        ],
-        "done",
-    ],
+    **order_tools.PLANS,
     "retry": [
         [("pick_sku", '{"sku":"SKU-0"}', "r1")],
         [("pick_sku", '{"sku":"SKU-9"}', "r2")],
