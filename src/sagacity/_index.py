@@ -188,6 +188,7 @@ class SagaIndex:
         return self._read(self._store.index_watched, watch)
 
     def rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
+        self.refresh()
         return self._read(self._store.index_rows, saga_ids)
 
     def journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:

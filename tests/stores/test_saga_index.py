@@ -277,3 +277,20 @@ def test_a_read_only_session_gets_a_clear_error_and_can_still_verify(durable_url
         with pytest.raises(StoreError, match=r"saga index cannot catch up.*read-only"):
             sg.sagas()
         assert sg.verify("order-1").valid
+
+
+def test_a_saga_live_in_this_process_lists_as_running_and_counts_so(sg: Sagacity) -> None:
+    """While a saga runs here, its journal says COMPLETED (no call open) but it is RUNNING: the
+    list shows it so, the RUNNING filter finds it though the index never saw it before, the
+    other filters leave it out, and the counts move it."""
+    sg.run("done", _ok, 1)
+    with sg.saga("live"):
+        reserve("sku-live")
+        assert [(s.saga_id, s.status) for s in sg.sagas(status="RUNNING")] == [("live", SagaStatus.RUNNING)]
+        assert [s.saga_id for s in sg.sagas(status="COMPLETED")] == ["done"]
+        assert {s.saga_id: s.status for s in sg.sagas()} == {
+            "live": SagaStatus.RUNNING,
+            "done": SagaStatus.COMPLETED,
+        }
+        assert sg.saga_counts() == {SagaStatus.RUNNING: 1, SagaStatus.COMPLETED: 1}
+    assert sg.saga_counts() == {SagaStatus.COMPLETED: 2}
