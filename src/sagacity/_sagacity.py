@@ -237,8 +237,7 @@ class Sagacity:
         self, status: SagaStatus | str | None, limit: int | None, after: str | None
     ) -> list[SagaSummary]:
         wanted = SagaStatus(status) if status is not None else None
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InvalidValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+        _require_limit(limit)
         position = decode_cursor(after) if after is not None else None
         live = self.engine.live()
         if wanted is SagaStatus.RUNNING:
@@ -410,8 +409,7 @@ class Sagacity:
     def _approvals(
         self, saga_id: str | None, states: dict[str, SagaState] | None = None, *, limit: int | None = None
     ) -> list[PendingApproval]:
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
-            raise InvalidValueError(f"limit must be a whole number of at least 1, not {limit!r}")
+        _require_limit(limit)
         requests = self._pending(saga_id)[:limit]
         states = dict(states or {})
         for sid in {r.saga_id for r in requests} - states.keys():
@@ -602,6 +600,12 @@ def _in_doubt_count(sg: Sagacity) -> int:
     so the read does not grow with the journal), leaving out sagas live in this process."""
     live = sg.engine.live()
     return sum(r.in_doubt for r in sg.index.watched(Watch.IN_DOUBT) if r.saga_id not in live)
+
+
+def _require_limit(limit: int | None) -> None:
+    """A page size is None (everything) or a whole number of at least 1."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InvalidValueError(f"limit must be a whole number of at least 1, not {limit!r}")
 
 
 def _newest_first(row: IndexRow) -> tuple[datetime, str]:
