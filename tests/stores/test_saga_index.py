@@ -22,7 +22,7 @@ from sagacity import Phase, Reversibility, Sagacity, SagaStatus, tool
 from sagacity._doctor import FindingKind, diagnose
 from sagacity._index import SagaIndex, ScanIndex, Watch
 from sagacity.chain import GENESIS_HASH, entry_hash
-from sagacity.errors import SagaClosedError, SagaStateError, StoreError
+from sagacity.errors import InvalidValueError, SagaClosedError, SagaStateError, StoreError
 from sagacity.stores.sqlite import path_from_url
 
 
@@ -294,3 +294,14 @@ def test_a_saga_live_in_this_process_lists_as_running_and_counts_so(sg: Sagacity
         }
         assert sg.saga_counts() == {SagaStatus.RUNNING: 1, SagaStatus.COMPLETED: 1}
     assert sg.saga_counts() == {SagaStatus.COMPLETED: 2}
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 2.0, "5"])
+def test_a_page_size_that_is_not_a_positive_whole_number_is_refused(sg: Sagacity, limit: Any) -> None:
+    """sagas() and approvals() refuse a limit that is not a whole number of at least 1, naming it."""
+    sg.run("order-1", _ok, 1)
+    with pytest.raises(InvalidValueError, match="limit must be a whole number"):
+        sg.sagas(limit=limit)
+    with pytest.raises(InvalidValueError, match="limit must be a whole number"):
+        sg.approvals(limit=limit)
+    assert [s.saga_id for s in sg.sagas(limit=1)] == ["order-1"]
