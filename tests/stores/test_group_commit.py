@@ -64,6 +64,9 @@ class Gate:
         self.holding = threading.Event()  # set once the first leader is held in its write
         self.batches: list[list[Pending]] = []
         self.group._write = self._write
+        # The first leader is alone when it writes: without this it would take the lone
+        # writer's direct path, which this gate cannot hold.
+        self.group._write_one = None
 
     def _write(self, batch: list[Pending]) -> None:
         if self.first:

@@ -127,7 +127,7 @@ class PostgresStore(SQLStore):
             else {"connect_timeout": max(2, round(connect_timeout))}
         )
         self._group_commit = group_commit
-        self._group = GroupCommit(self._write_batch)
+        self._group = GroupCommit(self._write_batch, write_one=self._write_one)
         # Only the group commit's leader of the moment touches it; the lock guards open/close.
         self._writer: psycopg.Connection[Any] | None = None
         # The writer's one cursor, reused by every batch: ``conn.execute`` builds a new cursor
@@ -314,6 +314,22 @@ class PostgresStore(SQLStore):
                 self._writer = None
                 self._writer_cursor = None
         conn.close()
+
+    def _write_one(self, params: tuple[Any, ...]) -> bool:
+        """The lone writer's row: one autocommit INSERT on the writer connection.
+
+        A dead connection is dropped (the next write reconnects) and its error, like any other,
+        goes to the caller; ``Journal._confirm`` resolves an outcome left unknown.
+        """
+        cur = self._writer_cursor_of()
+        try:
+            cur.execute(_INSERT_ONE_RAW, params)
+        except psycopg.Error as exc:
+            conn = cur.connection
+            if isinstance(exc, psycopg.OperationalError) or conn.broken:
+                self._drop_writer(conn)
+            raise self._translate(exc) from exc
+        return cur.rowcount == 1
 
     def _write_batch(self, batch: list[Pending]) -> None:
         """Write a batch in one autocommit statement: one round trip, one WAL flush.

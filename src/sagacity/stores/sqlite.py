@@ -102,7 +102,7 @@ class SQLiteStore(SQLStore):
         # and the append path pays no lock for it.
         self._parked: dict[str, sqlite3.Connection] = {}
         self._closed = False
-        self._group = GroupCommit(self._write_batch)
+        self._group = GroupCommit(self._write_batch, write_one=self._write_one)
         parent = Path(self.path).parent
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
@@ -265,7 +265,35 @@ class SQLiteStore(SQLStore):
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
             return super().insert_entry(entry)
-        return self._group.insert(entry, self._entry_params(entry))
+        # _entry_params and _ts_out written out: this is every append's path.
+        moment = entry.timestamp
+        params = (
+            entry.saga_id,
+            entry.seq,
+            entry.tool_name,
+            str(entry.phase),
+            entry.input,
+            entry.payload,
+            moment.isoformat(" ", "microseconds")
+            if moment.tzinfo is None and moment.year >= 1000
+            else self._ts_out(moment),
+            entry.hash,
+        )
+        return self._group.insert(entry, params)
+
+    def _write_one(self, params: tuple[Any, ...]) -> bool:
+        """The lone writer's row: one autocommit INSERT, its own durable transaction."""
+        if self._closed:
+            self._refuse_if_closed()
+        conn = self._parked.pop(_WRITER, None) or self._open()
+        try:
+            return bool(conn.execute(self.INSERT_ENTRY, params).rowcount == 1)
+        except sqlite3.Error as exc:
+            raise _translate(exc) from exc
+        finally:
+            self._parked[_WRITER] = conn
+            if self._closed:  # close() ran meanwhile and found no writer parked
+                self._close_writer()
 
     def _write_batch(self, batch: list[Pending]) -> None:
         """Write a batch in one autocommit statement: one transaction, one fsync.
@@ -287,7 +315,7 @@ class SQLiteStore(SQLStore):
 
     def _write_rows(self, conn: sqlite3.Connection, batch: list[Pending]) -> None:
         if len(batch) == 1:
-            # The lone writer's path: an autocommit INSERT is its own durable transaction.
+            # A row written alone: an autocommit INSERT is its own durable transaction.
             request = batch[0]
             try:
                 request.inserted = conn.execute(self.INSERT_ENTRY, request.params).rowcount == 1
