@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sagacity import _telemetry, chain
-from sagacity._json import escape_text, require_storable
+from sagacity._json import ESCAPED_PREFIX, escape_text, require_storable
 from sagacity._state import closes_saga
 from sagacity.errors import (
     AppendConflictError,
@@ -135,7 +135,15 @@ class Journal:
             raise InvalidValueError("saga_id must not be empty")
         if type(phase) is not Phase:
             phase = Phase(phase)
-        stored_payload = escape_text(payload)
+        # escape_text, with its common case (plain ASCII, nothing to escape) written out.
+        stored_payload = (
+            payload
+            if type(payload) is str
+            and payload.isascii()
+            and "\x00" not in payload
+            and not payload.startswith(ESCAPED_PREFIX)
+            else escape_text(payload)
+        )
         if WAIT_LIMIT.get() is not None:
             # Writing: from here on this context waits for the store as long as the library
             # would, so what the entry starts is not abandoned half-way (stores/_deadline.py).
@@ -148,7 +156,7 @@ class Journal:
                 if closed and phase in _BEGINS_CALL:
                     raise SagaClosedError(
                         f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "
-                        "started and did not run"
+                        "started and did not run; its journal is closed, start a new saga id"
                     )
                 entry = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
                 try:
@@ -156,7 +164,11 @@ class Journal:
                 except StoreUnavailableError as exc:
                     inserted = self._confirm([entry], exc)
                 if inserted:
-                    _remember(tails, saga_id, (entry.seq, entry.hash, closed))
+                    # _remember, written out: every append passes here.
+                    tails.pop(saga_id, None)
+                    tails[saga_id] = (entry.seq, entry.hash, closed)
+                    if len(tails) > _TAILS_PER_STRIPE:
+                        del tails[next(iter(tails))]
                     if started:
                         _telemetry.appended(entry, started)
                     return entry

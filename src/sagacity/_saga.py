@@ -22,13 +22,13 @@ from typing import Any
 
 from sagacity._approvals import awaiting_message, gate
 from sagacity._compensation import CompensationRun, compensate, describe
-from sagacity._context import ToolCall, calling, entered
+from sagacity._context import ToolCall, enter_call, entered, leave_call
 from sagacity._effects import Operation, drive, drive_async, finish_shielded
 from sagacity._engine import Engine
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._state import CONTROL_FLOW, closes_saga
-from sagacity.errors import ApprovalRefusedError, SagaClosedError
+from sagacity.errors import ApprovalRefusedError, SagaClosedError, SagaStateError
 from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
 
@@ -39,11 +39,15 @@ ControlFlow = tuple[type[BaseException], ...]
 class SagaRun:
     """The saga live in this process under ``saga_id``."""
 
-    def __init__(self, engine: Engine, saga_id: str, *, existed: bool = True, last_seq: int = 0) -> None:
+    def __init__(
+        self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
+    ) -> None:
         self.engine = engine
         self.journal = engine.journal
         # A saga new to the journal can only be waiting on gates this run opened, and only a
-        # saga others can see gates in can be closed by them.
+        # saga others can see gates in can be closed by them. None: not known yet. A saga's
+        # start does not read its journal; the run's first append tells (it lands at seq 1 only
+        # in a saga that had no entries), and a run that appends nothing reads at its end.
         self.existed = existed
         self.saga_id = saga_id
         self._lock = threading.Lock()
@@ -71,7 +75,10 @@ class SagaRun:
 
     def _seen(self, seq: int) -> None:
         # Plain int compare-and-store under the GIL; the ending only needs a lower bound.
-        self._last_seq = max(self._last_seq, seq)
+        if seq > self._last_seq:
+            if self.existed is None:
+                self.existed = seq > 1  # another writer's entry before ours: it existed
+            self._last_seq = seq
 
     # -- journaling steps -------------------------------------------------------------------------
     def begin(self, spec: ToolSpec, input: str) -> int:
@@ -81,7 +88,10 @@ class SagaRun:
         except SagaClosedError as exc:
             self.latch(exc)
             raise
-        self._seen(seq)
+        if seq > self._last_seq:  # _seen, written out: every call passes here
+            if self.existed is None:
+                self.existed = seq > 1
+            self._last_seq = seq
         return seq
 
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
@@ -90,14 +100,18 @@ class SagaRun:
 
     def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
         """Journal EXECUTED with the tool's result."""
+        payload = result if type(result) is str else encode_result(result)
         try:
-            entry = self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, encode_result(result))
+            seq = self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, payload).seq
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
             self.latch(exc)
             raise
-        self._seen(entry.seq)
+        if seq > self._last_seq:  # _seen, written out: every call passes here
+            if self.existed is None:
+                self.existed = seq > 1
+            self._last_seq = seq
 
     def _gate(self, spec: ToolSpec, input: str) -> str:
         try:
@@ -115,7 +129,21 @@ class SagaRun:
         if spec.irreversible:
             return self._gate(spec, input)
         seq = self.begin(spec, input)
-        return self.execute(spec, seq, input, args, kwargs)
+        if spec.retry is not None or spec.is_async:
+            return self.execute(spec, seq, input, args, kwargs)
+        # ``execute`` for a plain tool (sync, one try), unrolled: the path of nearly every call.
+        # Each Python step here runs right after an fsync, on a cold cache, and costs several
+        # times what it costs warm (BENCHMARKS.md, "Where a call's time goes").
+        token = enter_call(ToolCall(self.saga_id, seq, spec.name))
+        try:
+            result = spec.fn(*args, **kwargs)
+        except BaseException as exc:
+            leave_call(token)
+            self.failed(spec, input, exc)
+            raise
+        leave_call(token)
+        self._record_outcome(spec, input, result)
+        return result
 
     def execute(
         self,
@@ -134,7 +162,8 @@ class SagaRun:
         attempt = 1
         while True:
             try:
-                with calling(ToolCall(self.saga_id, seq, spec.name, attempt)):
+                token = enter_call(ToolCall(self.saga_id, seq, spec.name, attempt))
+                try:
                     if invoke is None:
                         result = spec.fn(*args, **kwargs)
                         if spec.is_async:
@@ -146,6 +175,8 @@ class SagaRun:
                             raise TypeError(
                                 f"invoke() of {spec.name} returned an awaitable: use call_keyed_async"
                             )
+                finally:
+                    leave_call(token)
             except control_flow as exc:
                 self._passed(spec, input, exc)
                 raise
@@ -184,7 +215,8 @@ class SagaRun:
         attempt = 1
         while True:
             try:
-                with calling(ToolCall(self.saga_id, seq, spec.name, attempt)):
+                token = enter_call(ToolCall(self.saga_id, seq, spec.name, attempt))
+                try:
                     if invoke is None:
                         result = spec.fn(*args, **kwargs)
                         if spec.is_async:
@@ -194,6 +226,8 @@ class SagaRun:
                             result = invoke()
                             if inspect.isawaitable(result):
                                 result = await result
+                finally:
+                    leave_call(token)
             except control_flow as exc:
                 await finish_shielded(asyncio.to_thread(self._passed, spec, input, exc))
                 raise
@@ -306,7 +340,9 @@ class SagaRun:
         """The saga's result; compensates first when the work raised, a tool failed, or another
         process started the saga's compensation meanwhile."""
         failure = error if error is not None else self.failure
-        visible = self.existed or bool(self._gates)  # others can only decide on a saga they see
+        if self.existed is None and failure is None and not self._gates:
+            self._read_existing()  # nothing was appended: what the saga was is still unknown
+        visible = self.existed is not False or bool(self._gates)  # others decide on what they see
         if failure is None and visible:
             failure = self._closed_elsewhere()
         if failure is None:
@@ -318,6 +354,14 @@ class SagaRun:
         if early is not None and not run.report:
             run = CompensationRun(run.status, early.report)  # it ran in band, inside the call
         return run.result(self.saga_id, value, failure)
+
+    def _read_existing(self) -> None:
+        """Learn whether the saga has entries; refuse one whose journal closed before this run."""
+        state = self.engine.snapshot(self.saga_id)
+        if state.closed:
+            raise SagaStateError(closed_message(self.saga_id, state.status.value))
+        self.existed = state.entry_count > 0
+        self._last_seq = max(self._last_seq, state.last_seq)
 
     def _closed_elsewhere(self) -> SagaClosedError | None:
         newer = self.journal.entries_after(self.saga_id, self._last_seq)
@@ -331,6 +375,10 @@ class SagaRun:
             pending = tuple(self.journal.read(self.engine.store.list_approval_requests, self.saga_id))
         status = SagaStatus.AWAITING_APPROVAL if pending else SagaStatus.COMPLETED
         return SagaResult(self.saga_id, status, value, None, (), pending)
+
+
+def closed_message(saga_id: str, status: str) -> str:
+    return f"saga {saga_id!r} is {status}; its journal is closed, start a new saga id"
 
 
 def _retry_delay(spec: ToolSpec, exc: BaseException, attempt: int) -> float | None:

@@ -86,7 +86,7 @@ class TracedSagaRun(SagaRun):
 
 
 def new_run(
-    engine: Engine, saga_id: str, *, existed: bool, last_seq: int, gate: int | None = None
+    engine: Engine, saga_id: str, *, existed: bool | None, last_seq: int, gate: int | None = None
 ) -> SagaRun:
     """The run for a saga starting (or resuming ``gate``) here: traced when telemetry is on."""
     _telemetry.refresh()

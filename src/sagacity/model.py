@@ -85,7 +85,7 @@ class CompensationOutcome(StrEnum):
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Entry:
     """One journal row, exactly as stored and hashed (SPEC §2).
 
@@ -102,6 +102,29 @@ class Entry:
     payload: str
     timestamp: datetime
     hash: str
+
+    def __init__(
+        self,
+        saga_id: str,
+        seq: int,
+        tool_name: str,
+        phase: str,
+        input: str,
+        payload: str,
+        timestamp: datetime,
+        hash: str,
+    ) -> None:
+        # The generated __init__ of a frozen class sets each field through object.__setattr__;
+        # the slots' own setters do the same in two thirds of the time, and every append and
+        # every row read builds an Entry.
+        _set_saga_id(self, saga_id)
+        _set_seq(self, seq)
+        _set_tool_name(self, tool_name)
+        _set_phase(self, phase)
+        _set_input(self, input)
+        _set_payload(self, payload)
+        _set_timestamp(self, timestamp)
+        _set_hash(self, hash)
 
     @property
     def payload_text(self) -> str:
@@ -120,6 +143,18 @@ class Entry:
             "timestamp": self.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
             "hash": self.hash,
         }
+
+
+(
+    _set_saga_id,
+    _set_seq,
+    _set_tool_name,
+    _set_phase,
+    _set_input,
+    _set_payload,
+    _set_timestamp,
+    _set_hash,
+) = (vars(Entry)[name].__set__ for name in Entry.__slots__)
 
 
 @dataclass(frozen=True, slots=True)
