@@ -24,6 +24,7 @@ from sagacity._engine import Engine
 from sagacity._export import export_lines
 from sagacity._index import IndexRow, Watch, open_index
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
+from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
 from sagacity._saga import SagaRun
 from sagacity._state import SagaState, fold
@@ -35,7 +36,6 @@ from sagacity.errors import (
     InvalidValueError,
     PayloadMismatchError,
     SagaNotFoundError,
-    SagaStateError,
 )
 from sagacity.model import (
     ApprovalDecision,
@@ -61,9 +61,9 @@ DEFAULT_APPROVAL_TTL = timedelta(hours=24)
 
 def _refuse_in_loop(name: str, twin: str | None = None) -> None:
     """A blocking call would stall every task of a running loop: name the twin instead."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    # asyncio's own "running loop or None" (get_running_loop raises, and building that
+    # exception cost every saga's start more than the check itself).
+    if asyncio._get_running_loop() is None:
         return
     raise BlockingCallError(
         f"Sagacity.{name}() blocks; inside a running event loop use {twin or f'`await sg.{name}_async(...)`'}"
@@ -159,31 +159,19 @@ class Sagacity:
         return SagaScope(self, saga_id)
 
     def _start(self, saga_id: str) -> SagaRun:
+        """The run of a saga starting here. It reads nothing: the journal's first append is the
+        check (it lands at seq 1 only in a saga with no entries; in a saga whose compensation
+        started it is refused before the tool runs, SagaClosedError), and a run that appends
+        nothing reads the journal at its end. A read here cost every saga ~0.15 of a commit
+        (BENCHMARKS.md, "Overhead, closed")."""
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
-        state = self.engine.snapshot(saga_id)  # refuses a saga id no journal can hold
-        if state.closed:
-            raise SagaStateError(
-                f"saga {saga_id!r} is {state.status.value}; its journal is closed, start a new saga id"
-            )
-        if state.entry_count:
-            self.journal.remember(saga_id, state.last_seq, state.last_hash, closed=False)
+        require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
         self.engine.enter(saga_id)
-        return new_run(self.engine, saga_id, existed=state.entry_count > 0, last_seq=state.last_seq)
+        return new_run(self.engine, saga_id, existed=None, last_seq=0)
 
     async def _start_async(self, saga_id: str) -> SagaRun:
-        """``_start`` in a worker thread. Cancelled meanwhile, the start may still complete
-        there: then the saga leaves the live set again, rather than reading RUNNING forever."""
-        started = asyncio.ensure_future(asyncio.to_thread(self._start, saga_id))
-        try:
-            return await asyncio.shield(started)
-        except asyncio.CancelledError:
-            started.add_done_callback(self._abandon_start)
-            raise
-
-    def _abandon_start(self, started: asyncio.Future[SagaRun]) -> None:
-        if not started.cancelled() and started.exception() is None:
-            self.engine.leave(started.result().saga_id)
+        return self._start(saga_id)  # no I/O: nothing to move off the loop
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:

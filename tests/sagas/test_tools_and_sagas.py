@@ -23,7 +23,13 @@ from sagacity import (
     in_current_saga,
     tool,
 )
-from sagacity.errors import BlockingCallError, IrreversibleToolError, SagaStateError, ToolRegistrationError
+from sagacity.errors import (
+    BlockingCallError,
+    IrreversibleToolError,
+    SagaClosedError,
+    SagaStateError,
+    ToolRegistrationError,
+)
 
 
 def phases(sg: Sagacity, saga_id: str) -> list[tuple[str, str]]:
@@ -288,6 +294,55 @@ def test_a_compensated_saga_cannot_be_reentered(sg: Sagacity) -> None:
     sg.run("closed", step)
     with pytest.raises(SagaStateError, match="start a new saga id"), sg.saga("closed"):
         pass
+
+
+def test_a_call_in_a_closed_saga_is_refused_before_its_tool_runs(sg: Sagacity) -> None:
+    """Starting a saga reads nothing, so the first call is the check: in a compensated saga it
+    raises before its tool runs, journals nothing, and compensates nothing a second time."""
+    ran: list[str] = []
+
+    @tool
+    def fail() -> None:
+        raise ValueError("x")
+
+    @tool
+    def send() -> str:
+        ran.append("send")
+        return "sent"
+
+    sg.run("closed", fail)
+    before = sg.entries("closed")
+    with pytest.raises(SagaClosedError, match="start a new saga id") as raised, sg.saga("closed") as scope:
+        send()
+    assert isinstance(raised.value, SagaStateError)
+    assert ran == []
+    assert sg.entries("closed") == before
+    assert scope.result is not None and scope.result.status is SagaStatus.COMPENSATED
+    assert sg.verify("closed").valid
+
+
+def test_an_open_saga_is_continued_under_its_id(sg: Sagacity) -> None:
+    """A saga entered again (say, by the next turn of an agent) appends after its own entries:
+    the first call finds its seq taken and lands after the existing tail, chain intact."""
+
+    @tool
+    def step(n: int) -> int:
+        return n
+
+    sg.run("turns", lambda: step(1))
+    with sg.saga("turns") as scope:
+        assert step(2) == 2
+    assert scope.result is not None and scope.result.status is SagaStatus.COMPLETED
+    assert [(e.seq, e.phase, e.input) for e in sg.entries("turns")] == [
+        (1, "INTENT", '{"n":1}'),
+        (2, "EXECUTED", '{"n":1}'),
+        (3, "INTENT", '{"n":2}'),
+        (4, "EXECUTED", '{"n":2}'),
+    ]
+    assert sg.verify("turns").valid
+    with sg.saga("turns") as empty:
+        pass  # no call: the end reads the journal instead
+    assert empty.result is not None and empty.result.status is SagaStatus.COMPLETED
 
 
 def test_async_saga_gathers_fifty_calls_gap_free(sg: Sagacity) -> None:
