@@ -99,6 +99,10 @@ class Journal:
         # every thread's appends would queue on.
         self._stripes = [threading.Lock() for _ in range(_STRIPES)]
         self._tails: list[dict[str, Tail]] = [{} for _ in range(_STRIPES)]
+        # A store that keeps timestamps as text may take an append's hashed stamp (SPEC §3's
+        # ``ts``, "<epoch seconds>.<6 digits>") along with the entry, and build its text from
+        # that more cheaply than from the datetime (``SQLiteStore.insert_entry_at``).
+        self._insert_at: Callable[[Entry, str], bool] | None = getattr(store, "insert_entry_at", None)
 
     # -- writing ---------------------------------------------------------------------------------
     def append(
@@ -158,9 +162,12 @@ class Journal:
                         f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "
                         "started and did not run; its journal is closed, start a new saga id"
                     )
-                entry = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
+                entry, stamp = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
                 try:
-                    inserted = self.store.insert_entry(entry)
+                    if self._insert_at is None:
+                        inserted = self.store.insert_entry(entry)
+                    else:
+                        inserted = self._insert_at(entry, stamp)
                 except StoreUnavailableError as exc:
                     inserted = self._confirm([entry], exc)
                 if inserted:
@@ -202,7 +209,7 @@ class Journal:
         closed = False
         for tool_name, phase, text, payload in rows:
             seq += 1
-            entry = self._build(saga_id, seq, prev, tool_name, Phase(phase), text, escape_text(payload))
+            entry, _ = self._build(saga_id, seq, prev, tool_name, Phase(phase), text, escape_text(payload))
             entries.append(entry)
             prev = entry.hash
             closed = closed or closes_saga(entry)
@@ -248,17 +255,17 @@ class Journal:
         phase: Phase,
         input: str,
         payload: str,
-    ) -> Entry:
+    ) -> tuple[Entry, str]:
+        """The entry, stamped now, and its stamp as hashed (``ts``: "<seconds>.<6 digits>")."""
         # chain.entry_hash(..., chain.to_utc_micros(ns)) written out for the hot path: the
         # truncated microseconds give both the stored datetime and the hashed ``ts`` directly.
         micros = self._clock() // 1000
         seconds, fraction = divmod(micros, 1_000_000)
         ts = _EPOCH + micros * _ONE_MICROSECOND  # half the cost of timedelta(microseconds=...)
         phase_text = _PHASE_TEXT[phase]  # ``phase.value`` is two Python calls (enum descriptors)
-        digest = chain._digest(
-            (prev, saga_id, str(seq), tool_name, phase_text, input, payload, f"{seconds}.{fraction:06d}")
-        )
-        return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest)
+        stamp = f"{seconds}.{fraction:06d}"
+        digest = chain._digest((prev, saga_id, str(seq), tool_name, phase_text, input, payload, stamp))
+        return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest), stamp
 
     def _confirm(self, entries: list[Entry], failure: StoreUnavailableError) -> bool:
         """After an insert whose outcome is unknown: read the first row back, and insert again

@@ -317,7 +317,8 @@ def test_a_call_in_a_closed_saga_is_refused_before_its_tool_runs(sg: Sagacity) -
     assert isinstance(raised.value, SagaStateError)
     assert ran == []
     assert sg.entries("closed") == before
-    assert scope.result is not None and scope.result.status is SagaStatus.COMPENSATED
+    assert scope.result is not None
+    assert scope.result.status is SagaStatus.COMPENSATED
     assert sg.verify("closed").valid
 
 
@@ -332,7 +333,8 @@ def test_an_open_saga_is_continued_under_its_id(sg: Sagacity) -> None:
     sg.run("turns", lambda: step(1))
     with sg.saga("turns") as scope:
         assert step(2) == 2
-    assert scope.result is not None and scope.result.status is SagaStatus.COMPLETED
+    assert scope.result is not None
+    assert scope.result.status is SagaStatus.COMPLETED
     assert [(e.seq, e.phase, e.input) for e in sg.entries("turns")] == [
         (1, "INTENT", '{"n":1}'),
         (2, "EXECUTED", '{"n":1}'),
@@ -342,7 +344,8 @@ def test_an_open_saga_is_continued_under_its_id(sg: Sagacity) -> None:
     assert sg.verify("turns").valid
     with sg.saga("turns") as empty:
         pass  # no call: the end reads the journal instead
-    assert empty.result is not None and empty.result.status is SagaStatus.COMPLETED
+    assert empty.result is not None
+    assert empty.result.status is SagaStatus.COMPLETED
 
 
 def test_async_saga_gathers_fifty_calls_gap_free(sg: Sagacity) -> None:

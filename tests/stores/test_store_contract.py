@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sagacity import ApprovalRequest, Phase, Sagacity
 from sagacity._journal import Journal
@@ -178,3 +181,25 @@ def test_timestamps_round_trip_at_microsecond_edges(store_url: str, nanos: int) 
         assert written.timestamp == expected
         assert journal.entries("edge") == [written]
         assert journal.verify("edge").valid
+
+
+# From year 1 to 9999, so both of SQLite's text forms (isoformat and the strftime fallback for
+# years before 1000) and instants before the epoch (negative microseconds) are covered.
+_MICROS = st.integers(min_value=-62_135_596_800_000_000, max_value=253_402_300_799_999_999)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(stamps=st.lists(st.one_of(_MICROS, st.integers(-2_000_000, 2_000_000)), min_size=1, max_size=12))
+def test_any_instant_reads_back_as_appended(store_url: str, stamps: list[int]) -> None:
+    """Appends stamped at any instant, in any order (a store may format each second's text once
+    and reuse it), read back with exactly the timestamps they were hashed with."""
+    clock = iter(micros * 1000 for micros in stamps)
+    with Sagacity(store_url) as sg:
+        journal = Journal(sg.store, clock=lambda: next(clock))
+        saga = f"instants-{uuid.uuid4().hex}"
+        written = [journal.append(saga, "t", Phase.INTENT) for _ in stamps]
+        assert [e.timestamp for e in written] == [
+            datetime(1970, 1, 1) + timedelta(microseconds=micros) for micros in stamps
+        ]
+        assert journal.entries(saga) == written
+        assert journal.verify(saga).valid

@@ -53,7 +53,6 @@ _ROWID_MARK = "journal_rowid"
 
 __all__ = ["SQLiteStore"]
 
-_TS_FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 _WRITER = "writer"
 
 
@@ -107,6 +106,8 @@ class SQLiteStore(SQLStore):
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
         self._leases: FileLeases | None = None
+        # (a stamp's whole seconds, their text up to the '.'): insert_entry_at's cache.
+        self._second: tuple[str, str] = ("", "")
 
     @contextmanager
     def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
@@ -199,14 +200,15 @@ class SQLiteStore(SQLStore):
         return True
 
     def _ts_out(self, moment: datetime) -> str:
-        if moment.tzinfo is None and moment.year >= 1000:
-            # The same text as strftime(_TS_FORMAT) for a naive datetime with a 4-digit year,
-            # at a sixth of the cost (it was ~3 us of every append).
-            return moment.isoformat(" ", "microseconds")
-        return moment.strftime(_TS_FORMAT)
+        # 'YYYY-MM-DD HH:MM:SS.ffffff' with a four-digit year, always: strftime's %Y, used before
+        # for years below 1000, wrote '999-...', which no read could parse back. An aware
+        # datetime is stored as its wall time, as strftime did.
+        if moment.tzinfo is not None:
+            moment = moment.replace(tzinfo=None)
+        return moment.isoformat(" ", "microseconds")
 
     def _ts_in(self, value: Any) -> datetime:
-        # fromisoformat reads 'YYYY-MM-DD HH:MM:SS.ffffff' exactly as strptime(_TS_FORMAT) does,
+        # fromisoformat reads 'YYYY-MM-DD HH:MM:SS.ffffff' exactly as strptime would,
         # at a twentieth of the cost: it dominated the time to verify a long saga.
         return datetime.fromisoformat(value)
 
@@ -265,8 +267,24 @@ class SQLiteStore(SQLStore):
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
             return super().insert_entry(entry)
-        # _entry_params and _ts_out written out: this is every append's path.
-        moment = entry.timestamp
+        return self._group.insert(entry, self._entry_params(entry))
+
+    def insert_entry_at(self, entry: Entry, stamp: str) -> bool:
+        """``insert_entry`` for an entry the journal stamped ``stamp`` (its hashed ``ts``:
+        "<epoch seconds>.<6 digits>").
+
+        Its text is its second's, formatted once a second, and the stamp's six digits: an
+        append's ``datetime.isoformat`` was the largest code it ran between two fsyncs (printf's),
+        and right after an fsync every line of code is a cache miss (BENCHMARKS.md, "Overhead,
+        closed").
+        """
+        if not self._group_commit:
+            return super().insert_entry(entry)
+        seconds = stamp[:-7]
+        second = self._second
+        if second[0] != seconds:
+            # What _ts_out makes of this second, up to and with its '.'.
+            second = self._second = (seconds, self._ts_out(entry.timestamp)[:-6])
         params = (
             entry.saga_id,
             entry.seq,
@@ -274,9 +292,7 @@ class SQLiteStore(SQLStore):
             str(entry.phase),
             entry.input,
             entry.payload,
-            moment.isoformat(" ", "microseconds")
-            if moment.tzinfo is None and moment.year >= 1000
-            else self._ts_out(moment),
+            second[1] + stamp[-6:],
             entry.hash,
         )
         return self._group.insert(entry, params)
