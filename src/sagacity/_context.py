@@ -63,7 +63,10 @@ class SagaRun(Protocol):
 
 
 _run: contextvars.ContextVar[SagaRun | None] = contextvars.ContextVar("sagacity_run", default=None)
-_call: contextvars.ContextVar[ToolCall | None] = contextvars.ContextVar("sagacity_call", default=None)
+#: The running call as (saga_id, seq, tool_name, attempt): a tuple costs the hot path nothing to
+#: build, and ``current_call`` makes the ToolCall when someone asks.
+CallKey = tuple[str, int, str, int]
+_call: contextvars.ContextVar[CallKey | None] = contextvars.ContextVar("sagacity_call", default=None)
 _irreversible_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "sagacity_irreversible_allowed", default=False
 )
@@ -82,7 +85,7 @@ def idempotency_key(saga_id: str, seq: int) -> str:
     return "sgc_" + digest[:40]
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """The journaled call now running in this context (see :func:`current_call`)."""
 
@@ -91,25 +94,16 @@ class ToolCall:
     tool_name: str
     attempt: int = 1
 
-    def __init__(self, saga_id: str, seq: int, tool_name: str, attempt: int = 1) -> None:
-        # Built for every call: the slots' setters, not the frozen class's object.__setattr__.
-        _set_saga_id(self, saga_id)
-        _set_seq(self, seq)
-        _set_tool_name(self, tool_name)
-        _set_attempt(self, attempt)
-
     @property
     def idempotency_key(self) -> str:
         """Stable across retries and restarts: pass it to APIs that deduplicate requests."""
         return idempotency_key(self.saga_id, self.seq)
 
 
-_set_saga_id, _set_seq, _set_tool_name, _set_attempt = (vars(ToolCall)[n].__set__ for n in ToolCall.__slots__)
-
-
 def current_call() -> ToolCall | None:
     """The journaled tool call running here, or None outside one (a tool run outside a saga)."""
-    return _call.get()
+    key = _call.get()
+    return None if key is None else ToolCall(*key)
 
 
 #: The saga live in this context, if any. The ContextVar's own ``get``: no Python frame on the
@@ -134,11 +128,11 @@ class entered:
         _run.reset(self._token)
 
 
-#: Mark a call as the one running in this context: ``token = enter_call(call)``, then
+#: Mark a call as the one running in this context: ``token = enter_call(key)``, then
 #: ``leave_call(token)`` in a ``finally``. The ContextVar's own methods, as ``current_run`` is:
 #: they wrap every journaled call, where a context manager class was three Python frames more.
-enter_call: Callable[[ToolCall | None], contextvars.Token[ToolCall | None]] = _call.set
-leave_call: Callable[[contextvars.Token[ToolCall | None]], None] = _call.reset
+enter_call: Callable[[CallKey | None], contextvars.Token[CallKey | None]] = _call.set
+leave_call: Callable[[contextvars.Token[CallKey | None]], None] = _call.reset
 
 
 def irreversible_allowed() -> bool:

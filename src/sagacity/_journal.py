@@ -119,35 +119,28 @@ class Journal:
         ``sagacity._json.escape_text``); the identifiers and input must be storable as they are.
         """
         started = time.perf_counter() if _telemetry.active else 0.0
-        if not (
-            # The common case in one expression: plain ASCII strs without NUL are storable, so
-            # the three require_storable calls (and their UTF-8 encodes) are skipped.
+        if (
+            # The common case in one test: plain ASCII strs without NUL are storable as they are,
+            # and a payload not starting with the escape prefix is journaled as it is.
             type(saga_id) is str
             and type(tool_name) is str
             and type(input) is str
-            and saga_id.isascii()
-            and tool_name.isascii()
-            and input.isascii()
-            and "\x00" not in saga_id
-            and "\x00" not in tool_name
-            and "\x00" not in input
+            and type(payload) is str
+            and (text := saga_id + tool_name + input + payload).isascii()
+            and "\x00" not in text
+            and not payload.startswith(ESCAPED_PREFIX)
+            and saga_id
         ):
+            stored_payload = payload
+        else:
             require_storable("saga_id", saga_id)
             require_storable("tool_name", tool_name)
             require_storable("input", input)
-        if not saga_id:
-            raise InvalidValueError("saga_id must not be empty")
+            if not saga_id:
+                raise InvalidValueError("saga_id must not be empty")
+            stored_payload = escape_text(payload)
         if type(phase) is not Phase:
             phase = Phase(phase)
-        # escape_text, with its common case (plain ASCII, nothing to escape) written out.
-        stored_payload = (
-            payload
-            if type(payload) is str
-            and payload.isascii()
-            and "\x00" not in payload
-            and not payload.startswith(ESCAPED_PREFIX)
-            else escape_text(payload)
-        )
         if WAIT_LIMIT.get() is not None:
             # Writing: from here on this context waits for the store as long as the library
             # would, so what the entry starts is not abandoned half-way (stores/_deadline.py).
@@ -264,7 +257,7 @@ class Journal:
         ts = _EPOCH + micros * _ONE_MICROSECOND  # half the cost of timedelta(microseconds=...)
         phase_text = _PHASE_TEXT[phase]  # ``phase.value`` is two Python calls (enum descriptors)
         stamp = f"{seconds}.{fraction:06d}"
-        digest = chain._digest((prev, saga_id, str(seq), tool_name, phase_text, input, payload, stamp))
+        digest = chain._digest(prev, saga_id, str(seq), tool_name, phase_text, input, payload, stamp)
         return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest), stamp
 
     def _confirm(self, entries: list[Entry], failure: StoreUnavailableError) -> bool:

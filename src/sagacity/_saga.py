@@ -22,15 +22,17 @@ from typing import Any
 
 from sagacity._approvals import awaiting_message, gate
 from sagacity._compensation import CompensationRun, compensate, describe
-from sagacity._context import ToolCall, enter_call, entered, leave_call
+from sagacity._context import enter_call, entered, leave_call
 from sagacity._effects import Operation, drive, drive_async, finish_shielded
 from sagacity._engine import Engine
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._state import CONTROL_FLOW, closes_saga
 from sagacity.errors import ApprovalRefusedError, SagaClosedError, SagaStateError
-from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
+from sagacity.model import ApprovalRequest, Phase, Reversibility, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
+
+IRREVERSIBLE = Reversibility.IRREVERSIBLE
 
 #: Exception types that are an agent framework's control flow, not a tool's failure.
 ControlFlow = tuple[type[BaseException], ...]
@@ -126,7 +128,7 @@ class SagaRun:
 
     # -- calls ------------------------------------------------------------------------------------
     def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if spec.irreversible:
+        if spec.reversibility is IRREVERSIBLE:  # spec.irreversible, without its Python frame
             return self._gate(spec, input)
         seq = self.begin(spec, input)
         if spec.retry is not None or spec.is_async:
@@ -134,7 +136,7 @@ class SagaRun:
         # ``execute`` for a plain tool (sync, one try), unrolled: the path of nearly every call.
         # Each Python step here runs right after an fsync, on a cold cache, and costs several
         # times what it costs warm (BENCHMARKS.md, "Where a call's time goes").
-        token = enter_call(ToolCall(self.saga_id, seq, spec.name))
+        token = enter_call((self.saga_id, seq, spec.name, 1))
         try:
             result = spec.fn(*args, **kwargs)
         except BaseException as exc:
@@ -162,7 +164,7 @@ class SagaRun:
         attempt = 1
         while True:
             try:
-                token = enter_call(ToolCall(self.saga_id, seq, spec.name, attempt))
+                token = enter_call((self.saga_id, seq, spec.name, attempt))
                 try:
                     if invoke is None:
                         result = spec.fn(*args, **kwargs)
@@ -215,7 +217,7 @@ class SagaRun:
         attempt = 1
         while True:
             try:
-                token = enter_call(ToolCall(self.saga_id, seq, spec.name, attempt))
+                token = enter_call((self.saga_id, seq, spec.name, attempt))
                 try:
                     if invoke is None:
                         result = spec.fn(*args, **kwargs)

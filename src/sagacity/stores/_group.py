@@ -103,7 +103,11 @@ class GroupCommit:
                 self._write([request])
                 return request.outcome()
             finally:
-                self._pass_on()
+                with self._lock:  # _pass_on, without its Python frame: every lone append
+                    if self._queue:
+                        self._queue[0].wake.release()  # type: ignore[union-attr]
+                    else:
+                        self._leading = False
         try:
             wake.acquire()  # until a leader finished our row, or handed us the leadership
         except BaseException:
