@@ -289,7 +289,7 @@ class SQLiteStore(SQLStore):
             entry.saga_id,
             entry.seq,
             entry.tool_name,
-            str(entry.phase),
+            entry.phase,  # the journal's own entry: already the phase's text
             entry.input,
             entry.payload,
             second[1] + stamp[-6:],
@@ -303,7 +303,7 @@ class SQLiteStore(SQLStore):
             self._refuse_if_closed()
         conn = self._parked.pop(_WRITER, None) or self._open()
         try:
-            return bool(conn.execute(self.INSERT_ENTRY, params).rowcount == 1)
+            return conn.execute(self.INSERT_ENTRY, params).rowcount == 1
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
         finally:
