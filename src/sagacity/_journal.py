@@ -164,11 +164,7 @@ class Journal:
                 except StoreUnavailableError as exc:
                     inserted = self._confirm([entry], exc)
                 if inserted:
-                    # _remember, written out: every append passes here.
-                    tails.pop(saga_id, None)
-                    tails[saga_id] = (entry.seq, entry.hash, closed)
-                    if len(tails) > _TAILS_PER_STRIPE:
-                        del tails[next(iter(tails))]
+                    _remember(tails, saga_id, (entry.seq, entry.hash, closed))
                     if started:
                         _telemetry.appended(entry, started)
                     return entry

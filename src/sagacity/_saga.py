@@ -90,10 +90,7 @@ class SagaRun:
         except SagaClosedError as exc:
             self.latch(exc)
             raise
-        if seq > self._last_seq:  # _seen, written out: every call passes here
-            if self.existed is None:
-                self.existed = seq > 1
-            self._last_seq = seq
+        self._seen(seq)
         return seq
 
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
@@ -110,10 +107,7 @@ class SagaRun:
             # doubt, for a human) and the saga must not carry on as if all were well.
             self.latch(exc)
             raise
-        if seq > self._last_seq:  # _seen, written out: every call passes here
-            if self.existed is None:
-                self.existed = seq > 1
-            self._last_seq = seq
+        self._seen(seq)
 
     def _gate(self, spec: ToolSpec, input: str) -> str:
         try:
@@ -135,7 +129,7 @@ class SagaRun:
             return self.execute(spec, seq, input, args, kwargs)
         # ``execute`` for a plain tool (sync, one try), unrolled: the path of nearly every call.
         # Each Python step here runs right after an fsync, on a cold cache, and costs several
-        # times what it costs warm (BENCHMARKS.md, "Where a call's time goes").
+        # times what it costs warm (BENCHMARKS.md, "Overhead, closed").
         token = enter_call((self.saga_id, seq, spec.name, 1))
         try:
             result = spec.fn(*args, **kwargs)

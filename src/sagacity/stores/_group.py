@@ -103,11 +103,7 @@ class GroupCommit:
                 self._write([request])
                 return request.outcome()
             finally:
-                with self._lock:  # _pass_on, without its Python frame: every lone append
-                    if self._queue:
-                        self._queue[0].wake.release()  # type: ignore[union-attr]
-                    else:
-                        self._leading = False
+                self._pass_on()
         try:
             wake.acquire()  # until a leader finished our row, or handed us the leadership
         except BaseException:

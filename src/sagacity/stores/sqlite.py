@@ -95,11 +95,12 @@ class SQLiteStore(SQLStore):
         # closed when it comes back (closing it under its user crashes the sqlite3 module).
         self._idle: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
-        # The group commit's own connection, parked here between batches: only the leader of the
-        # moment uses it, so its statement cache keeps every batch size prepared. Taken and closed
-        # with ``dict.pop``, which is atomic: one of the leader and ``close`` gets it, never both,
-        # and the append path pays no lock for it.
-        self._parked: dict[str, sqlite3.Connection] = {}
+        # The group commit's own connection, parked here between batches as its one cursor (a
+        # lone row reuses it; ``conn.execute`` makes a cursor per statement): only the leader of
+        # the moment uses it, so its statement cache keeps every batch size prepared. Taken and
+        # closed with ``dict.pop``, which is atomic: one of the leader and ``close`` gets it,
+        # never both, and the append path pays no lock for it.
+        self._parked: dict[str, sqlite3.Cursor] = {}
         self._closed = False
         self._group = GroupCommit(self._write_batch, write_one=self._write_one)
         parent = Path(self.path).parent
@@ -301,15 +302,13 @@ class SQLiteStore(SQLStore):
         """The lone writer's row: one autocommit INSERT, its own durable transaction."""
         if self._closed:
             self._refuse_if_closed()
-        conn = self._parked.pop(_WRITER, None) or self._open()
+        cur = self._parked.pop(_WRITER, None) or self._open().cursor()
         try:
-            return conn.execute(self.INSERT_ENTRY, params).rowcount == 1
+            return cur.execute(self.INSERT_ENTRY, params).rowcount == 1
         except sqlite3.Error as exc:
             raise _translate(exc) from exc
         finally:
-            self._parked[_WRITER] = conn
-            if self._closed:  # close() ran meanwhile and found no writer parked
-                self._close_writer()
+            self._park(cur)
 
     def _write_batch(self, batch: list[Pending]) -> None:
         """Write a batch in one autocommit statement: one transaction, one fsync.
@@ -321,13 +320,17 @@ class SQLiteStore(SQLStore):
         written again with ``ON CONFLICT DO NOTHING RETURNING``, which names the rows that landed.
         """
         self._refuse_if_closed()
-        conn = self._parked.pop(_WRITER, None) or self._open()
+        cur = self._parked.pop(_WRITER, None) or self._open().cursor()
         try:
-            self._write_rows(conn, batch)
+            self._write_rows(cur.connection, batch)
         finally:
-            self._parked[_WRITER] = conn
-            if self._closed:  # close() ran meanwhile and found no writer parked
-                self._close_writer()
+            self._park(cur)
+
+    def _park(self, cur: sqlite3.Cursor) -> None:
+        """Put the writer back for the next leader (or close it, if ``close`` ran meanwhile)."""
+        self._parked[_WRITER] = cur
+        if self._closed:  # close() ran meanwhile and found no writer parked
+            self._close_writer()
 
     def _write_rows(self, conn: sqlite3.Connection, batch: list[Pending]) -> None:
         if len(batch) == 1:
@@ -377,9 +380,9 @@ class SQLiteStore(SQLStore):
         self._close_writer()
 
     def _close_writer(self) -> None:
-        conn = self._parked.pop(_WRITER, None)
-        if conn is not None:
-            conn.close()
+        cur = self._parked.pop(_WRITER, None)
+        if cur is not None:
+            cur.connection.close()
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self.url!r})"
