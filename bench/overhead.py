@@ -8,8 +8,8 @@ message when neither is set):
 
 - subject: sagas of ``--saga-calls`` calls (default 5, an agent task's size), one after another,
   each ``with sg.saga(new_id): noop()`` x 5, where ``noop`` is ``@tool def noop() -> str``. Each
-  saga's start (its journal read) and end are inside the timing, as a user pays them; a single
-  saga of 200 calls (as this benchmark ran before #10) spread them too thin to show. "1 saga"
+  saga's start and end are inside the timing, as a user pays them; a single saga of 200 calls (as
+  this benchmark ran before #10) spread them too thin to show. "1 saga"
   means one at a time; with 8 and 64 at once each thread runs its own sagas, and the figure is
   wall time divided by all the calls made.
 - floor: one durable commit of a journal-sized row by the raw driver (``bench/_floor.py``): an
