@@ -253,7 +253,9 @@ class Journal:
         ts = _EPOCH + micros * _ONE_MICROSECOND  # half the cost of timedelta(microseconds=...)
         phase_text = _PHASE_TEXT[phase]  # ``phase.value`` is two Python calls (enum descriptors)
         stamp = f"{seconds}.{fraction:06d}"
-        digest = chain._digest(prev, saga_id, str(seq), tool_name, phase_text, input, payload, stamp)
+        digest = chain._digest(
+            prev, saga_id, str(seq), tool_name, phase_text, input, payload, stamp, chain.APPEND_SHA256
+        )
         return Entry(saga_id, seq, tool_name, phase_text, input, payload, ts, digest), stamp
 
     def _confirm(self, entries: list[Entry], failure: StoreUnavailableError) -> bool:

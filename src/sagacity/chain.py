@@ -16,10 +16,11 @@ reads back rehashes to what it stored.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import importlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import Any, Protocol
 
 __all__ = [
     "GENESIS_HASH",
@@ -102,26 +103,48 @@ def entry_hash(
     )
 
 
-#: ``F(f)`` of eight fields, as one format: length, colon, field.
-_FRAMED = "%d:%s" * 8
+def _builtin_sha256() -> Callable[[bytes], Any]:
+    """CPython's own SHA-256 (``_sha2`` from 3.12, ``_sha256`` before), or OpenSSL's without it."""
+    for module in ("_sha2", "_sha256"):
+        try:
+            return importlib.import_module(module).sha256  # type: ignore[no-any-return]
+        except (ImportError, AttributeError):
+            continue
+    return hashlib.sha256
+
+
+#: The SHA-256 of an append: one short message, hashed right after the previous commit's fsync,
+#: when no code is in cache. OpenSSL's is faster per byte (``verify`` keeps it) but sets up each
+#: context through much more code: 4.4 µs against 1.6 µs there (BENCHMARKS.md, "Overhead,
+#: closed"). The same digest, whichever computes it.
+APPEND_SHA256 = _builtin_sha256()
 
 
 def _digest(
-    prev: str, saga_id: str, seq: str, tool_name: str, phase: str, input_: str, payload: str, ts: str
+    prev: str,
+    saga_id: str,
+    seq: str,
+    tool_name: str,
+    phase: str,
+    input_: str,
+    payload: str,
+    ts: str,
+    sha256: Callable[[bytes], Any] = hashlib.sha256,
 ) -> str:
     """SHA-256 (lowercase hex) of ``F(f)`` for each field in order: the hash once ``ts`` is a string."""
     # The same bytes as b"".join(frame(f) for f in fields), built as one str and encoded once:
     # UTF-8 of a concatenation is the concatenation of the UTF-8s. When the whole text is ASCII
-    # every field is, and a field's byte length is its length: one format, the hot path of every
-    # append and verify. Otherwise each field's length is counted in UTF-8 bytes.
-    text = _FRAMED % (
-        len(prev), prev, len(saga_id), saga_id, len(seq), seq, len(tool_name), tool_name,
-        len(phase), phase, len(input_), input_, len(payload), payload, len(ts), ts,
-    )  # fmt: skip
+    # every field is, and a field's byte length is its length: one f-string, the hot path of every
+    # append and verify (a %-format was as fast warm and half as fast right after an fsync).
+    # Otherwise each field's length is counted in UTF-8 bytes.
+    text = (
+        f"{len(prev)}:{prev}{len(saga_id)}:{saga_id}{len(seq)}:{seq}{len(tool_name)}:{tool_name}"
+        f"{len(phase)}:{phase}{len(input_)}:{input_}{len(payload)}:{payload}{len(ts)}:{ts}"
+    )
     if not text.isascii():
         fields = (prev, saga_id, seq, tool_name, phase, input_, payload, ts)
         text = "".join([f"{len(f.encode('utf-8'))}:{f}" for f in fields])
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256(text.encode("utf-8")).hexdigest()  # type: ignore[no-any-return]
 
 
 class ChainEntry(Protocol):
