@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from sagacity import _telemetry, chain
-from sagacity._json import ESCAPED_PREFIX, escape_text, require_storable
+from sagacity._json import escape_text, require_storable
 from sagacity._state import closes_saga
 from sagacity.errors import (
     AppendConflictError,
@@ -119,28 +119,27 @@ class Journal:
         ``sagacity._json.escape_text``); the identifiers and input must be storable as they are.
         """
         started = time.perf_counter() if _telemetry.active else 0.0
-        if (
-            # The common case in one test: plain ASCII strs without NUL are storable as they are,
-            # and a payload not starting with the escape prefix is journaled as it is.
+        if not (
+            # The common case in one expression: plain ASCII strs without NUL are storable, so
+            # the three require_storable calls (and their UTF-8 encodes) are skipped.
             type(saga_id) is str
             and type(tool_name) is str
             and type(input) is str
-            and type(payload) is str
-            and (text := saga_id + tool_name + input + payload).isascii()
-            and "\x00" not in text
-            and not payload.startswith(ESCAPED_PREFIX)
-            and saga_id
+            and saga_id.isascii()
+            and tool_name.isascii()
+            and input.isascii()
+            and "\x00" not in saga_id
+            and "\x00" not in tool_name
+            and "\x00" not in input
         ):
-            stored_payload = payload
-        else:
             require_storable("saga_id", saga_id)
             require_storable("tool_name", tool_name)
             require_storable("input", input)
-            if not saga_id:
-                raise InvalidValueError("saga_id must not be empty")
-            stored_payload = escape_text(payload)
+        if not saga_id:
+            raise InvalidValueError("saga_id must not be empty")
         if type(phase) is not Phase:
             phase = Phase(phase)
+        stored_payload = escape_text(payload)
         if WAIT_LIMIT.get() is not None:
             # Writing: from here on this context waits for the store as long as the library
             # would, so what the entry starts is not abandoned half-way (stores/_deadline.py).

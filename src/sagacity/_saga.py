@@ -29,10 +29,8 @@ from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._state import CONTROL_FLOW, closes_saga
 from sagacity.errors import ApprovalRefusedError, SagaClosedError, SagaStateError
-from sagacity.model import ApprovalRequest, Phase, Reversibility, SagaResult, SagaStatus
+from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
-
-IRREVERSIBLE = Reversibility.IRREVERSIBLE
 
 #: Exception types that are an agent framework's control flow, not a tool's failure.
 ControlFlow = tuple[type[BaseException], ...]
@@ -122,24 +120,10 @@ class SagaRun:
 
     # -- calls ------------------------------------------------------------------------------------
     def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if spec.reversibility is IRREVERSIBLE:  # spec.irreversible, without its Python frame
+        if spec.irreversible:
             return self._gate(spec, input)
         seq = self.begin(spec, input)
-        if spec.retry is not None or spec.is_async:
-            return self.execute(spec, seq, input, args, kwargs)
-        # ``execute`` for a plain tool (sync, one try), unrolled: the path of nearly every call.
-        # Each Python step here runs right after an fsync, on a cold cache, and costs several
-        # times what it costs warm (BENCHMARKS.md, "Overhead, closed").
-        token = enter_call((self.saga_id, seq, spec.name, 1))
-        try:
-            result = spec.fn(*args, **kwargs)
-        except BaseException as exc:
-            leave_call(token)
-            self.failed(spec, input, exc)
-            raise
-        leave_call(token)
-        self._record_outcome(spec, input, result)
-        return result
+        return self.execute(spec, seq, input, args, kwargs)
 
     def execute(
         self,
@@ -336,10 +320,11 @@ class SagaRun:
         """The saga's result; compensates first when the work raised, a tool failed, or another
         process started the saga's compensation meanwhile."""
         failure = error if error is not None else self.failure
-        if self.existed is None and failure is None and not self._gates:
-            self._read_existing()  # nothing was appended: what the saga was is still unknown
+        unknown = self.existed is None and failure is None and not self._gates
+        if unknown:
+            self._read_existing()  # nothing was appended: read what the saga is, closed or not
         visible = self.existed is not False or bool(self._gates)  # others decide on what they see
-        if failure is None and visible:
+        if failure is None and visible and not unknown:
             failure = self._closed_elsewhere()
         if failure is None:
             return self._settled(value, visible)

@@ -131,7 +131,8 @@ class SQLStore(ABC):
         saga_id, seq, tool_name, phase, input_, payload, timestamp, hash_ = row
         return Entry(saga_id, int(seq), tool_name, phase, input_, payload, self._ts_in(timestamp), hash_)
 
-    def _entry_params(self, entry: Entry) -> tuple[Any, ...]:
+    def _entry_params(self, entry: Entry, timestamp: Any = None) -> tuple[Any, ...]:
+        """The row's parameters; ``timestamp`` is the stored form when the caller made it."""
         return (
             entry.saga_id,
             entry.seq,
@@ -139,7 +140,7 @@ class SQLStore(ABC):
             str(entry.phase),
             entry.input,
             entry.payload,
-            self._ts_out(entry.timestamp),
+            self._ts_out(entry.timestamp) if timestamp is None else timestamp,
             entry.hash,
         )
 

@@ -286,17 +286,7 @@ class SQLiteStore(SQLStore):
         if second[0] != seconds:
             # What _ts_out makes of this second, up to and with its '.'.
             second = self._second = (seconds, self._ts_out(entry.timestamp)[:-6])
-        params = (
-            entry.saga_id,
-            entry.seq,
-            entry.tool_name,
-            entry.phase,  # the journal's own entry: already the phase's text
-            entry.input,
-            entry.payload,
-            second[1] + stamp[-6:],
-            entry.hash,
-        )
-        return self._group.insert(entry, params)
+        return self._group.insert(entry, self._entry_params(entry, second[1] + stamp[-6:]))
 
     def _write_one(self, params: tuple[Any, ...]) -> bool:
         """The lone writer's row: one autocommit INSERT, its own durable transaction."""
