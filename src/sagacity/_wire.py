@@ -66,6 +66,8 @@ def approval_json(pending: PendingApproval) -> JSON:
         "waitingSeconds": pending.waiting.total_seconds(),
         "approvalsRequired": pending.approvals_required,
         "approvers": list(pending.approvers),
+        "requester": pending.requester,
+        "requesterMayNotApprove": pending.requester_may_not_approve,
         "readyToResume": pending.ready_to_resume,
         "toolImported": pending.tool_imported,
         "matchesJournal": pending.matches_journal,
