@@ -61,6 +61,24 @@ def release_idempotent(ctx: CompensationContext) -> None:
 
 
 @tool
+def book(step: str) -> str:
+    effect(f"book {step}")
+    return f"booked-{step}"
+
+
+@book.compensation
+def unbook(ctx: CompensationContext) -> None:
+    """Parks before or after its effect when the test left ``park-before-<step>`` or
+    ``park-after-<step>`` in the markers: the kill points inside a compensation."""
+    step = ctx.args["step"]
+    if (MARKERS / f"park-before-{step}").exists():
+        park("in-compensation")
+    effect(f"unbook {step}")
+    if (MARKERS / f"park-after-{step}").exists():
+        park("in-compensation")
+
+
+@tool
 def slow_charge(amount: int) -> str:
     effect(f"charge-start {amount}")
     park("in-tool")
@@ -96,6 +114,15 @@ def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
             raise RuntimeError("the model gave up")
 
         sg.run(saga_id, agent)
+    elif name == "three-steps":
+
+        def three() -> None:
+            book("first")
+            book("second")
+            book("third")
+            raise RuntimeError("the model gave up")
+
+        sg.run(saga_id, three)
     elif name == "gate":
         sg.run(saga_id, lambda: (reserve("A"), wire("100.00")))
     elif name == "resume":
