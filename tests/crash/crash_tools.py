@@ -42,8 +42,14 @@ def reserve(sku: str) -> str:
 
 @reserve.compensation
 def release(ctx: CompensationContext) -> None:
-    effect(f"release {ctx.args['sku']}")
-    if ctx.args["sku"] == "SLOW":
+    """Parks before or after its effect when the test left ``park-before-<sku>`` or
+    ``park-after-<sku>`` in the markers (SLOW always parks after): the kill points inside a
+    compensation."""
+    sku = ctx.args["sku"]
+    if (MARKERS / f"park-before-{sku}").exists():
+        park("in-compensation")
+    effect(f"release {sku}")
+    if sku == "SLOW" or (MARKERS / f"park-after-{sku}").exists():
         park("in-compensation")
 
 
@@ -57,24 +63,6 @@ def reserve_idempotent(sku: str) -> str:
 def release_idempotent(ctx: CompensationContext) -> None:
     effect(f"release-i {ctx.args['sku']}")
     if ctx.args["sku"] == "SLOW" and not (MARKERS / "in-compensation").exists():
-        park("in-compensation")
-
-
-@tool
-def book(step: str) -> str:
-    effect(f"book {step}")
-    return f"booked-{step}"
-
-
-@book.compensation
-def unbook(ctx: CompensationContext) -> None:
-    """Parks before or after its effect when the test left ``park-before-<step>`` or
-    ``park-after-<step>`` in the markers: the kill points inside a compensation."""
-    step = ctx.args["step"]
-    if (MARKERS / f"park-before-{step}").exists():
-        park("in-compensation")
-    effect(f"unbook {step}")
-    if (MARKERS / f"park-after-{step}").exists():
         park("in-compensation")
 
 
@@ -117,9 +105,9 @@ def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
     elif name == "three-steps":
 
         def three() -> None:
-            book("first")
-            book("second")
-            book("third")
+            reserve("first")
+            reserve("second")
+            reserve("third")
             raise RuntimeError("the model gave up")
 
         sg.run(saga_id, three)

@@ -166,15 +166,19 @@ def test_steps_before_an_in_doubt_compensation_wait_for_its_resolution(
     kill_at(spawn(durable_url, "three", "three-steps"), markers / "in-compensation")
     order = ["third", "second", "first"]
     undone_before_kill = order[: order.index(step)] + ([step] if when == "after" else [])
-    booked = ["book first", "book second", "book third"]
-    assert effects(markers) == booked + [f"unbook {s}" for s in undone_before_kill]
+    booked = ["reserve first", "reserve second", "reserve third"]
+    assert effects(markers) == booked + [f"release {s}" for s in undone_before_kill]
     with Sagacity(durable_url) as sg:
         [doubt] = sg.in_doubt("three")
-        assert (doubt.kind, doubt.tool_name, doubt.input) == ("compensation", "book", f'{{"step":"{step}"}}')
+        assert (doubt.kind, doubt.tool_name, doubt.input) == (
+            "compensation",
+            "reserve",
+            f'{{"sku":"{step}"}}',
+        )
         for _ in range(2):  # a second recover, as from cron, changes nothing either
             [result] = sg.recover("three")
             assert (result.status, result.report) == (SagaStatus.IN_DOUBT, ())
-        assert effects(markers) == booked + [f"unbook {s}" for s in undone_before_kill]
+        assert effects(markers) == booked + [f"release {s}" for s in undone_before_kill]
         assert sg.status("three") is SagaStatus.IN_DOUBT
         # The human looks at the world: the undo happened if the process died after its effect.
         status = sg.resolve_in_doubt(
@@ -184,14 +188,14 @@ def test_steps_before_an_in_doubt_compensation_wait_for_its_resolution(
         assert sg.recover("three") == []
         assert sg.verify("three").valid
         undo_phases = [
-            (e.input, e.phase) for e in sg.entries("three") if e.tool_name == "book" and e.phase != "INTENT"
+            (e.input, e.phase)
+            for e in sg.entries("three")
+            if e.tool_name == "reserve" and e.phase != "INTENT"
         ][3:]
     resolved = "COMPENSATED" if when == "after" else "COMPENSATION_FAILED"
-    assert undo_phases == [
-        (f'{{"step":"{s}"}}', resolved if s == step else "COMPENSATED") for s in order
-    ]
+    assert undo_phases == [(f'{{"sku":"{s}"}}', resolved if s == step else "COMPENSATED") for s in order]
     remaining = order[order.index(step) + 1 :]
-    assert effects(markers) == booked + [f"unbook {s}" for s in undone_before_kill + remaining]
+    assert effects(markers) == booked + [f"release {s}" for s in undone_before_kill + remaining]
 
 
 def test_idempotent_compensation_is_rerun_by_recover(durable_url: str, markers: Path, tools: object) -> None:
