@@ -1071,7 +1071,7 @@ class _Operation:
             if isinstance(who, str) and who:
                 attrs["sagacity.decision.by"] = who.strip()
             reason = bound.get("reason")
-            if isinstance(reason, str) and reason:
+            if self.t.capture and isinstance(reason, str) and reason:  # a human's words: content
                 attrs["sagacity.decision.reason"] = reason
             if kind == "resolve":
                 attrs["sagacity.decision.happened"] = bool(bound.get("happened"))
