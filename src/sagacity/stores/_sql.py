@@ -277,8 +277,9 @@ class SQLStore(ABC):
 
     def saga_ids(self) -> list[str]:
         with self._cursor() as cur:
-            cur.execute(f"SELECT DISTINCT saga_id FROM {JOURNAL} ORDER BY saga_id")
-            return [row[0] for row in cur.fetchall()]
+            cur.execute(f"SELECT DISTINCT saga_id FROM {JOURNAL}")
+            # Sorted here, by code point: a database's collation may order text otherwise.
+            return sorted(row[0] for row in cur.fetchall())
 
     # -- approval requests (working state) ------------------------------------------------------
     def put_approval_request(self, request: ApprovalRequest) -> None:
