@@ -39,20 +39,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
+from sagacity.errors import ConfigurationError, StoreError
 from sagacity.model import Entry
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
+from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import FileLeases
 from sagacity.stores._sql import (
     INDEX_MARK,
     JOURNAL,
     Cursor,
+    Dialect,
     SQLStore,
-    insert_sql,
     load_ddl,
     split_statements,
 )
+from sagacity.stores.base import Capability
 
 #: The name of the saga index's mark: the highest journal rowid folded.
 _ROWID_MARK = "journal_rowid"
@@ -78,15 +79,22 @@ def path_from_url(url: str) -> str:
     return path
 
 
-def _translate(exc: sqlite3.Error, path: str) -> StoreError:
-    message = f"SQLite: {exc}"
-    if _cannot_write(exc):
-        return _read_only(path, str(exc))
-    if isinstance(exc, sqlite3.OperationalError) and (
+def _unavailable(exc: BaseException) -> bool:
+    """Locked out past busy_timeout, or the file could not be opened or written: try again."""
+    return isinstance(exc, sqlite3.OperationalError) and (
         "locked" in str(exc) or "unable to open" in str(exc) or "disk I/O" in str(exc)
-    ):
-        return StoreUnavailableError(message)
-    return StoreError(message)
+    )
+
+
+# SQLITE_CONSTRAINT_PRIMARYKEY and SQLITE_CONSTRAINT_UNIQUE: a key taken, nothing written.
+_KEY_TAKEN = (1555, 2067)
+
+SQLITE = Dialect(
+    "SQLite",
+    (sqlite3.Error,),
+    unavailable=_unavailable,
+    taken=lambda exc: getattr(exc, "sqlite_errorcode", None) in _KEY_TAKEN,
+)
 
 
 def _read_only(path: str, why: str) -> StoreError:
@@ -96,7 +104,7 @@ def _read_only(path: str, why: str) -> StoreError:
     )
 
 
-def _cannot_write(exc: sqlite3.Error) -> bool:
+def _cannot_write(exc: BaseException) -> bool:
     """SQLITE_READONLY: the file, its folder or the connection (``mode=ro``) refuses writes."""
     return isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc)
 
@@ -126,6 +134,9 @@ def read_only_uri(path: str) -> str | None:
 class SQLiteStore(SQLStore):
     """A journal in one SQLite file (``sqlite:///path``)."""
 
+    dialect = SQLITE
+    capabilities = SQLStore.capabilities | {Capability.STAMPED_INSERT}
+
     def __init__(self, url: str, *, busy_timeout_ms: int = 30_000, group_commit: bool = True):
         self.url = url
         self.path = path_from_url(url)
@@ -144,7 +155,7 @@ class SQLiteStore(SQLStore):
         # never both, and the append path pays no lock for it.
         self._parked: dict[str, sqlite3.Cursor] = {}
         self._closed = False
-        self._group = GroupCommit(self._write_batch, write_one=self._write_one)
+        self._group = GroupCommit.over(RowWriter(SQLITE, self._error), self._take_writer, self._give_writer)
         parent = Path(self.path).parent
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
@@ -198,8 +209,9 @@ class SQLiteStore(SQLStore):
             raise
         return conn
 
-    def _error(self, exc: sqlite3.Error) -> StoreError:
-        """The store's error for ``exc``; a read-only copy whose ``-wal`` SQLite cannot read
+    def _error(self, exc: BaseException) -> StoreError:
+        """The store's one translation of driver errors. A write refused because the journal is
+        read-only here says so; a read-only copy whose ``-wal`` SQLite cannot read
         (no ``-shm`` beside it, a read-only folder) is told how to make a readable copy."""
         if self._read_only_uri is not None and "unable to open" in str(exc):
             return StoreError(
@@ -208,7 +220,9 @@ class SQLiteStore(SQLStore):
                 "is missing and the folder is read-only. Copy the -shm with it, or make the copy "
                 "with `sqlite3 SOURCE '.backup COPY'`, which holds every commit in one file"
             )
-        return _translate(exc, self.path)
+        if _cannot_write(exc):
+            return _read_only(self.path, str(exc))
+        return SQLITE.translate(exc)
 
     def _refuse_if_closed(self) -> None:
         if self._closed:
@@ -336,11 +350,7 @@ class SQLiteStore(SQLStore):
         return mark, list(sagas)
 
     def _index_consume(self, cur: Cursor, token: object) -> None:
-        cur.execute(
-            f"INSERT INTO {INDEX_MARK} (name, value) VALUES ('{_ROWID_MARK}', ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            (token,),
-        )
+        cur.execute(SQLITE.upsert(INDEX_MARK, ("name",), ("value",)), (_ROWID_MARK, token))
 
     def _index_forget(self, cur: Cursor) -> None:
         self._drop_index_rows(cur)
@@ -370,77 +380,18 @@ class SQLiteStore(SQLStore):
             second = self._second = (seconds, self._ts_out(entry.timestamp)[:-6])
         return self._group.insert(entry, self._entry_params(entry, second[1] + stamp[-6:]))
 
-    def _write_one(self, params: tuple[Any, ...]) -> bool:
-        """The lone writer's row: one autocommit INSERT, its own durable transaction."""
-        if self._closed:
-            self._refuse_if_closed()
-        cur = self._parked.pop(_WRITER, None) or self._open().cursor()
-        try:
-            return cur.execute(self.INSERT_ENTRY, params).rowcount == 1
-        except sqlite3.Error as exc:
-            raise self._error(exc) from exc
-        finally:
-            self._park(cur)
-
-    def _write_batch(self, batch: list[Pending]) -> None:
-        """Write a batch in one autocommit statement: one transaction, one fsync.
-
-        Every statement releases and re-takes the GIL, and with many threads runnable the leader
-        waits for it each time (``BEGIN`` took 0.1-1.2 ms under 8-64 threads). So a batch is one
-        plain multi-row INSERT: atomic, and with no ``RETURNING`` it is a single ``sqlite3_step``.
-        Only when it fails on a key already taken (the statement then wrote nothing) is the batch
-        written again with ``ON CONFLICT DO NOTHING RETURNING``, which names the rows that landed.
-        """
+    # -- the group commit's writer connection --------------------------------------------------
+    def _take_writer(self) -> sqlite3.Cursor:
+        """The writer's cursor, taken from where it is parked (opened if none is)."""
         self._refuse_if_closed()
-        cur = self._parked.pop(_WRITER, None) or self._open().cursor()
-        try:
-            self._write_rows(cur.connection, batch)
-        finally:
-            self._park(cur)
+        return self._parked.pop(_WRITER, None) or self._open().cursor()
 
-    def _park(self, cur: sqlite3.Cursor) -> None:
-        """Put the writer back for the next leader (or close it, if ``close`` ran meanwhile)."""
+    def _give_writer(self, cur: sqlite3.Cursor, lost: bool) -> None:
+        """Put the writer back for the next leader (or close it, if ``close`` ran meanwhile); a
+        SQLite connection is never lost, only locked out for a while."""
         self._parked[_WRITER] = cur
         if self._closed:  # close() ran meanwhile and found no writer parked
             self._close_writer()
-
-    def _write_rows(self, conn: sqlite3.Connection, batch: list[Pending]) -> None:
-        if len(batch) == 1:
-            # A row written alone: an autocommit INSERT is its own durable transaction.
-            request = batch[0]
-            try:
-                request.inserted = conn.execute(self.INSERT_ENTRY, request.params).rowcount == 1
-            except sqlite3.Error as exc:
-                request.error = self._error(exc)
-                request.error.__cause__ = exc
-            return
-        rows = first_of_each_key(batch)
-        params = [value for request in rows for value in request.params]
-        try:
-            try:
-                conn.execute(insert_sql(len(rows), returning=False), params)
-                for request in rows:
-                    request.inserted = True
-                return
-            except sqlite3.IntegrityError:
-                pass  # a key was taken; the statement was rolled back whole
-            landed = set(conn.execute(insert_sql(len(rows), returning=True), params).fetchall())
-        except sqlite3.Error as exc:
-            error = self._error(exc)
-            if isinstance(error, StoreUnavailableError):
-                # Locked out or an I/O error: unknown or nothing written. Each caller resolves
-                # its own row by reading it back (``Journal._confirm``).
-                error.__cause__ = exc
-                for request in rows:
-                    request.error = copy_error(error)
-                return
-            # Some row the database refuses: write each alone, so it fails alone.
-            for request in rows:
-                self._write_rows(conn, [request])
-            return
-        # fetchall() ran the statement to its end: its implicit transaction has committed.
-        for request in rows:
-            request.inserted = request.key in landed
 
     def close(self) -> None:
         """Close the idle connections now; one in use is closed when its operation ends."""
