@@ -115,9 +115,8 @@ def test_four_eyes_may_let_the_requester_approve_when_the_tool_says_so(sg: Sagac
 @pytest.mark.parametrize("bad", ["", "   ", "alice\napprover=ceo", "x\u2028y"])
 def test_a_principal_must_be_one_line(bad: str, store_url: str) -> None:
     """A principal is journaled as a payload line: a blank or multi-line name is refused."""
-    with pytest.raises(InvalidValueError):
-        with acting_as(bad):
-            pass
+    with pytest.raises(InvalidValueError), acting_as(bad):
+        pass
     with pytest.raises(InvalidValueError):
         Sagacity(store_url, principal=bad)
 
