@@ -33,6 +33,7 @@ from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification, verify
 from sagacity.errors import (
     BlockingCallError,
+    ConfigurationError,
     InvalidValueError,
     PayloadMismatchError,
     SagaNotFoundError,
@@ -98,6 +99,12 @@ class Sagacity:
         registry: ToolRegistry | None = None,
         **store_options: Any,
     ) -> None:
+        if store is not None and not isinstance(store, Store):
+            raise ConfigurationError(
+                f"{type(store).__name__} does not fulfil the store contract (sagacity.stores.Store, "
+                "docs/stores.md): it lacks a required method or attribute; a store with no optional "
+                "capability declares `capabilities = frozenset()`"
+            )
         self.store: Store = store if store is not None else open_store(url or default_url(), **store_options)
         self.url = self.store.url
         self.journal = Journal(
