@@ -9,7 +9,19 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, mcp, sagas, serve
+from sagacity.cli import (
+    approvals,
+    checkpoint,
+    db,
+    demo,
+    doctor,
+    evidence,
+    keys,
+    mcp,
+    sagas,
+    serve,
+    workflows,
+)
 
 __all__ = ["main"]
 
@@ -32,5 +44,6 @@ for command in (
     mcp.mcp,
     sagas.sagas,
     serve.serve,
+    workflows.workflows,
 ):
     main.add_command(command)
