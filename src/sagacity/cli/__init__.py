@@ -20,6 +20,7 @@ from sagacity.cli import (
     mcp,
     sagas,
     serve,
+    witness,
     workflows,
 )
 
@@ -44,6 +45,7 @@ for command in (
     mcp.mcp,
     sagas.sagas,
     serve.serve,
+    witness.witness,
     workflows.workflows,
 ):
     main.add_command(command)
