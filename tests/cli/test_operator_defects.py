@@ -156,7 +156,9 @@ def test_store_timeout_must_be_positive(runner: CliRunner, db_url: str) -> None:
         ["db", "reindex"],
     ],
 )
-def test_read_commands_refuse_a_missing_sqlite_file(runner: CliRunner, tmp_path: Path, args: list[str]) -> None:
+def test_read_commands_refuse_a_missing_sqlite_file(
+    runner: CliRunner, tmp_path: Path, args: list[str]
+) -> None:
     path = tmp_path / "jounral.db"  # the typo
     result = runner.invoke(main, [*args, "--db", f"sqlite:///{path}"])
     assert result.exit_code == 2
@@ -202,4 +204,3 @@ def test_export_of_an_unknown_saga_among_several_writes_nothing(runner, db_url, 
     assert result.exit_code == 2
     assert "no-such-saga" in result.output
     assert not out.exists() or out.read_text() == ""
-

@@ -48,6 +48,7 @@ _REQUEST_COLUMNS = (
     Column("seq", right=True),
     Column("tool"),
     Column("input", cut=True),
+    Column("requested by"),
     Column("waited"),
     Column("expires"),
     Column("approved by"),
@@ -92,6 +93,15 @@ def _print_result(result: SagaResult) -> None:
         out.print(f"  seq {step.seq} {step.tool_name}: {step.outcome}{extra}", markup=False)
 
 
+def requester_text(pending: PendingApproval) -> str:
+    """Who asked for the call, and whether that person may approve it."""
+    if pending.requester is None:
+        return "unknown (no principal was set)"
+    if pending.requester_may_not_approve:
+        return f"{pending.requester} (may not approve it: requester_may_not_approve)"
+    return pending.requester
+
+
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
 @output_option(ids="saga ids and seqs (tab-separated)")
@@ -122,6 +132,7 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
                 str(p.request.journal_seq),
                 p.request.tool_name,
                 p.request.input,
+                p.requester or "-",
                 human_duration(p.waiting),
                 until(p.request.expires_at, now),
                 ", ".join(p.approvers) or "-",
@@ -166,6 +177,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         *cells("requested", f"{when(request.created_at)}, waited {human_duration(pending.waiting)}")
     )
     facts.add_row(*cells("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})"))
+    facts.add_row(*cells("requested by", requester_text(pending)))
     facts.add_row(*cells("approved by", ", ".join(pending.approvers) or "nobody yet"))
     facts.add_row(*cells("sha256", request.input_hash))
     facts.add_row(

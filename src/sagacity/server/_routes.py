@@ -257,7 +257,7 @@ async def reject(
     try:
         reason = required_reason(reason)
     except InvalidValueError as exc:
-        raise ApiError(400, {"error": f"{exc}; nothing was journaled"}) from exc
+        raise about(saga_id, seq, exc) from exc
     try:
         decision = await run_in_threadpool(sg.reject, saga_id, seq, who.name, reason)
     except SagacityError as exc:
