@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from sagacity import chain
+from sagacity import Sagacity, SagaStatus, chain
 from sagacity.tools import registry
 
 README = Path(__file__).parent.parent / "README.md"
@@ -27,6 +29,30 @@ def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
         for block in blocks:
             exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
     assert (tmp_path / "sagacity.db").exists()
+
+
+def test_readme_example_runs_twice_as_a_script(tmp_path: Path) -> None:
+    """The README's example, saved as a script and run twice in the same directory: the second
+    run is a new saga in the same journal, not a second run appended to the first one."""
+    script = tmp_path / "example.py"
+    script.write_text("\n".join(python_blocks(README.read_text(encoding="utf-8"))), encoding="utf-8")
+    for _ in range(2):
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    with Sagacity(f"sqlite:///{tmp_path}/sagacity.db") as sg:
+        sagas = sg.saga_ids()
+        assert len(sagas) == 2
+        for saga_id in sagas:
+            assert sg.status(saga_id) is SagaStatus.COMPLETED
+            assert [e.phase for e in sg.entries(saga_id)].count("AWAITING_APPROVAL") == 1
+            assert sg.verify(saga_id).valid
 
 
 def test_readme_worked_example_bytes_hash_to_the_spec_vector() -> None:

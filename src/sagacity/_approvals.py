@@ -65,11 +65,23 @@ def awaiting_message(spec: ToolSpec, saga_id: str, seq: int) -> str:
 
 # -- gate ------------------------------------------------------------------------------------------
 def gate(
-    engine: Engine, saga_id: str, spec: ToolSpec, input: str, *, requester: str | None = None
+    engine: Engine,
+    saga_id: str,
+    spec: ToolSpec,
+    input: str,
+    *,
+    requester: str | None = None,
+    new_saga: bool = False,
 ) -> ApprovalRequest:
-    """Journal AWAITING_APPROVAL with the exact input (and who asked) and store the request."""
+    """Journal AWAITING_APPROVAL with the exact input (and who asked) and store the request
+    (``new_saga``: as the saga's first entry, see ``Journal.append``)."""
     entry = engine.journal.append(
-        saga_id, spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, None, "", requester)
+        saga_id,
+        spec.name,
+        Phase.AWAITING_APPROVAL,
+        input,
+        gate_payload(spec, None, "", requester),
+        new_saga=new_saga,
     )
     return store_request(engine, spec, entry)
 

@@ -94,6 +94,46 @@ def plan(state: SagaState, registry: ToolRegistry) -> list[PlannedStep]:
     return steps
 
 
+@dataclass(frozen=True, slots=True)
+class UndoStep:
+    """A step a compensation started now would run, shown to a person before they reject.
+
+    ``compensation`` is the function's name (None: the tool declares none, nothing to undo);
+    ``imported`` is False when the tool is not imported here, so neither is known (and a
+    rejection here would be refused before anything is journaled)."""
+
+    seq: int
+    tool_name: str
+    input: str
+    result: str
+    compensation: str | None
+    imported: bool
+
+
+def undo_preview(state: SagaState, registry: ToolRegistry) -> list[UndoStep]:
+    """What compensating ``state`` would run, in order (``plan``'s walk, never raising)."""
+    steps = []
+    for call in reversed(state.executed):
+        assert call.outcome is not None
+        spec = registry.find(call.intent.tool_name)
+        done = state.compensations.get(call.outcome.seq)
+        idempotent = spec is not None and spec.compensation_idempotent
+        if done is not None and not done.may_run(idempotent=idempotent):
+            continue
+        undo = spec.compensation if spec is not None else None
+        steps.append(
+            UndoStep(
+                call.outcome.seq,
+                call.intent.tool_name,
+                call.intent.input,
+                call.outcome.payload_text,
+                getattr(undo, "__name__", repr(undo)) if undo is not None else None,
+                spec is not None,
+            )
+        )
+    return steps
+
+
 def context_for(saga_id: str, call: Call) -> CompensationContext:
     """The context a compensation receives for ``call``, from its journal entries."""
     assert call.outcome is not None

@@ -36,6 +36,7 @@ from sagacity.errors import (
     AppendConflictError,
     InvalidValueError,
     SagaClosedError,
+    SagaExistsError,
     SagaNotFoundError,
     StoreUnavailableError,
 )
@@ -115,11 +116,15 @@ class Journal:
         phase: Phase,
         input: str = "",
         payload: str = "",
+        *,
+        new_saga: bool = False,
     ) -> Entry:
         """Durably append one entry to ``saga_id``'s chain and return it as stored.
 
         ``payload`` may be any string (NUL and unpaired surrogates are escaped, see
         ``sagacity._json.escape_text``); the identifiers and input must be storable as they are.
+        ``new_saga``: the entry must be the saga's first (seq 1); if the saga already has entries,
+        ``SagaExistsError`` is raised and nothing is written.
         """
         started = time.perf_counter() if _telemetry.active else 0.0
         if not (
@@ -152,6 +157,8 @@ class Journal:
         with self._stripes[stripe]:
             seq, prev, closed = tails.get(saga_id) or _NO_TAIL
             for attempt in range(self.max_append_attempts):
+                if seq and new_saga:
+                    raise SagaExistsError(f"saga {saga_id!r} already has entries (seq 1 to {seq})")
                 if closed and phase in _BEGINS_CALL:
                     raise SagaClosedError(
                         f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "

@@ -12,9 +12,11 @@ from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from sagacity._approvals import expired, required_approvals
+from sagacity._compensation import UndoStep, undo_preview
 from sagacity._engine import Engine
-from sagacity._state import GATE_TOOL, SagaState, parse_decision_payload, sha256_hex
-from sagacity.model import ApprovalRequest, Entry, JournaledDecision, PendingApproval
+from sagacity._state import GATE_TOOL, SagaState, fold, parse_decision_payload, sha256_hex
+from sagacity.model import ApprovalRequest, Entry, JournaledDecision, PendingApproval, SagaDetail
+from sagacity.tools import ToolRegistry
 
 
 def pending_approval(
@@ -64,3 +66,9 @@ def decisions(entries: Iterable[Entry]) -> list[JournaledDecision]:
 def pending_at(pending: Iterable[PendingApproval], seq: int) -> PendingApproval | None:
     """The request at ``seq`` among a saga's pending ones."""
     return next((p for p in pending if p.request.journal_seq == seq), None)
+
+
+def rejection_undoes(saga: SagaDetail, registry: ToolRegistry) -> list[UndoStep]:
+    """What rejecting a request of ``saga`` now would compensate, in order: shown before a person
+    confirms (the dashboard's dialog, ``approvals show``, ``GET /requests``)."""
+    return undo_preview(fold(saga.saga_id, saga.entries), registry)

@@ -28,7 +28,7 @@ from sagacity._engine import Engine
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._state import CONTROL_FLOW, closes_saga
-from sagacity.errors import ApprovalRefusedError, SagaClosedError, SagaStateError
+from sagacity.errors import ApprovalRefusedError, SagaClosedError, SagaExistsError, SagaStateError
 from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
 
@@ -42,6 +42,10 @@ class SagaRun:
     #: The principal the run acts for (``acting_as``, ``Sagacity(principal=)``): its gates name
     #: it as their requester. Set by the facade when it starts the run.
     principal: str | None = None
+    #: A saga starting under a new id (``sg.run``, ``sg.saga`` without ``continue_existing``): its
+    #: first entry must be the saga's first, or the run is refused (``SagaExistsError``) before
+    #: anything is journaled. Cleared once the first entry lands. Set by the facade.
+    fresh: bool = False
 
     def __init__(
         self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
@@ -59,6 +63,7 @@ class SagaRun:
         self._gates: list[ApprovalRequest] = []
         self._last_seq = last_seq
         self._compensated: CompensationRun | None = None  # a refusal in band already compensated
+        self._first = threading.Lock()  # a fresh run's first append, one at a time
 
     # -- state shared across copied contexts ------------------------------------------------------
     @property
@@ -88,12 +93,42 @@ class SagaRun:
     def begin(self, spec: ToolSpec, input: str) -> int:
         """Journal INTENT (durable before the tool runs) and return its seq."""
         try:
-            seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input).seq
-        except SagaClosedError as exc:
+            if self.fresh:
+                seq = self._first_append(
+                    lambda new: (
+                        self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, new_saga=new).seq
+                    )
+                )
+            else:
+                seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input).seq
+        except (SagaClosedError, SagaExistsError) as exc:
             self.latch(exc)
             raise
         self._seen(seq)
         return seq
+
+    def _first_append(self, append: Callable[[bool], int]) -> int:
+        """A fresh run's first entry: ``append(True)`` must land at seq 1, else the saga existed
+        before this run and the run is refused. Calls racing to be first wait for it."""
+        with self._first:
+            if not self.fresh:  # another call of this run landed first
+                return append(False)
+            try:
+                seq = append(True)
+            except SagaExistsError:
+                raise self.exists_error() from None
+            self.fresh = False
+            return seq
+
+    def exists_error(self) -> SagaExistsError:
+        """What refusing this fresh run says: the saga that already holds the id, and what to do."""
+        state = self.engine.snapshot(self.saga_id)
+        return SagaExistsError(
+            f"saga {self.saga_id!r} already exists ({state.status.value}, {state.entry_count} "
+            "journal entries): a saga id names one run, so nothing was journaled and no tool ran. "
+            "Start a new saga id, or continue this saga on purpose with "
+            f"`sg.saga({self.saga_id!r}, continue_existing=True)`"
+        )
 
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
@@ -113,14 +148,24 @@ class SagaRun:
 
     def _gate(self, spec: ToolSpec, input: str) -> str:
         try:
+            if self.fresh:
+                seq = self._first_append(
+                    lambda new: self._gated(
+                        gate(self.engine, self.saga_id, spec, input, requester=self.principal, new_saga=new)
+                    )
+                )
+                return awaiting_message(spec, self.saga_id, seq)
             request = gate(self.engine, self.saga_id, spec, input, requester=self.principal)
-        except SagaClosedError as exc:
+        except (SagaClosedError, SagaExistsError) as exc:
             self.latch(exc)
             raise
+        return awaiting_message(spec, self.saga_id, self._gated(request))
+
+    def _gated(self, request: ApprovalRequest) -> int:
         self._seen(request.journal_seq)
         with self._lock:
             self._gates.append(request)
-        return awaiting_message(spec, self.saga_id, request.journal_seq)
+        return request.journal_seq
 
     # -- calls ------------------------------------------------------------------------------------
     def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -250,6 +295,8 @@ class SagaRun:
         ``CallRefused`` (re-presented with other arguments, or running elsewhere / in doubt).
         """
         try:
+            if self.fresh:
+                self._refuse_existing()
             admission = drive(
                 admit(
                     self.engine,
@@ -261,7 +308,7 @@ class SagaRun:
                     **_options(edited, on_reject, wait),
                 )
             )
-        except (SagaClosedError, ApprovalRefusedError) as exc:
+        except (SagaClosedError, SagaExistsError, ApprovalRefusedError) as exc:
             self.latch(exc)
             raise
         outcome = self._admitted(admission)
@@ -284,6 +331,8 @@ class SagaRun:
         """``call_keyed`` from a coroutine: ``invoke()`` may return an awaitable; journal I/O runs
         in worker threads."""
         try:
+            if self.fresh:
+                await asyncio.to_thread(self._refuse_existing)
             admission = await drive_async(
                 admit(
                     self.engine,
@@ -295,7 +344,7 @@ class SagaRun:
                     **_options(edited, on_reject, wait),
                 )
             )
-        except (SagaClosedError, ApprovalRefusedError) as exc:
+        except (SagaClosedError, SagaExistsError, ApprovalRefusedError) as exc:
             self.latch(exc)
             raise
         outcome = await asyncio.to_thread(self._admitted, admission)
@@ -304,6 +353,14 @@ class SagaRun:
         return await self.execute_async(
             spec, admission.seq, input, (), {}, invoke=invoke, control_flow=control_flow
         )
+
+    def _refuse_existing(self) -> None:
+        """A framework's call as a fresh run's first: its admission reads the journal anyway, so
+        the saga is checked by a read (two fresh runs racing here may both pass)."""
+        with self._first:
+            if self.fresh and self.engine.snapshot(self.saga_id).entry_count:
+                raise self.exists_error()
+            self.fresh = False
 
     def _admitted(self, admission: Admission) -> Any:
         """What an admission means here: ``_RUN``, or what the call returns without running."""
@@ -339,6 +396,8 @@ class SagaRun:
     def conclusion(self, value: Any, error: BaseException | None) -> Operation[SagaResult]:
         """The saga's result; compensates first when the work raised, a tool failed, or another
         process started the saga's compensation meanwhile."""
+        if isinstance(self.failure, SagaExistsError):
+            raise self.failure  # this run journaled nothing: there is nothing of its own to end
         failure = error if error is not None else self.failure
         unknown = self.existed is None and failure is None and not self._gates
         if unknown:
@@ -359,6 +418,8 @@ class SagaRun:
     def _read_existing(self) -> None:
         """Learn whether the saga has entries; refuse one whose journal closed before this run."""
         state = self.engine.snapshot(self.saga_id)
+        if self.fresh and state.entry_count:
+            raise self.exists_error()
         if state.closed:
             raise SagaStateError(closed_message(self.saga_id, state.status.value))
         self.existed = state.entry_count > 0

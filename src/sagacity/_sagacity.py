@@ -132,11 +132,28 @@ class Sagacity:
 
         Does not raise for the work's failures: they compensate and come back in the result.
         ``KeyboardInterrupt`` and ``SystemExit`` compensate too, then go on their way.
+
+        A saga id names one run: if ``saga_id`` already has a journal (a finished saga, or one
+        another run started), its first call raises ``SagaExistsError`` out of ``run`` before
+        anything is journaled or any tool runs. To add to a saga on purpose, use
+        ``sg.saga(saga_id, continue_existing=True)``.
         """
+        return self._run(saga_id, fn, args, kwargs)
+
+    def _run(
+        self,
+        saga_id: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        continue_existing: bool = False,
+    ) -> SagaResult:
+        """``run``, also for a saga continued on purpose (a workflow's next stage)."""
         _refuse_in_loop("run")
         if inspect.iscoroutinefunction(fn):
             raise InvalidValueError(f"{fn.__name__} is a coroutine function: use `await sg.run_async(...)`")
-        run = self._start(saga_id)
+        run = self._start(saga_id, continue_existing)
         try:
             with entered(run):
                 value = fn(*args, **kwargs)
@@ -152,7 +169,18 @@ class Sagacity:
         Cancelled (``task.cancel()``, ``asyncio.timeout``, a failing TaskGroup), the saga
         compensates, shielded from further cancellation, then ``CancelledError`` propagates.
         """
-        run = await self._start_async(saga_id)
+        return await self._run_async(saga_id, fn, args, kwargs)
+
+    async def _run_async(
+        self,
+        saga_id: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        continue_existing: bool = False,
+    ) -> SagaResult:
+        run = await self._start_async(saga_id, continue_existing)
         try:
             with entered(run):
                 if inspect.iscoroutinefunction(fn):
@@ -163,30 +191,34 @@ class Sagacity:
             return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
         return await self._conclude_async(run, value, None)
 
-    def saga(self, saga_id: str) -> SagaScope:
+    def saga(self, saga_id: str, *, continue_existing: bool = False) -> SagaScope:
         """``with sg.saga(id) as saga:`` (or ``async with``); ``saga.result`` after the block.
 
-        An exception from the block is re-raised after compensating.
+        An exception from the block is re-raised after compensating. A saga id names one run:
+        like ``run``, the block is refused (``SagaExistsError``, nothing journaled) when the id
+        already has a journal, unless ``continue_existing=True`` says to add to that saga on
+        purpose (a conversation's next turn, a workflow's next stage).
         """
-        return SagaScope(self, saga_id)
+        return SagaScope(self, saga_id, continue_existing)
 
-    def _start(self, saga_id: str) -> SagaRun:
+    def _start(self, saga_id: str, continue_existing: bool = False) -> SagaRun:
         """The run of a saga starting here. It reads nothing: the journal's first append is the
-        check (it lands at seq 1 only in a saga with no entries; in a saga whose compensation
-        started it is refused before the tool runs, SagaClosedError), and a run that appends
-        nothing reads the journal at its end. A read here cost every saga ~0.15 of a commit
-        (BENCHMARKS.md, "Overhead, closed")."""
+        check (a fresh run's lands only as seq 1, else ``SagaExistsError`` and nothing written;
+        in a saga whose compensation started it is refused before the tool runs,
+        SagaClosedError), and a run that appends nothing reads the journal at its end. A read
+        here cost every saga ~0.15 of a commit (BENCHMARKS.md, "Overhead, closed")."""
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
         require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
         self.engine.enter(saga_id)
         run = new_run(self.engine, saga_id, existed=None, last_seq=0)
+        run.fresh = not continue_existing
         acting = current_principal()
         run.principal = acting.name if acting is not None else self.principal
         return run
 
-    async def _start_async(self, saga_id: str) -> SagaRun:
-        return self._start(saga_id)  # no I/O: nothing to move off the loop
+    async def _start_async(self, saga_id: str, continue_existing: bool = False) -> SagaRun:
+        return self._start(saga_id, continue_existing)  # no I/O: nothing to move off the loop
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
@@ -650,9 +682,10 @@ class SagaScope:
     re-raised after the saga is compensated.
     """
 
-    def __init__(self, sg: Sagacity, saga_id: str) -> None:
+    def __init__(self, sg: Sagacity, saga_id: str, continue_existing: bool = False) -> None:
         self.sagacity = sg
         self.saga_id = saga_id
+        self.continue_existing = continue_existing
         self.result: SagaResult | None = None
         self._run: SagaRun | None = None
         self._entered: Any = None
@@ -671,7 +704,7 @@ class SagaScope:
 
     def __enter__(self) -> SagaScope:
         _refuse_in_loop("saga", "`async with sg.saga(...)`")
-        return self._enter(self.sagacity._start(self.saga_id))
+        return self._enter(self.sagacity._start(self.saga_id, self.continue_existing))
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -679,7 +712,7 @@ class SagaScope:
         self.result = self.sagacity._conclude(self._exit_context(), None, exc)
 
     async def __aenter__(self) -> SagaScope:
-        return self._enter(await self.sagacity._start_async(self.saga_id))
+        return self._enter(await self.sagacity._start_async(self.saga_id, self.continue_existing))
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -28,6 +28,7 @@ from sagacity.model import (
 )
 
 if TYPE_CHECKING:
+    from sagacity._compensation import UndoStep
     from sagacity.workflows import WorkflowView
 
 JSON = dict[str, Any]
@@ -77,14 +78,27 @@ def approval_json(pending: PendingApproval) -> JSON:
     }
 
 
-def request_detail_json(pending: PendingApproval, saga: SagaDetail) -> JSON:
-    """One pending request with its saga's journal so far: what an approver decides on."""
+def request_detail_json(pending: PendingApproval, saga: SagaDetail, undo: Sequence[UndoStep] = ()) -> JSON:
+    """One pending request with its saga's journal so far: what an approver decides on, and what
+    a rejection would undo (``compensations``, in the order they would run)."""
     return {
         **approval_json(pending),
         "sagaStatus": str(saga.status),
         "verification": verification_json(saga.verification),
         "journal": [e.to_json() for e in saga.entries],
         "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
+        "compensations": [undo_json(step) for step in undo],
+    }
+
+
+def undo_json(step: UndoStep) -> JSON:
+    return {
+        "seq": step.seq,
+        "toolName": step.tool_name,
+        "input": step.input,
+        "result": step.result,
+        "compensation": step.compensation,
+        "toolImported": step.imported,
     }
 
 

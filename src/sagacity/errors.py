@@ -14,7 +14,8 @@
     │   ├── UnknownToolError        (also LookupError) a journal names a tool not imported here
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
-    │   └── SagaClosedError         its compensation started (maybe in another process): no new call
+    │   ├── SagaClosedError         its compensation started (maybe in another process): no new call
+    │   └── SagaExistsError         a saga started under an id that already has a journal
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
@@ -54,6 +55,7 @@ __all__ = [
     "JournalIntegrityError",
     "PayloadMismatchError",
     "SagaClosedError",
+    "SagaExistsError",
     "SagaNotFoundError",
     "SagaStateError",
     "SagacityError",
@@ -120,6 +122,12 @@ class SagaStateError(SagacityError):
 class SagaClosedError(SagaStateError):
     """A call was refused before its tool ran: the saga's compensation started, perhaps in
     another process (a rejected gate, ``recover``), so nothing new may begin in it."""
+
+
+class SagaExistsError(SagaStateError):
+    """A saga was started (``sg.run``, ``sg.saga``) under an id whose journal already has entries:
+    a saga id names one run. Refused before anything is journaled or any tool runs; continue a
+    saga on purpose with ``sg.saga(saga_id, continue_existing=True)``."""
 
 
 class ApprovalError(SagacityError):

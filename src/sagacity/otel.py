@@ -60,5 +60,7 @@ def reset() -> None:
 
 
 def enabled() -> bool:
-    """Whether Sagacity is emitting telemetry now."""
+    """Whether Sagacity is emitting telemetry now: true as soon as a global provider is set
+    (in the default mode), not only once the next saga starts."""
+    _telemetry.refresh()
     return _telemetry.enabled()

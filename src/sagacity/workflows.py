@@ -358,14 +358,17 @@ class Workflow:
         if any(s.is_async for s in self.stages):
             raise SagaStateError(f"workflow {self.name!r} has async stages: use `await wf.run_async(...)`")
         start = self._run_input(sg, run_id, input)
-        result = sg.run(run_id, self._drive, sg, run_id, start)
+        # A workflow run is one saga over its stages: each run continues it on purpose.
+        result = sg._run(run_id, self._drive, (sg, run_id, start), {}, continue_existing=True)
         return self._result(sg, run_id, result.status, result.value, result.error, result.awaiting)
 
     async def run_async(self, sg: Sagacity, run_id: str, input: Any = None) -> WorkflowResult:
         """``run`` from a coroutine; stages may be ``async def``."""
         self._require_stages()
         start = await asyncio.to_thread(self._run_input, sg, run_id, input)
-        result = await sg.run_async(run_id, self._drive_async, sg, run_id, start)
+        result = await sg._run_async(
+            run_id, self._drive_async, (sg, run_id, start), {}, continue_existing=True
+        )
         return await asyncio.to_thread(
             self._result, sg, run_id, result.status, result.value, result.error, result.awaiting
         )

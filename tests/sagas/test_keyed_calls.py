@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from sagacity import CompensationContext, Phase, Reversibility, Sagacity, SagaStatus, tool
+from sagacity import CompensationContext, Phase, Reversibility, Sagacity, SagaResult, SagaStatus, tool
 from sagacity.errors import (
     ApprovalRefusedError,
     InvalidValueError,
@@ -89,7 +89,7 @@ def test_a_call_id_runs_once_and_a_replay_returns_the_journaled_result(
         again = present(tools.reserve, '{"sku":"A"}', "call-1")
     assert first == again == "R-A"
     assert world["reserved"] == ["A"]
-    with sg.saga("k1"):  # a later run of the same saga, e.g. in a new process
+    with sg.saga("k1", continue_existing=True):  # a later run of the same saga, e.g. in a new process
         assert present(tools.reserve, '{"sku":"A"}', "call-1") == "R-A"
     assert world["reserved"] == ["A"]
     entries = sg.entries("k1")
@@ -135,7 +135,7 @@ def test_an_approved_gate_runs_in_band_once_with_the_approved_arguments(
     assert saga.result.status is SagaStatus.AWAITING_APPROVAL
     seq = pending.request.journal_seq
     assert sg.entries("g1")[seq - 1].payload == "call_id=c2"
-    with sg.saga("g1"):
+    with sg.saga("g1", continue_existing=True):
         assert isinstance(present(tools.wire, ALICE, "c2"), CallPending)  # not approved yet
     assert len(sg.pending_approvals("g1")) == 1  # no second gate
     sg.approve("g1", seq, "alice@example.com")
@@ -143,7 +143,7 @@ def test_an_approved_gate_runs_in_band_once_with_the_approved_arguments(
     assert record is not None
     assert record.status == "APPROVED"
     assert record.approvers == ("alice@example.com",)
-    with sg.saga("g1") as saga:
+    with sg.saga("g1", continue_existing=True) as saga:
         assert present(tools.wire, ALICE, "c2") == "wired 100.00 to alice"
         assert present(tools.wire, ALICE, "c2") == "wired 100.00 to alice"  # replay: journaled result
     assert world["wired"] == ["alice"]
@@ -164,7 +164,10 @@ def test_an_approved_gate_re_presented_with_other_arguments_is_refused_and_compe
         present(tools.reserve, '{"sku":"A"}', "c1")
         pending = present(tools.wire, ALICE, "c2")
     sg.approve("g2", pending.request.journal_seq, "alice@example.com")
-    with sg.saga("g2") as saga, pytest.raises(PayloadMismatchError, match="not the approved ones"):
+    with (
+        sg.saga("g2", continue_existing=True) as saga,
+        pytest.raises(PayloadMismatchError, match="not the approved ones"),
+    ):
         present(tools.wire, MALLORY, "c2")
     assert world["wired"] == []
     assert world["released"] == ["A"]
@@ -183,7 +186,7 @@ def test_an_edit_supersedes_the_gate_and_needs_its_own_approval(
     with sg.saga("g3"):
         first = present(tools.wire, ALICE, "c1")
     sg.approve("g3", first.request.journal_seq, "alice@example.com")
-    with sg.saga("g3"):
+    with sg.saga("g3", continue_existing=True):
         edited = present(tools.wire, MALLORY, "c1", edited=True)
     assert isinstance(edited, CallPending)
     assert edited.request.journal_seq != first.request.journal_seq
@@ -191,7 +194,7 @@ def test_an_edit_supersedes_the_gate_and_needs_its_own_approval(
     assert world["wired"] == []
     assert [r.input for r in sg.pending_approvals("g3")] == [MALLORY]
     sg.approve("g3", edited.request.journal_seq, "bob@example.com")
-    with sg.saga("g3") as saga:
+    with sg.saga("g3", continue_existing=True) as saga:
         assert present(tools.wire, MALLORY, "c1", edited=True) == "wired 100.00 to mallory"
         # the old arguments are not the call any more
         assert isinstance(present(tools.wire, ALICE, "c1"), CallRefused)
@@ -210,7 +213,7 @@ def test_a_rejection_compensates_by_default_and_refuses_the_re_presented_call(
     assert decision.result is not None
     assert decision.result.status is SagaStatus.COMPENSATED
     assert world["released"] == ["A"]
-    with pytest.raises(SagaStateError), sg.saga("g4"):
+    with pytest.raises(SagaStateError), sg.saga("g4", continue_existing=True):
         pass  # the saga is closed: a run cannot go on in it
     record = find_call(sg, "g4", "c2")
     assert record is not None
@@ -232,7 +235,7 @@ def test_on_reject_continue_tells_the_model_and_the_saga_goes_on(
     decision = sg.reject("g5", pending.request.journal_seq, "bob@example.com", "wrong supplier")
     assert decision.result is None  # nothing compensated
     assert world["released"] == []
-    with sg.saga("g5") as saga:
+    with sg.saga("g5", continue_existing=True) as saga:
         told = present(tools.wire, ALICE, "c2", on_reject="continue")
         assert isinstance(told, CallRejected)
         assert "bob@example.com rejected it (wrong supplier)" in told.message
@@ -313,7 +316,7 @@ def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
         pending = present(quick_wire, ALICE, "c1")
     sg.approve("ex", pending.request.journal_seq, "alice@example.com")
     time.sleep(0.1)
-    with pytest.raises(ApprovalRefusedError), sg.saga("ex"):
+    with pytest.raises(ApprovalRefusedError), sg.saga("ex", continue_existing=True):
         present(quick_wire, ALICE, "c1")
     assert world["wired"] == []
     assert sg.status("ex") is SagaStatus.COMPENSATED
@@ -381,11 +384,17 @@ def test_async_keyed_calls(sg: Sagacity, world: dict) -> None:
     async def agent() -> Any:
         return await journaled_call_async(spec, ALICE, "a1", lambda: awire("100.00", "alice"))
 
+    async def again() -> tuple[Any, SagaResult]:  # a later run of the same saga, continued
+        async with sg.saga("as", continue_existing=True) as scope:
+            value = await agent()
+        assert scope.result is not None
+        return value, scope.result
+
     first = asyncio.run(sg.run_async("as", agent))
     assert isinstance(first.value, CallPending)
     sg.approve("as", first.value.request.journal_seq, "alice@example.com")
-    second = asyncio.run(sg.run_async("as", agent))
-    third = asyncio.run(sg.run_async("as", agent))
-    assert second.value == third.value == "wired alice"
+    second_value, second = asyncio.run(again())
+    third_value, _ = asyncio.run(again())
+    assert second_value == third_value == "wired alice"
     assert world["wired"] == ["alice"]
     assert second.status is SagaStatus.COMPLETED

@@ -27,6 +27,7 @@ from sagacity.errors import (
     BlockingCallError,
     IrreversibleToolError,
     SagaClosedError,
+    SagaExistsError,
     SagaStateError,
     ToolRegistrationError,
 )
@@ -285,14 +286,20 @@ def test_saga_block_reraises_after_compensating(sg: Sagacity) -> None:
 
 
 def test_a_compensated_saga_cannot_be_reentered(sg: Sagacity) -> None:
-    """A saga whose journal closed with compensation refuses new work under the same id."""
+    """A saga whose journal closed with compensation refuses new work under the same id, even
+    continued on purpose (by default, any saga with a journal is refused: SagaExistsError)."""
 
     @tool
     def step() -> None:
         raise ValueError("x")
 
     sg.run("closed", step)
-    with pytest.raises(SagaStateError, match="start a new saga id"), sg.saga("closed"):
+    with (
+        pytest.raises(SagaStateError, match="start a new saga id"),
+        sg.saga("closed", continue_existing=True),
+    ):
+        pass
+    with pytest.raises(SagaExistsError, match="already exists"), sg.saga("closed"):
         pass
 
 
@@ -312,7 +319,8 @@ def test_a_call_in_a_closed_saga_is_refused_before_its_tool_runs(sg: Sagacity) -
 
     sg.run("closed", fail)
     before = sg.entries("closed")
-    with pytest.raises(SagaClosedError, match="start a new saga id") as raised, sg.saga("closed") as scope:
+    again = sg.saga("closed", continue_existing=True)
+    with pytest.raises(SagaClosedError, match="start a new saga id") as raised, again as scope:
         send()
     assert isinstance(raised.value, SagaStateError)
     assert ran == []
@@ -323,15 +331,15 @@ def test_a_call_in_a_closed_saga_is_refused_before_its_tool_runs(sg: Sagacity) -
 
 
 def test_an_open_saga_is_continued_under_its_id(sg: Sagacity) -> None:
-    """A saga entered again (say, by the next turn of an agent) appends after its own entries:
-    the first call finds its seq taken and lands after the existing tail, chain intact."""
+    """A saga continued on purpose (say, by the next turn of an agent) appends after its own
+    entries: the first call finds its seq taken and lands after the existing tail, chain intact."""
 
     @tool
     def step(n: int) -> int:
         return n
 
     sg.run("turns", lambda: step(1))
-    with sg.saga("turns") as scope:
+    with sg.saga("turns", continue_existing=True) as scope:
         assert step(2) == 2
     assert scope.result is not None
     assert scope.result.status is SagaStatus.COMPLETED
@@ -342,7 +350,7 @@ def test_an_open_saga_is_continued_under_its_id(sg: Sagacity) -> None:
         (4, "EXECUTED", '{"n":2}'),
     ]
     assert sg.verify("turns").valid
-    with sg.saga("turns") as empty:
+    with sg.saga("turns", continue_existing=True) as empty:
         pass  # no call: the end reads the journal instead
     assert empty.result is not None
     assert empty.result.status is SagaStatus.COMPLETED

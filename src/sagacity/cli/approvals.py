@@ -23,7 +23,7 @@ from rich.text import Text
 
 from sagacity._approvals import utc_now
 from sagacity._doctor import human_duration
-from sagacity._reads import pending_at
+from sagacity._reads import pending_at, rejection_undoes
 from sagacity._state import fold, parse_decision_payload, sha256_hex
 from sagacity._wire import approval_json, decision_json, request_detail_json, resume_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
@@ -158,7 +158,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         saga = sg.saga_detail(saga_id)
     pending = find_request(saga, seq)
     if output == JSON:
-        echo_json(request_detail_json(pending, saga))
+        echo_json(request_detail_json(pending, saga, rejection_undoes(saga, sg.registry)))
         return
     if output == "csv":
         show_journal(saga.entries, output=output)
@@ -199,6 +199,15 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         )
     )
     show_journal(saga.entries, title="journal so far", output=output, out=out)
+    undo = rejection_undoes(saga, sg.registry)
+    out.print(
+        "a rejection would compensate, in this order:" if undo else "a rejection has nothing to compensate"
+    )
+    for step in undo:
+        what = step.compensation or "no compensation declared"
+        if not step.imported:
+            what = "tool not imported here"
+        out.print(f"  seq {step.seq} {step.tool_name} {step.input} -> {what}", markup=False)
 
 
 @approvals.command()

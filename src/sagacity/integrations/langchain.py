@@ -134,7 +134,7 @@ class SagacityMiddleware(AgentMiddleware):
     def _saga(self, request: ToolCallRequest) -> AbstractContextManager[Any]:
         if current_saga_id() is not None:
             return nullcontext()
-        return self.sagacity.saga(self._saga_id(request))
+        return self.sagacity.saga(self._saga_id(request), continue_existing=True)
 
     def _options(self, edited: bool) -> dict[str, Any]:
         return {
@@ -233,7 +233,7 @@ async def _async_saga(mw: SagacityMiddleware, request: ToolCallRequest) -> Any:
     if current_saga_id() is not None:
         yield None
         return
-    async with mw.sagacity.saga(mw._saga_id(request)) as scope:
+    async with mw.sagacity.saga(mw._saga_id(request), continue_existing=True) as scope:
         yield scope
 
 

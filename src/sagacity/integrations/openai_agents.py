@@ -145,7 +145,7 @@ class SagacityTools:
     def _saga(self, ctx: RunContextWrapper[Any]) -> AbstractAsyncContextManager[Any]:
         if current_saga_id() is not None:
             return nullcontext()
-        return self.sagacity.saga(self._saga_id(ctx))
+        return self.sagacity.saga(self._saga_id(ctx), continue_existing=True)
 
     # -- the hooks ----------------------------------------------------------------------------------
     def _invoker(

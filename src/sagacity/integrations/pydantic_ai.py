@@ -112,7 +112,7 @@ class SagacityCapability(AbstractCapability[Any]):
         """The run is a stretch of a saga: entered (or re-entered) for the run, concluded after."""
         if current_saga_id() is not None:
             return await handler()
-        async with self.sagacity.saga(self._saga_id(ctx)):
+        async with self.sagacity.saga(self._saga_id(ctx), continue_existing=True):
             return await handler()
 
     async def wrap_tool_execute(

@@ -248,7 +248,7 @@ class Gateway:
     async def _run(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
         wrapped = self.tools.sagacity_tool(decision.name)
         try:
-            async with self.sagacity.saga(book.saga_id) as scope:
+            async with self.sagacity.saga(book.saga_id, continue_existing=True) as scope:
                 outcome = await run_in_thread(partial(wrapped.call_json, canonical), input=canonical)
         except SagaStateError as exc:
             book.end()
@@ -509,7 +509,7 @@ class Gateway:
         if not entries:
             book.end()
             return answers.text(f"Saga {book.saga_id!r} had nothing to roll back.")
-        scope = self.sagacity.saga(book.saga_id)
+        scope = self.sagacity.saga(book.saga_id, continue_existing=True)
         try:
             async with scope:
                 raise RollbackRequested(reason)

@@ -24,7 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sagacity._doctor import DEFAULT_OLDER_THAN
 from sagacity._json import kind_of, require_storable
-from sagacity._reads import pending_at
+from sagacity._reads import pending_at, rejection_undoes
 from sagacity._sagacity import Sagacity
 from sagacity._state import required_reason
 from sagacity._wire import (
@@ -201,7 +201,7 @@ def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: Saga
     pending = pending_at(saga.pending, seq)
     if pending is None:
         raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error})
-    return request_detail_json(pending, saga)
+    return request_detail_json(pending, saga, rejection_undoes(saga, sg.registry))
 
 
 @router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")

@@ -245,7 +245,7 @@ def test_async_tools_and_run(app: ModuleType, effects: Path, tmp_path: Path) -> 
             [request] = await sg.pending_approvals_async("order-a")
             await sg.approve_async("order-a", request.journal_seq, "alice@example.com")
             results = app.deferred_results(sg, "order-a", first.output)
-            async with sg.saga("order-a") as saga:
+            async with sg.saga("order-a", continue_existing=True) as saga:
                 second = await app.agent(sg, "async-order").run(
                     message_history=first.all_messages(), deferred_tool_results=results
                 )

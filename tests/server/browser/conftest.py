@@ -67,21 +67,14 @@ def _free_port() -> int:
         return port
 
 
-@pytest.fixture
-def served(tools: ModuleType) -> Iterator[tuple[str, Sagacity]]:
-    """The app on uvicorn in a background thread on a free loopback port; (dashboard URL, its Sagacity)."""
+def serve(sg: Sagacity, **options: Any) -> Iterator[str]:
+    """``create_app(sg, **options)`` on uvicorn in a background thread on a free loopback port,
+    until the generator is closed; yields the dashboard's URL. Closes ``sg`` afterwards."""
     import uvicorn
 
-    sg = Sagacity("memory://")
-    auth = TokenAuth(
-        {
-            TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]},
-            APPROVER_ONLY: {"name": "bob@example.com", "roles": ["approver"]},
-        }
-    )
     port = _free_port()
     config = uvicorn.Config(
-        create_app(sg, auth=auth), host="127.0.0.1", port=port, log_level="warning", lifespan="off", ws="none"
+        create_app(sg, **options), host="127.0.0.1", port=port, log_level="warning", lifespan="off", ws="none"
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
@@ -93,11 +86,25 @@ def served(tools: ModuleType) -> Iterator[tuple[str, Sagacity]]:
     else:
         pytest.fail("uvicorn did not start")
     try:
-        yield f"http://127.0.0.1:{port}/sagacity/ui/", sg
+        yield f"http://127.0.0.1:{port}/sagacity/ui/"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sg.close()
+
+
+@pytest.fixture
+def served(tools: ModuleType) -> Iterator[tuple[str, Sagacity]]:
+    """The app on uvicorn in a background thread on a free loopback port; (dashboard URL, its Sagacity)."""
+    sg = Sagacity("memory://")
+    auth = TokenAuth(
+        {
+            TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]},
+            APPROVER_ONLY: {"name": "bob@example.com", "roles": ["approver"]},
+        }
+    )
+    for url in serve(sg, auth=auth):
+        yield url, sg
 
 
 @pytest.fixture

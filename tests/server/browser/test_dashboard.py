@@ -36,6 +36,7 @@ def test_approve_and_resume_a_pending_transfer(
     page.locator("#confirm-ok").click()
     expect(page.locator("#notice")).to_contain_text("Approved by alice@example.com (1 of 1)")
     page.locator('section.approval[data-saga="wire-1"] button.resume').click()
+    page.locator('dialog.confirm[data-kind="resume"] #confirm-ok').click()  # confirmed like approve
     expect(page.locator(".saga-status")).to_contain_text("COMPLETED")
     expect(page.locator(".verification")).to_contain_text("chain verified")
     expect(page.locator("#notice")).to_contain_text("Result: wire 100.00->ACME")

@@ -85,9 +85,13 @@ function keepingPlace(update) {
   window.scrollTo(x, y);
 }
 
-function navigate(hash, state) {
+// The notice line says what the reader's last action did; it belongs to the page that action
+// opened (withNotice) and is cleared by any other route: a link, the address bar, back/forward.
+let keepNotice = false;
+function navigate(hash, state, { withNotice = false } = {}) {
   if (location.hash === hash) history.replaceState(state || history.state, "", hash); // no duplicate entry
   else history.pushState(state || null, "", hash);
+  keepNotice = withNotice;
   route();
 }
 
@@ -156,6 +160,12 @@ const has = (role) => !!me && (me.roles.includes(role) || me.roles.includes("adm
 function pretty(input) {
   try { return JSON.stringify(JSON.parse(input), null, 2); } catch (_) { return input; }
 }
+// Text with a line-break opportunity (<wbr>, no character of its own: the text and a copy of it
+// stay byte for byte) after each comma, colon and brace, so compact JSON wraps between values,
+// not inside "4200.00".
+function breakable(text) {
+  return text.split(/(?<=[,:{}\[\]])/).flatMap((part, i) => (i ? [h("wbr"), part] : [part]));
+}
 async function sha256(text) {
   if (!(window.crypto && crypto.subtle)) return null; // only in secure contexts (https, localhost)
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
@@ -212,23 +222,30 @@ let dialog = null; // the open confirmation, or null
 
 const FOCUSABLE = "button:not([disabled]), input:not([disabled]), a[href], summary, [tabindex]:not([tabindex='-1'])";
 
-// Approve or reject one request, after showing exactly what is decided. Enter confirms (the
-// confirm button, or the reason field, has focus), Esc or Cancel closes; focus stays inside
-// while it is open and goes back where it was afterwards.
+// Approve, reject or resume one request, after showing exactly what is decided: the payload and
+// its SHA-256, and for a rejection the compensations it will run, in order, with their inputs.
+// Enter confirms (the confirm button, or the reason field, has focus), Esc or Cancel closes;
+// focus stays inside while it is open and goes back where it was afterwards.
+const DECISIONS = {
+  approve: { title: "Approve", button: "Approve this payload", says: "You approve exactly this payload (the tool's input), under your name:" },
+  reject: { title: "Reject", button: "Reject and compensate", says: "You reject this payload; the saga is compensated:" },
+  resume: { title: "Resume", button: "Run the tool with this payload", says: "The server runs the tool once with exactly this payload, if its SHA-256 is still the approved one:" },
+};
 function confirmDecision(item, kind, done) {
   if (dialog) return;
-  const approving = kind === "approve";
+  const words = DECISIONS[kind];
   const returnTo = document.activeElement;
   const returnKey = returnTo && returnTo.dataset ? returnTo.dataset.focus : undefined;
   const error = h("p", { class: "notice bad", id: "confirm-error", hidden: true });
-  const reason = approving ? null : h("input", {
+  const reason = kind !== "reject" ? null : h("input", {
     type: "text", id: "confirm-reason", class: "reason", autocomplete: "off", maxlength: 1000,
     placeholder: "Reason (required, journaled, one line)", "aria-label": "Reason for rejecting",
     "aria-required": "true",
   });
-  const confirm = h("button", { class: `btn ${kind}`, type: "submit", id: "confirm-ok" },
-    approving ? "Approve this payload" : "Reject and compensate");
+  const undo = kind === "reject" && !item.decidePath ? undoList(item) : null;
+  const confirm = h("button", { class: `btn ${kind}`, type: "submit", id: "confirm-ok" }, words.button);
   const cancel = h("button", { class: "btn", type: "button", id: "confirm-cancel", onclick: () => close() }, "Cancel");
+  const body = { approve: () => ({}), reject: () => ({ reason: reason.value }), resume: () => ({ payload: item.input }) }[kind];
   const form = h("form", {
     onsubmit: async (event) => {
       event.preventDefault();
@@ -242,25 +259,25 @@ function confirmDecision(item, kind, done) {
       error.hidden = true;
       try {
         const path = item.decidePath ? item.decidePath(kind) : `${kind}/${enc(item.sagaId)}/${item.journalSeq}`;
-        const answer = await api(path, { method: "POST", json: approving ? {} : { reason: reason.value } });
+        const answer = await api(path, { method: "POST", json: body() });
         close();
         await done(answer);
       } catch (err) {
         if (!dialog) return;
+        if (kind === "resume" && err.status === 409 && err.body) { close(); await done(null, err.body); return; }
         error.textContent = `${err.status || ""} ${err.message}`.trim();
         error.hidden = false;
         confirm.disabled = false;
       }
     },
   },
-  h("h2", { id: "confirm-title" }, `${approving ? "Approve" : "Reject"} ${item.toolName}?`),
+  h("h2", { id: "confirm-title" }, `${words.title} ${item.toolName}?`),
   h("p", { class: "muted" }, `saga ${item.sagaId} · request ${item.journalSeq} · `,
     `${item.approvers.length} of ${item.approvalsRequired} approval(s) so far`),
-  h("p", {}, approving
-    ? "You approve exactly this payload (the tool's input), under your name:"
-    : "You reject this payload; the saga is compensated:"),
+  h("p", {}, words.says),
   h("pre", { class: "payload", id: "confirm-payload" }, pretty(item.input)),
   h("dl", { class: "grid" }, h("dt", {}, "inputHash"), hashCell(item.input, item.inputHash)),
+  undo,
   reason ? h("label", { for: "confirm-reason" }, "Reason") : null, reason,
   error,
   h("div", { class: "actions" }, confirm, cancel, h("span", { class: "muted" }, "Enter confirms · Esc cancels")));
@@ -288,6 +305,24 @@ function confirmDecision(item, kind, done) {
   dialog = box;
   box.showModal();
   (reason || confirm).focus();
+}
+
+// The compensations a rejection will run, in the order it runs them, read from the server
+// (GET /requests: the journal folded with the tools the server imported).
+function undoList(item) {
+  const list = h("ol", { id: "confirm-undo", class: "undo" });
+  const box = h("div", { class: "undo-box" }, h("p", { class: "muted" }, "Loading what this rejection will undo…"), list);
+  api(`requests/${enc(item.sagaId)}/${item.journalSeq}`).then((detail) => {
+    const steps = detail.compensations || [];
+    box.firstChild.textContent = steps.length
+      ? `This rejection will run ${plural(steps.length, "compensation")}, in this order:`
+      : "Nothing has run in this saga yet: the rejection has nothing to compensate.";
+    list.replaceChildren(...steps.map((s) => h("li", { "data-seq": s.seq },
+      h("strong", {}, s.compensation || (s.toolImported ? "no compensation declared" : "unknown: tool not imported here")),
+      ` undoes ${s.toolName} (seq ${s.seq}) `, h("code", {}, s.input),
+      s.toolImported ? null : h("span", { class: "doubt-label" }, " the server has not imported this tool: the rejection will be refused"))));
+  }).catch((err) => { box.firstChild.textContent = `Could not read what this rejection will undo: ${err.message}`; });
+  return box;
 }
 
 // -- pages --------------------------------------------------------------------------------------
@@ -366,11 +401,6 @@ function approvalCard(item, detail, after) {
   const key = cardKey(item);
   const blocked = cannotApprove(item);
   const mine = me && item.approvers.includes(me.name);
-  const act = async (button, fn) => {
-    button.disabled = true;
-    notice("");
-    try { await fn(); } catch (err) { notice(`${err.status || ""} ${err.message}`.trim(), "bad"); button.disabled = false; }
-  };
   const approve = h("button", {
     class: "btn approve", type: "button", disabled: !!blocked, title: blocked || "Approve… (a)",
     "data-focus": `approve:${key}`, onclick: () => confirmDecision(item, "approve", after.approved),
@@ -383,17 +413,12 @@ function approvalCard(item, detail, after) {
     class: "btn resume", type: "button", disabled: !item.readyToResume || !item.toolImported,
     "data-focus": `resume:${key}`,
     title: item.toolImported ? "" : "the tool's module is not imported by this server (--import)",
-    onclick: (ev) => act(ev.target, async () => {
-      try {
-        const r = await api(`resume/${enc(item.sagaId)}/${item.journalSeq}`, { method: "POST", json: { payload: item.input } });
-        notice(`Resumed: saga ${r.sagaId} is ${r.status}. Result: ${r.result}`, "ok");
-      } catch (err) {
-        if (err.status !== 409) throw err;
-        notice(`Resume refused: saga ${err.body.sagaId} is ${err.body.status}: ${err.body.reason}`, "bad");
-      }
-      navigate(has("auditor") ? `#/saga/${enc(item.sagaId)}` : "#/approvals");
+    onclick: () => confirmDecision(item, "resume", (r, refused) => {
+      if (refused) notice(`Resume refused: saga ${refused.sagaId} is ${refused.status}: ${refused.reason}`, "bad");
+      else notice(`Resumed: saga ${r.sagaId} is ${r.status}. Result: ${r.result}`, "ok");
+      navigate(has("auditor") ? `#/saga/${enc(item.sagaId)}` : "#/approvals", null, { withNotice: true });
     }),
-  }, "Resume");
+  }, "Resume…");
 
   // waitingSeconds grows on every read: leave it out of the signature, the clock is redrawn instead.
   const { waitingSeconds, ...stable } = item;
@@ -419,7 +444,7 @@ function approvalCard(item, detail, after) {
       item.approvalsRequired > 1 ? " (four eyes: distinct people)" : ""),
     item.toolImported ? null : h("dt", {}, "Warning"),
     item.toolImported ? null : h("dd", { class: "doubt-label" }, "This server has not imported the tool: resume will be refused.")),
-  h("details", {}, h("summary", {}, "Exact bytes hashed"), h("pre", {}, item.input)),
+  h("details", {}, h("summary", {}, "Exact bytes hashed"), h("pre", { class: "exact" }, breakable(item.input))),
   journalSoFar(item, detail),
   h("div", { class: "actions" }, approve, reject, resume)));
 }
@@ -442,7 +467,7 @@ function decisionOutcomes(reload) {
     },
     rejected: async (d) => {
       notice(`Rejected by ${d.approverIdentity}: saga ${d.sagaId} is ${d.status}.`, "ok");
-      navigate(has("auditor") ? `#/saga/${enc(d.sagaId)}` : "#/approvals");
+      navigate(has("auditor") ? `#/saga/${enc(d.sagaId)}` : "#/approvals", null, { withNotice: true });
     },
   };
 }
@@ -708,18 +733,24 @@ function exportClick(sagaId) {
 //   #/workflows                    workflow runs         #/workflow/<runId>         one run (workflows.js)
 async function route() {
   lastRouted = location.href;
+  if (!keepNotice) notice("");
+  keepNotice = false;
   const mine = ++generation;
   const fresh = () => mine === generation;
   view = null;
   if (dialog) dialog.closeNow();
   const [path, queryString] = location.hash.replace(/^#/, "").split("?");
   const params = new URLSearchParams(queryString || "");
-  if (!sessionStorage.getItem(TOKEN_KEY)) { me = null; chrome(); loginPage(); return; }
+  // Who is signed in: asked even without a token, so a server without authentication (insecure
+  // mode) opens straight away instead of asking for a token it would not check.
+  const hadToken = !!sessionStorage.getItem(TOKEN_KEY);
   try {
     if (!me) me = await api("me");
   } catch (err) {
+    me = null;
     chrome();
-    loginPage(err.status === 401 ? "Your session ended; sign in again." : err.message);
+    if (err.status !== 401) loginPage(err.message);
+    else loginPage(hadToken ? "Your session ended; sign in again." : undefined);
     return;
   }
   if (!fresh()) return;
@@ -750,6 +781,7 @@ function chrome() {
   const signedIn = !!me;
   $("nav").hidden = !signedIn;
   $("who").hidden = !signedIn;
+  $("logout").hidden = !signedIn || me.insecure; // nothing to sign out of without authentication
   $("refresh").hidden = !signedIn;
   $("lookup").hidden = !has("auditor");
   if (!signedIn) return;
