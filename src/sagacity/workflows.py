@@ -48,6 +48,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sagacity.errors import (
+    ApprovalNotFoundError,
     CheckFailedError,
     SagaNotFoundError,
     SagaStateError,
@@ -63,7 +64,15 @@ from sagacity.framework import (
     journaled_call,
     journaled_call_async,
 )
-from sagacity.model import ApprovalRequest, CompensationContext, Entry, Phase, Reversibility, SagaStatus
+from sagacity.model import (
+    ApprovalDecision,
+    ApprovalRequest,
+    CompensationContext,
+    Entry,
+    Phase,
+    Reversibility,
+    SagaStatus,
+)
 from sagacity.tools import ToolRegistry, ToolSpec
 from sagacity.tools import registry as default_registry
 
@@ -81,8 +90,10 @@ __all__ = [
     "WorkflowHandle",
     "WorkflowResult",
     "WorkflowView",
+    "continue_run",
     "find_workflow",
     "runs",
+    "workflow_of_run",
 ]
 
 #: Journaled tool names: ``<workflow>/<stage>`` for a stage, ``<workflow>/<stage>#<check>`` for a
@@ -384,6 +395,26 @@ class Workflow:
         handle._thread.start()
         return handle
 
+    def approve(self, sg: Sagacity, run_id: str, stage: str, approver: str) -> ApprovalDecision:
+        """Approve the open gate of ``stage`` in run ``run_id`` (approving is not running it:
+        :meth:`resume` does, in any process)."""
+        return sg.approve(run_id, self._open_gate(sg, run_id, stage), approver=approver)
+
+    def reject(self, sg: Sagacity, run_id: str, stage: str, approver: str, reason: str) -> ApprovalDecision:
+        """Reject the open gate of ``stage``: the run's completed stages are compensated here."""
+        return sg.reject(run_id, self._open_gate(sg, run_id, stage), approver=approver, reason=reason)
+
+    def _open_gate(self, sg: Sagacity, run_id: str, stage: str) -> int:
+        view = self.view(sg, run_id)
+        found = next((s for s in view.stages if s.name == stage), None)
+        if found is None:
+            raise SagaNotFoundError(f"workflow {self.name!r} has no stage {stage!r}")
+        if found.gate is None or found.status not in (StageStatus.AWAITING_APPROVAL, StageStatus.APPROVED):
+            raise ApprovalNotFoundError(
+                f"run {run_id!r} has no open gate before stage {stage!r} (the stage is {found.status})"
+            )
+        return found.gate.seq
+
     def view(self, sg: Sagacity, run_id: str) -> WorkflowView:
         """Where run ``run_id`` stands, stage by stage, from its journal. Read-only."""
         entries = sg.entries(run_id)
@@ -616,6 +647,11 @@ def runs(sg: Sagacity, *, workflow: str | None = None, limit: int | None = None)
             if limit is not None and len(found) >= limit:
                 break
     return found
+
+
+def continue_run(sg: Sagacity, run_id: str) -> WorkflowResult:
+    """Continue run ``run_id`` with the workflow declared here that it belongs to."""
+    return workflow_of_run(sg, run_id).resume(sg, run_id)
 
 
 def workflow_of_run(sg: Sagacity, run_id: str) -> Workflow:

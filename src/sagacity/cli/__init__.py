@@ -21,6 +21,7 @@ from sagacity.cli import (
     sagas,
     serve,
     witness,
+    workflows,
 )
 
 __all__ = ["main"]
@@ -45,5 +46,6 @@ for command in (
     sagas.sagas,
     serve.serve,
     witness.witness,
+    workflows.workflows,
 ):
     main.add_command(command)

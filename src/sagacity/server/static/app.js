@@ -349,6 +349,7 @@ const approvalHash = (item) => `#/approval/${enc(item.sagaId)}/${item.journalSeq
 // Why the signed-in principal cannot approve this request now, or null.
 function cannotApprove(item) {
   if (me && item.approvers.includes(me.name)) return "you approved it already (four eyes needs someone else)";
+  if (me && item.requesterMayNotApprove && item.requester === me.name) return "you asked for this call: its requester may not approve it";
   if (item.approvers.length >= item.approvalsRequired) return "it has every approval it needs";
   if (item.expired) return "it has expired";
   return null;
@@ -401,6 +402,8 @@ function approvalCard(item, detail, after) {
   h("dl", { class: "grid" },
     h("dt", {}, "Payload"), h("dd", {}, h("pre", { class: "payload" }, pretty(item.input))),
     h("dt", {}, "SHA-256"), hashCell(item.input, item.inputHash),
+    h("dt", {}, "Requested by"), h("dd", { class: "requester" }, item.requester || "unknown (no principal)",
+      item.requesterMayNotApprove ? " (may not approve it)" : ""),
     h("dt", {}, "Waiting"), h("dd", { class: "clock", "data-since": item.createdAt }, since(item.createdAt)),
     h("dt", {}, "Expiry"), h("dd", { class: "clock", "data-expires": item.expiresAt || "" }, expiry(item)),
     h("dt", {}, "Approvals"), h("dd", { class: "approvals-count" },
