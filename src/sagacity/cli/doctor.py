@@ -7,15 +7,26 @@ import sys
 from datetime import timedelta
 
 import click
-from rich.table import Table
 
 from sagacity import FindingKind, Sagacity
-from sagacity._doctor import lag_finding
+from sagacity._doctor import Finding, lag_finding
 from sagacity._wire import diagnosis_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import Digits, echo_json, import_option, json_option, parse_duration
-from sagacity.cli._render import cells
+from sagacity.cli._options import Digits, echo_json, import_option, output_option, parse_duration
+from sagacity.cli._render import JSON, Column, show_rows
 from sagacity.errors import SagacityError
+
+_FINDING_COLUMNS = (
+    Column("kind"),
+    Column("saga"),
+    Column("seq", right=True),
+    Column("what is wrong", cut=True),
+    Column("what to do", cut=True),
+)
+
+
+def _finding_row(f: Finding) -> tuple[str, ...]:
+    return (f.kind.value, f.saga_id, "" if f.seq is None else str(f.seq), f.detail, f.action)
 
 
 @click.command()
@@ -69,7 +80,7 @@ from sagacity.errors import SagacityError
     help="With --anchor: a finding (checkpoint_lag) when the journal runs more entries ahead than this.",
 )
 @import_option
-@json_option
+@output_option()
 @db_option
 def doctor(
     older_than: timedelta,
@@ -81,7 +92,7 @@ def doctor(
     witness_key_paths: tuple[str, ...],
     quorum: int | None,
     max_lag: int,
-    as_json: bool,
+    output: str,
     db_url: str,
 ) -> None:
     """Check every saga for what needs a human; exit 1 when anything does, 0 when all is well.
@@ -105,8 +116,10 @@ def doctor(
         if found is not None:
             diagnosis = dataclasses.replace(diagnosis, findings=[*diagnosis.findings, found])
     findings = [f for f in diagnosis.findings if f.kind.value not in ignore]
-    if as_json:
+    if output == JSON:
         echo_json(diagnosis_json(diagnosis, older_than, ignore))
+    elif output == "csv":
+        show_rows(_FINDING_COLUMNS, [_finding_row(f) for f in findings], output=output)
     else:
         out = console()
         for r in diagnosis.expired:
@@ -114,12 +127,7 @@ def doctor(
                 f"expired: {r.saga_id} {r.journal_seq} ({r.tool_name}); the saga compensated", markup=False
             )
         if findings:
-            table = Table("kind", "saga", "seq", "what is wrong", "what to do")
-            for f in findings:
-                table.add_row(
-                    *cells(f.kind.value, f.saga_id, "" if f.seq is None else str(f.seq), f.detail, f.action)
-                )
-            out.print(table)
+            show_rows(_FINDING_COLUMNS, [_finding_row(f) for f in findings], output=output, out=out)
             out.print(
                 f"[red]{len(findings)} finding(s) need a human[/] ({diagnosis.sagas_checked} sagas checked)"
             )
