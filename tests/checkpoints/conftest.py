@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
 from sagacity import Entry, Phase, Sagacity
 from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.checkpoints import SigningKey
+from sagacity.cli import main
 from sagacity.stores.sqlite import path_from_url
 
 #: Runs one statement on the journal's database directly; returns the row count.
@@ -115,3 +120,19 @@ def write_rows(journal_url: str, raw_sql: RawSQL) -> Callable[[Iterable[Entry]],
             )
 
     return write
+
+
+def export_bundle(db: str, saga_ids: list[str], bundle: Path, anchor: Path, pub: Path, *extra: str) -> Result:
+    """``sagacity export SAGA... --bundle`` from an anchor, through the CLI."""
+    args = ["export", *saga_ids, "--db", db, "--bundle", str(bundle), "--checkpoint", str(anchor)]
+    return CliRunner().invoke(main, [*args, "--key", str(pub), *extra], catch_exceptions=False)
+
+
+def verify_offline(bundle: Path, pub: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The standalone verifier as an auditor runs it: its own process, only files and keys."""
+    return subprocess.run(
+        [sys.executable, "-m", "sagacity.verify_bundle", str(bundle), "--key", str(pub), *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -13,17 +13,12 @@ import urllib.error
 import urllib.request
 from types import ModuleType
 
-from sagacity.errors import CheckpointError, ConfigurationError
+from sagacity.checkpoints._keys import optional_module
+from sagacity.errors import CheckpointError
 
 
 def _client() -> ModuleType:
-    try:
-        import rfc3161_client
-    except ImportError as exc:  # pragma: no cover - the dev environment has the extra
-        raise ConfigurationError(
-            "trusted timestamps need the 'rfc3161-client' package: pip install 'sagacity[timestamps]'"
-        ) from exc
-    return rfc3161_client
+    return optional_module("rfc3161_client", "trusted timestamps", "timestamps")
 
 
 def request_timestamp(url: str, data: bytes, *, timeout: float = 30) -> bytes:
