@@ -22,7 +22,6 @@ from sagacity.errors import (
     ApprovalRefusedError,
     InvalidValueError,
     PayloadMismatchError,
-    SagaStateError,
     UnknownToolError,
 )
 from sagacity.tools import Tool
