@@ -11,8 +11,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -222,27 +222,41 @@ def agent(
     from mcp import Client
 
     with start_blocking_portal() as portal:
-        if isinstance(server, str) and (token is not None or statuses is not None):
-            from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
-
-            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"} if token else None)
-            if statuses is not None:
-
-                async def note(response: Any) -> None:
-                    statuses.append(response.status_code)
-
-                http.event_hooks["response"].append(note)
-            with portal.wrap_async_context_manager(http):
-                client = Client(
-                    streamable_http_client(server, http_client=http), mode=mode, read_timeout_seconds=60
-                )
-                with portal.wrap_async_context_manager(client):
-                    yield Agent(portal, client)
+        if isinstance(server, str):
+            with portal.wrap_async_context_manager(http_client(server, mode, token, statuses=statuses)) as c:
+                yield Agent(portal, c)
             return
         client = Client(server, mode=mode, read_timeout_seconds=60)
         with portal.wrap_async_context_manager(client):
             yield Agent(portal, client)
+
+
+@asynccontextmanager
+async def http_client(
+    url: str,
+    mode: str,
+    token: str | None = AGENT_TOKEN,
+    *,
+    statuses: list[int] | None = None,
+    read_timeout_seconds: float = 60,
+) -> AsyncIterator[Any]:
+    """The SDK's client over streamable HTTP, sending ``token`` as its bearer token (None: no
+    header); the HTTP status of every response it gets is appended to ``statuses``."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp import Client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"} if token else None)
+    if statuses is not None:
+
+        async def note(response: Any) -> None:
+            statuses.append(response.status_code)
+
+        http.event_hooks["response"].append(note)
+    transport = streamable_http_client(url, http_client=http)
+    async with http, Client(transport, mode=mode, read_timeout_seconds=read_timeout_seconds) as client:
+        yield client
 
 
 def text_of(result: Any) -> str:

@@ -75,11 +75,14 @@ def _http_session(ctx: ServerRequestContext[Any, Any], gateway: Gateway, watched
 def _caller(ctx: ServerRequestContext[Any, Any], fixed: Caller | None) -> Caller | None:
     """Who sent the request: ``fixed`` (stdio, or the unauthenticated mode), else the principal of
     the bearer token the SDK's middleware verified; None when an HTTP request has none (which the
-    middleware already answered 401, so only a misconfigured app gets here)."""
+    middleware already answered 401, so only a misconfigured app gets here). A server connected
+    in-process (no HTTP request) acts for nobody in particular."""
     if fixed is not None:
         return fixed
     scope = getattr(ctx.request, "scope", None)
-    user = scope.get("user") if isinstance(scope, dict) else None
+    if not isinstance(scope, dict):
+        return Caller(None)
+    user = scope.get("user")
     token = getattr(user, "access_token", None)
     return Caller.of(token) if isinstance(token, AccessToken) else None
 
