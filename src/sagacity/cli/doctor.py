@@ -6,13 +6,25 @@ import sys
 from datetime import timedelta
 
 import click
-from rich.table import Table
 
 from sagacity import FindingKind
+from sagacity._doctor import Finding
 from sagacity._wire import diagnosis_json
 from sagacity.cli._common import EXIT_FINDINGS, console, db_option, open_sagacity
-from sagacity.cli._options import echo_json, import_option, json_option, parse_duration
-from sagacity.cli._render import cells
+from sagacity.cli._options import echo_json, import_option, output_option, parse_duration
+from sagacity.cli._render import JSON, Column, show_rows
+
+_FINDING_COLUMNS = (
+    Column("kind"),
+    Column("saga"),
+    Column("seq", right=True),
+    Column("what is wrong", cut=True),
+    Column("what to do", cut=True),
+)
+
+
+def _finding_row(f: Finding) -> tuple[str, ...]:
+    return (f.kind.value, f.saga_id, "" if f.seq is None else str(f.seq), f.detail, f.action)
 
 
 @click.command()
@@ -44,10 +56,10 @@ from sagacity.cli._render import cells
     "time in proportion to the journal.",
 )
 @import_option
-@json_option
+@output_option()
 @db_option
 def doctor(
-    older_than: timedelta, expire: bool, ignore: tuple[str, ...], full: bool, as_json: bool, db_url: str
+    older_than: timedelta, expire: bool, ignore: tuple[str, ...], full: bool, output: str, db_url: str
 ) -> None:
     """Check every saga for what needs a human; exit 1 when anything does, 0 when all is well.
 
@@ -59,8 +71,10 @@ def doctor(
     with open_sagacity(db_url) as sg:
         diagnosis = sg.diagnose(older_than=older_than, expire=expire, full=full)
     findings = [f for f in diagnosis.findings if f.kind.value not in ignore]
-    if as_json:
+    if output == JSON:
         echo_json(diagnosis_json(diagnosis, older_than, ignore))
+    elif output == "csv":
+        show_rows(_FINDING_COLUMNS, [_finding_row(f) for f in findings], output=output)
     else:
         out = console()
         for r in diagnosis.expired:
@@ -68,12 +82,7 @@ def doctor(
                 f"expired: {r.saga_id} {r.journal_seq} ({r.tool_name}); the saga compensated", markup=False
             )
         if findings:
-            table = Table("kind", "saga", "seq", "what is wrong", "what to do")
-            for f in findings:
-                table.add_row(
-                    *cells(f.kind.value, f.saga_id, "" if f.seq is None else str(f.seq), f.detail, f.action)
-                )
-            out.print(table)
+            show_rows(_FINDING_COLUMNS, [_finding_row(f) for f in findings], output=output, out=out)
             out.print(
                 f"[red]{len(findings)} finding(s) need a human[/] ({diagnosis.sagas_checked} sagas checked)"
             )
