@@ -108,6 +108,15 @@ def one_line(field: str, text: str) -> str:
     return text
 
 
+def required_reason(text: str) -> str:
+    """Why a person rejects: one line of text that is not blank, stripped. The CLI, the HTTP API
+    and the dashboard require one; a rejection nobody can explain later is no evidence."""
+    one_line("reason", text)
+    if not text.strip():
+        raise InvalidValueError("a reason is required to reject: say why, in one line")
+    return text.strip()
+
+
 def _quoted(text: str) -> str:
     """``text`` as the escape prefix and a JSON string literal that is one line of storable text."""
     literal = json.dumps(text, ensure_ascii=False)  # escapes C0 controls, quotes and backslashes

@@ -223,7 +223,8 @@ function confirmDecision(item, kind, done) {
   const error = h("p", { class: "notice bad", id: "confirm-error", hidden: true });
   const reason = approving ? null : h("input", {
     type: "text", id: "confirm-reason", class: "reason", autocomplete: "off", maxlength: 1000,
-    placeholder: "Reason (journaled, one line)", "aria-label": "Reason for rejecting",
+    placeholder: "Reason (required, journaled, one line)", "aria-label": "Reason for rejecting",
+    "aria-required": "true",
   });
   const confirm = h("button", { class: `btn ${kind}`, type: "submit", id: "confirm-ok" },
     approving ? "Approve this payload" : "Reject and compensate");
@@ -231,10 +232,16 @@ function confirmDecision(item, kind, done) {
   const form = h("form", {
     onsubmit: async (event) => {
       event.preventDefault();
+      if (reason && !reason.value.trim()) { // a rejection nobody can explain later is no evidence
+        error.textContent = "A reason is required: say why, in one line.";
+        error.hidden = false;
+        reason.focus();
+        return;
+      }
       confirm.disabled = true;
       error.hidden = true;
       try {
-        const path = `${kind}/${enc(item.sagaId)}/${item.journalSeq}`;
+        const path = item.decidePath ? item.decidePath(kind) : `${kind}/${enc(item.sagaId)}/${item.journalSeq}`;
         const answer = await api(path, { method: "POST", json: approving ? {} : { reason: reason.value } });
         close();
         await done(answer);
@@ -698,6 +705,7 @@ function exportClick(sagaId) {
 // -- routing: every view has a URL --------------------------------------------------------------
 //   #/approvals                    pending approvals     #/approval/<sagaId>/<seq>  one request
 //   #/sagas?status=S&after=CURSOR  a page of sagas       #/saga/<sagaId>            one saga
+//   #/workflows                    workflow runs         #/workflow/<runId>         one run (workflows.js)
 async function route() {
   lastRouted = location.href;
   const mine = ++generation;
@@ -717,13 +725,14 @@ async function route() {
   if (!fresh()) return;
   chrome();
   const parts = path.split("/").filter(Boolean);
-  const section = { saga: "sagas", approval: "approvals" }[parts[0]] || parts[0];
+  const section = { saga: "sagas", approval: "approvals", workflow: "workflows" }[parts[0]] || parts[0];
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === section));
   const seq = parts[0] === "approval" && parts.length >= 3 ? parts[parts.length - 1] : null;
   let next;
   if (parts[0] === "saga" && parts[1]) next = sagaView(decodeURIComponent(parts.slice(1).join("/")), fresh);
   else if (parts[0] === "sagas") next = sagasView(params, fresh);
   else if (parts[0] === "approvals") next = approvalsView(fresh);
+  else if (parts[0] === "workflows" || (parts[0] === "workflow" && parts[1])) next = workflowRoute(parts, params, fresh);
   else if (seq && /^\d+$/.test(seq)) next = approvalView(decodeURIComponent(parts.slice(1, -1).join("/")), seq, fresh);
   else { history.replaceState(null, "", home()); route(); return; }
   try {
@@ -746,6 +755,7 @@ function chrome() {
   if (!signedIn) return;
   document.querySelector('[data-nav="approvals"]').hidden = !has("approver");
   document.querySelector('[data-nav="sagas"]').hidden = !has("auditor");
+  document.querySelector('[data-nav="workflows"]').hidden = !has("auditor");
   $("who-name").textContent = `${me.name} (${me.roles.join(", ") || "no roles"})`;
   const banner = $("banner");
   banner.hidden = !me.insecure;
