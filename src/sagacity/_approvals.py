@@ -64,10 +64,22 @@ def awaiting_message(spec: ToolSpec, saga_id: str, seq: int) -> str:
 
 
 # -- gate ------------------------------------------------------------------------------------------
-def gate(engine: Engine, saga_id: str, spec: ToolSpec, input: str) -> ApprovalRequest:
-    """Journal AWAITING_APPROVAL with the exact input and store the request."""
-    entry = engine.journal.append(saga_id, spec.name, Phase.AWAITING_APPROVAL, input)
+def gate(
+    engine: Engine, saga_id: str, spec: ToolSpec, input: str, *, requester: str | None = None
+) -> ApprovalRequest:
+    """Journal AWAITING_APPROVAL with the exact input (and who asked) and store the request."""
+    entry = engine.journal.append(
+        saga_id, spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, None, "", requester)
+    )
     return store_request(engine, spec, entry)
+
+
+def gate_payload(spec: ToolSpec, call_id: str | None, on_reject: str, requester: str | None) -> str:
+    """An AWAITING_APPROVAL payload: the call id, the rejection policy, who asked, and the
+    tool's separation rule (journaled, so every process enforces the rule the gate was made with)."""
+    return call_payload(
+        "", call_id, on_reject, requester=requester, requester_may_not_approve=spec.excludes_requester
+    )
 
 
 def store_request(engine: Engine, spec: ToolSpec, entry: Entry) -> ApprovalRequest:
@@ -86,12 +98,16 @@ def store_request(engine: Engine, spec: ToolSpec, entry: Entry) -> ApprovalReque
     return request
 
 
-def gate_row(spec: ToolSpec, input: str, call_id: str, on_reject: str = "") -> Row:
+def gate_row(
+    spec: ToolSpec, input: str, call_id: str, on_reject: str = "", requester: str | None = None
+) -> Row:
     """The AWAITING_APPROVAL of a framework's call, to be appended as a fenced decision."""
-    return (spec.name, Phase.AWAITING_APPROVAL, input, call_payload("", call_id, on_reject))
+    return (spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, call_id, on_reject, requester))
 
 
-def supersede_rows(gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reject: str = "") -> list[Row]:
+def supersede_rows(
+    gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reject: str = "", requester: str | None = None
+) -> list[Row]:
     """An open gate whose call the framework re-presents with *edited* arguments: the gate is
     rejected (no compensation: nothing ran) and the edited call gated anew, so the edit needs an
     approval of its own. Appended together, fenced."""
@@ -103,7 +119,7 @@ def supersede_rows(gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reje
             decision_input(gate.entry.seq, gate.input_hash),
             decision_payload("", reason),
         ),
-        gate_row(spec, input, call_id, on_reject),
+        gate_row(spec, input, call_id, on_reject, requester),
     ]
 
 
@@ -130,6 +146,16 @@ def open_gate(state: SagaState, request: ApprovalRequest) -> Gate:
             f"(payload hash {request.input_hash} vs {found.input_hash}); refused"
         )
     return found
+
+
+def refuse_requester(gate: Gate, approver: str, saga_id: str) -> None:
+    """Separation of duties: the principal who asked for a gated call may not approve it, when
+    the gate was journaled with that rule (``requester_may_not_approve``)."""
+    if gate.requester_may_not_approve and gate.requester is not None and gate.requester == approver:
+        raise ApprovalRefusedError(
+            f"saga {saga_id!r} seq {gate.entry.seq}: {approver!r} asked for this call (its requester) "
+            "and may not approve it (requester_may_not_approve); another approver must decide"
+        )
 
 
 def expired(request: ApprovalRequest, now: datetime | None = None) -> bool:
@@ -169,7 +195,9 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
     required = required_approvals(engine, request)
 
     def choose(state: SagaState) -> list[Row]:
-        approvers = open_gate(state, request).approvers(request.input_hash)
+        found = open_gate(state, request)
+        refuse_requester(found, approver, saga_id)
+        approvers = found.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
         if required is not None and len(approvers) >= required:

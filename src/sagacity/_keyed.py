@@ -106,6 +106,7 @@ def admit(
     edited: bool = False,
     on_reject: str = "",
     wait: float = 60.0,
+    requester: str | None = None,
 ) -> Operation[Admission]:
     """Decide, on the journal and fenced, what this presentation of ``call_id`` is (module doc).
 
@@ -124,12 +125,14 @@ def admit(
         state = engine.snapshot(saga_id)
         found = state.keyed.get(call_id)
         if found is None or (isinstance(found, Call) and found.passed):
-            admission = _start(engine, state, spec, input, call_id, policy, found)
+            admission = _start(engine, state, spec, input, call_id, policy, found, requester)
             if admission is not None:
                 return admission
             continue  # another presentation journaled this id meanwhile: look again
         if isinstance(found, Gate) and found.resumed is None:
-            decided = yield from _at_gate(engine, state, found, spec, input, call_id, edited, policy, where)
+            decided = yield from _at_gate(
+                engine, state, found, spec, input, call_id, edited, policy, where, requester
+            )
             if decided is _WAIT:
                 if poll.over():
                     return _declined(
@@ -196,6 +199,7 @@ def _start(
     call_id: str,
     policy: str,
     before: Call | Gate | None,
+    requester: str | None,
 ) -> Admission | None:
     """Journal the call id's first INTENT (or gate), fenced; None if another got there first."""
 
@@ -208,7 +212,7 @@ def _start(
         if now.keyed.get(call_id) is not before:
             return []
         if spec.irreversible:
-            return [gate_row(spec, input, call_id, policy)]
+            return [gate_row(spec, input, call_id, policy, requester)]
         return [(spec.name, Phase.INTENT, input, call_payload("", call_id))]
 
     landed = engine.decide(state, choose)
@@ -231,6 +235,7 @@ def _at_gate(
     edited: bool,
     policy: str,
     where: str,
+    requester: str | None,
 ) -> Operation[Admission | None]:
     """A gate not yet resumed: still pending, rejected, superseded by an edit, or run in band.
 
@@ -257,7 +262,7 @@ def _at_gate(
     if gate.resumed is not None:
         return None
     if edited and input != gate.entry.input:
-        return _supersede(engine, state, gate, spec, input, call_id, policy)
+        return _supersede(engine, state, gate, spec, input, call_id, policy, requester)
     request = engine.find_request(state.saga_id, seq) or request_of(gate)
     approvers = gate.approvers(gate.input_hash)
     if len(approvers) < spec.approvals_required and not expired(request):
@@ -289,7 +294,14 @@ _WAIT: Any = Admission()
 
 
 def _supersede(
-    engine: Engine, state: SagaState, gate: Gate, spec: ToolSpec, input: str, call_id: str, policy: str
+    engine: Engine,
+    state: SagaState,
+    gate: Gate,
+    spec: ToolSpec,
+    input: str,
+    call_id: str,
+    policy: str,
+    requester: str | None,
 ) -> Admission | None:
     seq = gate.entry.seq
 
@@ -297,7 +309,7 @@ def _supersede(
         current = now.gates[seq]
         if now.closed or not current.open or now.keyed.get(call_id) is not current:
             return []
-        return supersede_rows(current, spec, input, call_id, policy)
+        return supersede_rows(current, spec, input, call_id, policy, requester)
 
     landed = engine.decide(state, choose)
     if not landed:

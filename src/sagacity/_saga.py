@@ -39,6 +39,10 @@ ControlFlow = tuple[type[BaseException], ...]
 class SagaRun:
     """The saga live in this process under ``saga_id``."""
 
+    #: The principal the run acts for (``acting_as``, ``Sagacity(principal=)``): its gates name
+    #: it as their requester. Set by the facade when it starts the run.
+    principal: str | None = None
+
     def __init__(
         self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
     ) -> None:
@@ -109,7 +113,7 @@ class SagaRun:
 
     def _gate(self, spec: ToolSpec, input: str) -> str:
         try:
-            request = gate(self.engine, self.saga_id, spec, input)
+            request = gate(self.engine, self.saga_id, spec, input, requester=self.principal)
         except SagaClosedError as exc:
             self.latch(exc)
             raise
@@ -247,7 +251,15 @@ class SagaRun:
         """
         try:
             admission = drive(
-                admit(self.engine, self.saga_id, spec, input, call_id, **_options(edited, on_reject, wait))
+                admit(
+                    self.engine,
+                    self.saga_id,
+                    spec,
+                    input,
+                    call_id,
+                    requester=self.principal,
+                    **_options(edited, on_reject, wait),
+                )
             )
         except (SagaClosedError, ApprovalRefusedError) as exc:
             self.latch(exc)
@@ -273,7 +285,15 @@ class SagaRun:
         in worker threads."""
         try:
             admission = await drive_async(
-                admit(self.engine, self.saga_id, spec, input, call_id, **_options(edited, on_reject, wait))
+                admit(
+                    self.engine,
+                    self.saga_id,
+                    spec,
+                    input,
+                    call_id,
+                    requester=self.principal,
+                    **_options(edited, on_reject, wait),
+                )
             )
         except (SagaClosedError, ApprovalRefusedError) as exc:
             self.latch(exc)

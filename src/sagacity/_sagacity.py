@@ -18,6 +18,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sagacity import _approvals, _doctor, _reads, _recovery, _telemetry
 from sagacity._approvals import Claim, utc_now
+from sagacity._context import current_principal, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
@@ -81,6 +82,8 @@ class Sagacity:
     constructor (e.g. ``max_connections`` for PostgreSQL). ``approval_ttl`` is how long approval
     requests stay valid by default (``None``: never expire; a tool's own ``approval_ttl`` wins).
     ``registry`` is where tools are looked up by name (the process-wide one by default).
+    ``principal`` is who sagas started here act for, unless ``acting_as`` says otherwise: the
+    saga belongs to it, and its gates name it as their requester.
 
     Every blocking method has an ``_async`` twin; the blocking one refuses to run inside an
     event loop. Any number of processes and machines may share one store: every decision is
@@ -97,6 +100,7 @@ class Sagacity:
         init_schema: bool = True,
         approval_ttl: timedelta | float | None = DEFAULT_APPROVAL_TTL,
         registry: ToolRegistry | None = None,
+        principal: str | None = None,
         **store_options: Any,
     ) -> None:
         if store is not None and not isinstance(store, Store):
@@ -116,6 +120,7 @@ class Sagacity:
             timedelta(seconds=approval_ttl) if isinstance(approval_ttl, int | float) else approval_ttl
         )
         self.registry = registry if registry is not None else default_registry
+        self.principal = require_principal(principal) if principal is not None else None
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
         self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
@@ -175,7 +180,10 @@ class Sagacity:
             raise InvalidValueError("saga_id must not be empty")
         require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
         self.engine.enter(saga_id)
-        return new_run(self.engine, saga_id, existed=None, last_seq=0)
+        run = new_run(self.engine, saga_id, existed=None, last_seq=0)
+        acting = current_principal()
+        run.principal = acting.name if acting is not None else self.principal
+        return run
 
     async def _start_async(self, saga_id: str) -> SagaRun:
         return self._start(saga_id)  # no I/O: nothing to move off the loop

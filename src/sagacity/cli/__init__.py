@@ -9,7 +9,20 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, mcp, sagas, serve
+from sagacity.cli import (
+    approvals,
+    checkpoint,
+    db,
+    demo,
+    doctor,
+    evidence,
+    keys,
+    mcp,
+    sagas,
+    serve,
+    witness,
+    workflows,
+)
 
 __all__ = ["main"]
 
@@ -32,5 +45,7 @@ for command in (
     mcp.mcp,
     sagas.sagas,
     serve.serve,
+    witness.witness,
+    workflows.workflows,
 ):
     main.add_command(command)

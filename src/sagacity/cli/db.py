@@ -56,6 +56,6 @@ def reindex(db_url: str) -> None:
     an upgrade so the first read after it is not the one that folds a large journal. Takes time
     in proportion to the journal.
     """
-    with open_sagacity(db_url, init_schema=True) as sg:
+    with open_sagacity(db_url) as sg:
         count = sg.reindex()
         console().print(f"saga index rebuilt in {safe_url(sg.url)}: {count} saga(s)")

@@ -2,37 +2,44 @@
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import IO, Any
 
 import click
-from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn
-from rich.table import Table
+from rich.text import Text
 
-from sagacity._export import verify_lines
+from sagacity._export import verify_sagas
 from sagacity._sagacity import Sagacity
 from sagacity._wire import verification_json
 from sagacity.chain import Verification
 from sagacity.checkpoints import (
     CheckpointReport,
+    DirectorySink,
+    Finding,
+    FindingKind,
+    LogCheckpoint,
+    VerifierKey,
     load_verifier_key,
+    load_witness_key,
     read_checkpoint,
+    read_log_checkpoint,
     verify_against_checkpoint,
+    verify_log,
     write_bundle,
 )
 from sagacity.checkpoints._format import Checkpoint
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import parse_duration
+from sagacity.cli._options import Digits, echo_json, output_option, parse_duration
+from sagacity.cli._render import CSV, JSON, Column, show_rows
 from sagacity.cli.checkpoint import findings_table, scan_progress
 from sagacity.errors import SagacityError, SagaNotFoundError
-
-
-def _verification_json(saga_id: str, result: Verification) -> str:
-    return json.dumps({"sagaId": saga_id, **verification_json(result)}, ensure_ascii=False)
+from sagacity.stores import safe_url
 
 
 def _verify_all(
@@ -84,8 +91,29 @@ def _verify_all(
     metavar="DURATION",
     help="With --checkpoint: how far a saga missing from it may predate it before it counts as forged.",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per saga instead of a table.")
+@click.option(
+    "--since",
+    "since_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --checkpoint: an older log checkpoint you kept (signed by --key); the journal must "
+    "still fold to its root. Repeatable.",
+)
+@click.option(
+    "--witness-key",
+    "witness_key_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --checkpoint: a witness's cosigning public key; log checkpoints then need --quorum "
+    "valid cosignatures. Repeatable.",
+)
+@click.option(
+    "--quorum",
+    type=Digits(min=1),
+    help="With --witness-key: cosignatures each log checkpoint needs (default: every witness key).",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only broken chains.")
+@output_option()
 @db_option
 def verify(
     saga_ids: tuple[str, ...],
@@ -93,8 +121,11 @@ def verify(
     checkpoint_path: str | None,
     key_path: str | None,
     max_skew: timedelta,
-    as_json: bool,
+    since_paths: tuple[str, ...],
+    witness_key_paths: tuple[str, ...],
+    quorum: int | None,
     quiet: bool,
+    output: str,
     db_url: str,
 ) -> None:
     """Recompute hash chains: the named sagas, or every saga in the journal.
@@ -102,34 +133,51 @@ def verify(
     With --checkpoint and --key, also prove the journal extends a signed checkpoint: every saga
     it attests is still there, at least as long, with the attested head at the attested length,
     and no saga missing from it claims to predate it. Findings name the saga: BROKEN, SHORTENED,
-    MISSING, REWRITTEN, BACKDATED.
+    MISSING, REWRITTEN, BACKDATED. The log checkpoints in the anchor (and --since ones) are checked
+    too: the journal, in log order, must still fold to each one's root (LOG_MISMATCH otherwise),
+    no two may differ at one size (FORKED), and with --witness-key each needs its quorum of
+    cosignatures (UNWITNESSED).
+
+    --json prints one document: {"valid", "checked", "broken", "sagas": [one verdict per saga]}
+    (with --checkpoint, the checkpoint report). A journal with no sagas says so and exits 0:
+    there is nothing to check (a checkpoint is what notices sagas that went missing).
 
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
     """
+    as_json = output == JSON
     if checkpoint_path is not None:
         if saga_ids or export_file is not None:
             raise click.UsageError("--checkpoint checks the whole journal; do not name sagas or --export")
         if key_path is None:
             raise click.UsageError("--checkpoint needs --key PUB, the signer's public key")
-        _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, as_json=as_json)
+        witness_keys = [_load_key(path, witness=True) for path in witness_key_paths]
+        needed = len(witness_keys) if quorum is None else quorum
+        if needed > len(witness_keys):
+            raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
+        log_policy = LogPolicy(since_paths, witness_keys, needed)
+        _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, log_policy, as_json=as_json)
         return
-    if key_path is not None:
-        raise click.UsageError("--key goes with --checkpoint")
+    if key_path is not None or since_paths or witness_key_paths or quorum is not None:
+        raise click.UsageError("--key, --since, --witness-key and --quorum go with --checkpoint")
     if export_file is not None:
         if saga_ids:
             raise click.UsageError("--export verifies the file it is given; do not name sagas too")
-        results: Iterable[tuple[str, Verification]] = [
-            (export_file.name, verify_lines(line.rstrip("\n") for line in export_file))
-        ]
-        _report(results, as_json=as_json, quiet=quiet)
+        results = list(verify_sagas(line.rstrip("\n") for line in export_file))
+        if not results:
+            raise CommandError(f"{export_file.name} holds no journal entries")
+        _report(results, output=output, quiet=quiet)
         return
     with open_sagacity(db_url) as sg:
         ids: list[str] = list(saga_ids) or sg.saga_ids()
         if not ids:
-            raise CommandError(f"the journal at {sg.url} has no sagas")
+            if as_json:
+                echo_json({"valid": True, "checked": 0, "broken": 0, "sagas": []})
+            else:
+                console().print(f"the journal at {safe_url(sg.url)} holds no sagas: nothing to verify")
+            return
         try:
-            _report(_verify_all(sg, ids, len(ids)), as_json=as_json, quiet=quiet)
+            _report(_verify_all(sg, ids, len(ids)), output=output, quiet=quiet)
         except SagaNotFoundError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -142,14 +190,64 @@ def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _load_key(path: str, *, witness: bool = False) -> VerifierKey:
+    try:
+        return load_witness_key(path) if witness else load_verifier_key(path)
+    except SagacityError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class LogPolicy:
+    """What the auditor brings for the log: checkpoints kept, witness keys, the quorum."""
+
+    since: tuple[str, ...]
+    witnesses: list[VerifierKey]
+    quorum: int
+
+
+def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) -> list[LogCheckpoint]:
+    """The anchor's log checkpoints (a directory's), then the ones the auditor kept."""
+    try:
+        found = DirectorySink(checkpoint_path).log_checkpoints(key) if Path(checkpoint_path).is_dir() else []
+        found += [read_log_checkpoint(path, key) for path in policy.since]
+    except SagacityError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+    return found
+
+
+def _unwitnessed(checkpoints: list[LogCheckpoint], policy: LogPolicy) -> list[Finding]:
+    found = []
+    for cp in checkpoints:
+        try:
+            cp.check_quorum(policy.witnesses, policy.quorum)
+        except SagacityError as exc:
+            found.append(Finding("", FindingKind.UNWITNESSED, -1, cp.size, cp.size, str(exc)))
+    return found
+
+
 def _verify_checkpoint(
-    db_url: str, checkpoint_path: str, key_path: str, max_skew: timedelta, *, as_json: bool
+    db_url: str,
+    checkpoint_path: str,
+    key_path: str,
+    max_skew: timedelta,
+    policy: LogPolicy,
+    *,
+    as_json: bool,
 ) -> None:
     checkpoint = _load_checkpoint(checkpoint_path, key_path)
+    logs = _log_checkpoints(checkpoint_path, _load_key(key_path), policy)
     with open_sagacity(db_url) as sg, scan_progress("verifying") as progress:
         report = verify_against_checkpoint(sg, checkpoint, max_skew=max_skew, progress=progress)
+        try:
+            log_findings = verify_log(sg, logs)
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+    if policy.witnesses:
+        log_findings += _unwitnessed(logs, policy)
+    report = dataclasses.replace(report, findings=report.findings + tuple(log_findings))
     if as_json:
-        click.echo(json.dumps(_report_json(checkpoint, report), ensure_ascii=False, indent=2))
+        echo_json(_report_json(checkpoint, report, logs))
     else:
         out = console()
         out.print(
@@ -163,6 +261,14 @@ def _verify_checkpoint(
             f"now: {report.sagas} sagas, {report.entries} entries; {report.grown} grew and "
             f"{len(report.added)} were added since the checkpoint"
         )
+        if logs:
+            newest = max(logs, key=lambda cp: cp.size)
+            cosigners = ", ".join(sorted(newest.cosigners(policy.witnesses))) or "no known witness"
+            out.print(
+                f"log: {len(logs)} log checkpoint(s) checked against the journal, the largest of "
+                f"{newest.size} entries cosigned by {cosigners}",
+                markup=False,
+            )
         if report.ok:
             out.print("[green]the journal extends the checkpoint: every chain intact[/]")
         else:
@@ -171,8 +277,11 @@ def _verify_checkpoint(
         sys.exit(EXIT_FINDINGS)
 
 
-def _report_json(checkpoint: Checkpoint, report: CheckpointReport) -> dict[str, Any]:
+def _report_json(
+    checkpoint: Checkpoint, report: CheckpointReport, logs: list[LogCheckpoint]
+) -> dict[str, Any]:
     return {
+        "logCheckpoints": [{"origin": cp.origin, "size": cp.size, "root": cp.root_base64} for cp in logs],
         "checkpoint": {
             "origin": checkpoint.origin,
             "time": checkpoint.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
@@ -199,31 +308,38 @@ def _report_json(checkpoint: Checkpoint, report: CheckpointReport) -> dict[str, 
     }
 
 
-def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet: bool) -> None:
-    out = console()
-    table = Table("saga", "entries", "chain", "detail", title=None)
-    broken = 0
+_VERDICT_COLUMNS = (
+    Column("saga"),
+    Column("entries", right=True),
+    Column("chain"),
+    Column("detail", cut=True),
+)
+
+
+def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: bool) -> None:
+    """The verdicts as a table or CSV (``--quiet``: broken ones only) or one JSON document."""
+    verdicts: list[dict[str, Any]] = []
+    rows: list[tuple[str | Text, ...]] = []
+    checked = broken = 0
     for saga_id, result in results:
+        checked += 1
         broken += not result.valid
         if quiet and result.valid:
             continue
-        if as_json:
-            click.echo(_verification_json(saga_id, result))
-        else:
-            verdict = (
-                "[green]intact[/]" if result.valid else f"[red]BROKEN at index {result.break_at_index}[/]"
-            )
-            table.add_row(
-                escape(saga_id),
-                str(result.entry_count),
-                verdict,
-                "" if result.valid else escape(result.message),
-            )
-    if not as_json and table.row_count:
-        out.print(table)
+        verdicts.append({"sagaId": saga_id, **verification_json(result)})
+        chain = (
+            Text("intact", style="green")
+            if result.valid
+            else Text(f"BROKEN at index {result.break_at_index}", style="red")
+        )
+        rows.append((saga_id, str(result.entry_count), chain, "" if result.valid else result.message))
+    if output == JSON:
+        echo_json({"valid": not broken, "checked": checked, "broken": broken, "sagas": verdicts})
+    elif rows:
+        show_rows(_VERDICT_COLUMNS, rows, output=output)
     if broken:
-        if not as_json:
-            out.print(f"[red]{broken} broken chain(s)[/]")
+        if output not in (JSON, CSV):
+            console().print(f"[red]{broken} broken chain(s)[/]")
         sys.exit(EXIT_FINDINGS)
 
 
@@ -254,6 +370,14 @@ def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet
     type=click.Path(dir_okay=False),
     help="With --bundle: the signer's public key (NAME.pub).",
 )
+@click.option(
+    "--since",
+    "since_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --bundle from an anchor directory: also prove its newest log checkpoint extends this "
+    "older one (an auditor's copy). Repeatable.",
+)
 @db_option
 def export(
     saga_ids: tuple[str, ...],
@@ -261,22 +385,38 @@ def export(
     bundle_dir: str | None,
     checkpoint_path: str | None,
     key_path: str | None,
+    since_paths: tuple[str, ...],
     db_url: str,
 ) -> None:
-    """Write one saga's journal as JSON Lines (one entry per line, in seq order).
+    """Write sagas' journals as JSON Lines (one entry per line; each saga's in seq order, the
+    sagas in the order named).
 
     The export is streamed, so it works for sagas of any length; check it anywhere with
-    ``sagacity verify --export FILE``. With --bundle, write one or more sagas as an evidence
+    ``sagacity verify --export FILE`` (saga by saga). With --bundle, write one or more sagas as an evidence
     bundle that anyone can check offline with the public key alone:
-    ``python -m sagacity.verify_bundle DIR --key NAME.pub``.
+    ``python -m sagacity.verify_bundle DIR --key NAME.pub``. From an anchor directory the bundle
+    also carries its newest log checkpoint, with its cosignatures, and each saga's log inclusion
+    proof.
     """
     if bundle_dir is not None:
         if checkpoint_path is None or key_path is None:
             raise click.UsageError("--bundle needs --checkpoint FILE|DIR and --key PUB")
         checkpoint = _load_checkpoint(checkpoint_path, key_path)
+        verifier = _load_key(key_path)
+        try:
+            log = (
+                DirectorySink(checkpoint_path).latest_log(verifier)
+                if Path(checkpoint_path).is_dir()
+                else None
+            )
+            since = [read_log_checkpoint(path, verifier) for path in since_paths]
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        if since and log is None:
+            raise click.UsageError("--since needs --checkpoint DIR, an anchor holding log checkpoints")
         with open_sagacity(db_url) as sg:
             try:
-                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir)
+                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir, log=log, since=since)
             except SagacityError as exc:
                 raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         console().print(
@@ -285,14 +425,13 @@ def export(
             markup=False,
         )
         return
-    if checkpoint_path is not None or key_path is not None:
-        raise click.UsageError("--checkpoint and --key go with --bundle")
-    if len(saga_ids) != 1:
-        raise click.UsageError("JSON Lines export takes one saga; use --bundle for several")
+    if checkpoint_path is not None or key_path is not None or since_paths:
+        raise click.UsageError("--checkpoint, --key and --since go with --bundle")
     with open_sagacity(db_url) as sg:
-        try:
-            lines = sg.export(saga_ids[0])
+        try:  # every saga is found (export raises at once) before a line is written
+            streams = [sg.export(saga_id) for saga_id in dict.fromkeys(saga_ids)]
         except SagaNotFoundError as exc:
             raise CommandError(str(exc)) from exc
-        for line in lines:
-            output.write(line + "\n")
+        for lines in streams:
+            for line in lines:
+                output.write(line + "\n")

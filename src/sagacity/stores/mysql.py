@@ -424,17 +424,23 @@ class MySQLStore(SQLStore):
     def _lease_call(self, statement: str, name: str) -> bool:
         with self._lease_lock:
             self._refuse_if_closed()
-            try:
-                if self._lease_conn is None:
-                    self._lease_conn = self._connect()
-                with self._lease_conn.cursor() as cur:
-                    cur.execute(statement, (name,))
-                    row = cur.fetchone()
-            except pymysql.err.MySQLError as exc:
-                if self._lease_conn is not None:
-                    _close(self._lease_conn)
-                    self._lease_conn = None
-                raise self._translate(exc) from exc
+            # A session that died since its last use (a restart, KILL) took its locks with it:
+            # the call goes again once on a new session instead of failing the lease.
+            for retry in (True, False):
+                fresh = self._lease_conn is None
+                try:
+                    if self._lease_conn is None:
+                        self._lease_conn = self._connect()
+                    with self._lease_conn.cursor() as cur:
+                        cur.execute(statement, (name,))
+                        row = cur.fetchone()
+                    break
+                except pymysql.err.MySQLError as exc:
+                    if self._lease_conn is not None:
+                        _close(self._lease_conn)
+                        self._lease_conn = None
+                    if not (retry and not fresh and _unavailable(exc)):
+                        raise self._translate(exc) from exc
         return bool(row and row[0] == 1)
 
     def close(self) -> None:

@@ -21,10 +21,16 @@ Choices, and what breaks without each:
 - Triggers refuse UPDATE and DELETE on the journal (see ``sql/sqlite.sql``).
 - Saga leases are POSIX record locks on a file beside the database (``<db>-sagacity-lease``,
   see ``stores/_lease.py``): the kernel drops them when their process dies.
+- A database this process cannot write (an auditor's copy: file 444, folder 555) is opened
+  read-only: ``mode=ro`` when a ``-wal`` sits beside it (its commits are read through the
+  ``-shm``), else ``immutable=1`` (no ``-wal``: no connection is writing it, and a read-only
+  WAL database in a read-only folder cannot be opened any other way). Verify and export read
+  it; anything that writes gets a ``StoreError`` saying the database is read-only here.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -91,8 +97,38 @@ SQLITE = Dialect(
 )
 
 
-def _translate(exc: BaseException) -> StoreError:
-    return SQLITE.translate(exc)
+def _read_only(path: str, why: str) -> StoreError:
+    return StoreError(
+        f"SQLite journal {path} cannot be written by this process ({why}): its file or folder "
+        "is read-only here (verify and export read a read-only copy all the same)"
+    )
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    """SQLITE_READONLY: the file, its folder or the connection (``mode=ro``) refuses writes."""
+    return isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc)
+
+
+def read_only_uri(path: str) -> str | None:
+    """The URI to read a database this process may not write, or None if it may (or the file is
+    not there yet). Writing needs the file writable, and the folder too unless the ``-wal`` and
+    ``-shm`` are there and writable (SQLite creates them beside the file).
+
+    With a ``-wal`` beside it, ``mode=ro`` reads the commits it holds (SQLite needs its ``-shm``
+    or a writable folder for that); without one, ``immutable=1``: no connection is writing the
+    file (a WAL database's last connection removes its ``-wal``), and SQLite cannot open a
+    read-only WAL database in a read-only folder any other way.
+    """
+    target = Path(path)
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if not target.is_file() or (
+        os.access(target, os.W_OK)
+        and (os.access(target.parent, os.W_OK) or (os.access(wal, os.W_OK) and os.access(shm, os.W_OK)))
+    ):
+        return None
+    holds_commits = wal.exists() and (wal.stat().st_size > 0 or shm.exists())
+    flag = "mode=ro" if holds_commits else "immutable=1"
+    return f"{target.resolve().as_uri()}?{flag}"
 
 
 class SQLiteStore(SQLStore):
@@ -119,16 +155,21 @@ class SQLiteStore(SQLStore):
         # never both, and the append path pays no lock for it.
         self._parked: dict[str, sqlite3.Cursor] = {}
         self._closed = False
-        self._group = GroupCommit.over(RowWriter(SQLITE, _translate), self._take_writer, self._give_writer)
+        self._group = GroupCommit.over(RowWriter(SQLITE, self._error), self._take_writer, self._give_writer)
         parent = Path(self.path).parent
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
         self._leases: FileLeases | None = None
+        #: The URI this store reads through once its database proved not writable here.
+        self._read_only_uri: str | None = None
+        self._mode_known = False
         # (a stamp's whole seconds, their text up to the '.'): insert_entry_at's cache.
         self._second: tuple[str, str] = ("", "")
 
     @contextmanager
     def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
+        if self._read_only_uri is not None:  # whatever would hold the lease must write
+            raise _read_only(self.path, "opened read-only")
         if self._leases is None:
             self._leases = FileLeases.for_database(self.path)
         with self._leases.hold(saga_id, wait=wait) as got:
@@ -138,22 +179,50 @@ class SQLiteStore(SQLStore):
     def _open(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
         busy = self._busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
         try:
-            # isolation_level=None: autocommit; we issue BEGIN ourselves where we want one.
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=busy / 1000,
-                # Room for the group commit's multi-row INSERTs (one per batch size) beside the
-                # rest; with the default 128 they would evict each other and be re-prepared.
-                cached_statements=1024,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(busy)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
+            if not self._mode_known:  # the first open: may this process write the file?
+                self._read_only_uri = read_only_uri(self.path)
+                self._mode_known = True
+            if self._read_only_uri is not None:
+                return self._connect(self._read_only_uri, busy)
+            return self._connect(self.path, busy, "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
-            raise _translate(exc) from exc
+            raise self._error(exc) from exc
+
+    def _connect(self, target: str, busy: int, *pragmas: str) -> sqlite3.Connection:
+        """A connection to ``target`` (a path, or a ``file:`` URI) set up with ``pragmas``."""
+        # isolation_level=None: autocommit; we issue BEGIN ourselves where we want one.
+        conn = sqlite3.connect(
+            target,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=busy / 1000,
+            # Room for the group commit's multi-row INSERTs (one per batch size) beside the
+            # rest; with the default 128 they would evict each other and be re-prepared.
+            cached_statements=1024,
+            uri=target.startswith("file:"),
+        )
+        try:
+            for pragma in (f"PRAGMA busy_timeout = {int(busy)}", *pragmas):
+                conn.execute(pragma)
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """The store's one translation of driver errors. A write refused because the journal is
+        read-only here says so; a read-only copy whose ``-wal`` SQLite cannot read
+        (no ``-shm`` beside it, a read-only folder) is told how to make a readable copy."""
+        if self._read_only_uri is not None and "unable to open" in str(exc):
+            return StoreError(
+                f"SQLite journal {self.path} is read-only here and has a -wal file beside it "
+                f"(commits not yet in the main file) but SQLite cannot read it ({exc}): its -shm "
+                "is missing and the folder is read-only. Copy the -shm with it, or make the copy "
+                "with `sqlite3 SOURCE '.backup COPY'`, which holds every commit in one file"
+            )
+        if _cannot_write(exc):
+            return _read_only(self.path, str(exc))
+        return SQLITE.translate(exc)
 
     def _refuse_if_closed(self) -> None:
         if self._closed:
@@ -171,7 +240,7 @@ class SQLiteStore(SQLStore):
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             except sqlite3.Error as exc:
                 conn.close()
-                raise _translate(exc) from exc
+                raise self._error(exc) from exc
         return conn
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
@@ -201,7 +270,7 @@ class SQLiteStore(SQLStore):
                 raise
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise _translate(exc) from exc
+            raise self._error(exc) from exc
         finally:
             cur.close()  # ends the statement (and its read snapshot) before another thread borrows
             if left is not None and not self._reset_busy_timeout(conn):
@@ -231,6 +300,16 @@ class SQLiteStore(SQLStore):
         return datetime.fromisoformat(value)
 
     def init_schema(self) -> None:
+        with self._cursor() as cur:
+            if self._read_only_uri is not None:
+                # Nothing can be created in a read-only copy; reading it needs the journal only.
+                cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (JOURNAL,))
+                if cur.fetchone() is None:
+                    raise StoreError(
+                        f"SQLite database {self.path} is read-only here and has no {JOURNAL} "
+                        "table: it is not a Sagacity journal, and none can be created in it"
+                    )
+                return
         # One IMMEDIATE transaction: processes starting at once on an empty file queue on the
         # write lock (busy_timeout) and the later ones find every object already there.
         with self._cursor(transaction=True) as cur:
