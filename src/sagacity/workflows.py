@@ -126,6 +126,7 @@ class _Gate:
     approvals: int
     ttl: timedelta | None
     reason: str
+    requester_may_not_approve: bool | None = None
 
 
 @dataclass(slots=True)
@@ -208,6 +209,7 @@ class Stage:
             reversibility=Reversibility.IRREVERSIBLE if gate is not None else Reversibility.COMPENSATABLE,
             approval_ttl=gate.ttl if gate is not None else None,
             approvals_required=gate.approvals if gate is not None else 1,
+            requester_may_not_approve=gate.requester_may_not_approve if gate is not None else None,
             compensation=self._compensate if self.undo is not None else None,
         )
 
@@ -259,12 +261,15 @@ class Workflow:
         approvals: int = 1,
         ttl: timedelta | float | None = None,
         reason: str = "",
+        requester_may_not_approve: bool | None = None,
     ) -> Any:
         """Declare the next stage (``@wf.stage`` or ``@wf.stage(gate=True, approvals=2, ...)``).
 
         ``gate``: a human must approve the stage's exact input before it runs (``approvals``
         distinct approvers, within ``ttl`` — a timedelta or seconds; ``reason`` is shown to them
-        and journaled with the input).
+        and journaled with the input). ``requester_may_not_approve``: the principal the run acts
+        for (``acting_as``, ``Sagacity(principal=)``), journaled as the gate's requester, may not
+        approve it (default: only with four eyes, ``approvals`` > 1).
         """
         if gate:
             if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 1:
@@ -276,8 +281,8 @@ class Workflow:
             span = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
             if span is not None and span <= timedelta(0):
                 raise WorkflowDefinitionError(f"workflow {self.name!r}: a gate's ttl must be positive")
-            the_gate: _Gate | None = _Gate(approvals, span, reason)
-        elif approvals != 1 or ttl is not None or reason:
+            the_gate: _Gate | None = _Gate(approvals, span, reason, requester_may_not_approve)
+        elif approvals != 1 or ttl is not None or reason or requester_may_not_approve is not None:
             raise WorkflowDefinitionError(
                 f"workflow {self.name!r}: approvals, ttl and reason belong to a gate (pass gate=True)"
             )
