@@ -40,7 +40,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -449,63 +449,59 @@ class Workflow:
             )
         return journaled
 
-    def _drive(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+    def _steps(self, value: Any) -> Generator[_Call, Any, Any]:
+        """The run, once for sync and async: yields each journaled call to make (a check, a
+        stage), is sent its result, and returns the last output (or where it paused)."""
         for stage in self.stages:
             for check in stage.checks:
                 assert check.spec is not None
-                call_id = f"{_CHECK_ID}{stage.name}:{check.name}"
-                verdict = _journaled_result(sg, run_id, call_id)
-                if verdict is None:
-                    verdict = journaled_call(
-                        check.spec,
-                        _check_input(self, stage, check, value),
-                        call_id,
-                        partial(_run_check, check, value),
-                    )
-                _require_passed(self, stage, check, verdict)
-            call_id = f"{_STAGE_ID}{stage.name}"
-            outcome = _journaled_result(sg, run_id, call_id)
-            if outcome is None:
-                outcome = journaled_call(
-                    stage.spec,
-                    stage.input_json(value),
-                    call_id,
-                    partial(stage.spec.fn, self.name, stage.name, stage.version, value),
-                    edited=True,  # a changed definition supersedes a pending or approved gate
+                verdict = yield _Call(
+                    check.spec,
+                    _check_input(self, stage, check, value),
+                    f"{_CHECK_ID}{stage.name}:{check.name}",
+                    partial(_run_check, check, value),
+                    partial(_run_check_async, check, value),
                 )
+                _require_passed(self, stage, check, verdict)
+            invoke = partial(stage.spec.fn, self.name, stage.name, stage.version, value)
+            outcome = yield _Call(
+                stage.spec,
+                stage.input_json(value),
+                f"{_STAGE_ID}{stage.name}",
+                invoke,
+                invoke,
+                edited=True,  # a changed definition supersedes a pending or approved gate
+            )
             if isinstance(outcome, CallPending):
                 return _Paused(stage.name)
             value = _stage_output(self, stage, outcome)
         return value
 
-    async def _drive_async(self, sg: Sagacity, run_id: str, value: Any) -> Any:
-        for stage in self.stages:
-            for check in stage.checks:
-                assert check.spec is not None
-                call_id = f"{_CHECK_ID}{stage.name}:{check.name}"
-                verdict = await asyncio.to_thread(_journaled_result, sg, run_id, call_id)
-                if verdict is None:
-                    verdict = await journaled_call_async(
-                        check.spec,
-                        _check_input(self, stage, check, value),
-                        call_id,
-                        partial(_run_check_async, check, value),
+    def _drive(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+        steps, answer = self._steps(value), None
+        try:
+            while True:
+                call = steps.send(answer)
+                answer = _journaled_result(sg, run_id, call.call_id)
+                if answer is None:
+                    answer = journaled_call(
+                        call.spec, call.input, call.call_id, call.invoke, edited=call.edited
                     )
-                _require_passed(self, stage, check, verdict)
-            call_id = f"{_STAGE_ID}{stage.name}"
-            outcome = await asyncio.to_thread(_journaled_result, sg, run_id, call_id)
-            if outcome is None:
-                outcome = await journaled_call_async(
-                    stage.spec,
-                    stage.input_json(value),
-                    call_id,
-                    partial(stage.spec.fn, self.name, stage.name, stage.version, value),
-                    edited=True,
-                )
-            if isinstance(outcome, CallPending):
-                return _Paused(stage.name)
-            value = _stage_output(self, stage, outcome)
-        return value
+        except StopIteration as done:
+            return done.value
+
+    async def _drive_async(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+        steps, answer = self._steps(value), None
+        try:
+            while True:
+                call = steps.send(answer)
+                answer = await asyncio.to_thread(_journaled_result, sg, run_id, call.call_id)
+                if answer is None:
+                    answer = await journaled_call_async(
+                        call.spec, call.input, call.call_id, call.invoke_async, edited=call.edited
+                    )
+        except StopIteration as done:
+            return done.value
 
     def _result(
         self,
@@ -672,6 +668,18 @@ def workflow_of_run(sg: Sagacity, run_id: str) -> Workflow:
 
 
 # -- internals ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One journaled call a run asks for: a stage or a check, under its call id."""
+
+    spec: ToolSpec
+    input: str
+    call_id: str
+    invoke: Callable[[], Any]
+    invoke_async: Callable[[], Any]
+    edited: bool = False
+
+
 class _Paused:
     """What the driver returns when the run stops at a gate."""
 
