@@ -34,6 +34,14 @@ def journal_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
+#: The log is new enough to run on every SQL store, MariaDB too (the older tests keep two).
+ALL_SQL_STORES = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
+
+
 @pytest.fixture
 def sg(journal_url: str) -> Iterator[Sagacity]:
     """Sagas a, b and c with five valid entries each."""
@@ -89,6 +97,17 @@ def raw_sql(journal_url: str) -> RawSQL:
                 return conn.execute(statement.replace("%s", "?"), params).rowcount
             finally:
                 conn.close()
+        if journal_url.startswith(("mysql:", "mariadb:")):
+            import pymysql
+
+            from sagacity.stores.mysql import connect_arguments
+
+            db = pymysql.connect(**connect_arguments(journal_url), autocommit=True)
+            try:
+                with db.cursor() as cur:
+                    return int(cur.execute(statement, params))
+            finally:
+                db.close()
         import psycopg
 
         with psycopg.connect(journal_url, autocommit=True) as pg:

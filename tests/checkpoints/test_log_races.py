@@ -6,8 +6,19 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from sagacity import Sagacity
 from sagacity.checkpoints import SigningKey, checkpoint_log, open_log_checkpoint, verify_log
+
+from .conftest import ALL_SQL_STORES
+
+
+@pytest.fixture(params=ALL_SQL_STORES)
+def journal_url(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
+
 
 CHECKPOINTER = """
 import sys
