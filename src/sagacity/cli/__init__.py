@@ -9,7 +9,20 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
-from sagacity.cli import approvals, checkpoint, db, demo, doctor, evidence, keys, mcp, sagas, serve
+from sagacity.cli import (
+    approvals,
+    checkpoint,
+    db,
+    demo,
+    doctor,
+    evidence,
+    keys,
+    mcp,
+    policy,
+    sagas,
+    serve,
+    switch,
+)
 
 __all__ = ["main"]
 
@@ -30,7 +43,9 @@ for command in (
     evidence.export,
     keys.keys,
     mcp.mcp,
+    policy.policy,
     sagas.sagas,
     serve.serve,
+    switch.switch,
 ):
     main.add_command(command)

@@ -156,7 +156,14 @@ class Gateway:
             if policy.defaults.approval_ttl_set:
                 ttl["approval_ttl"] = policy.defaults.approval_ttl
             sg = await asyncio.to_thread(
-                partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
+                partial(
+                    Sagacity,
+                    db_url,
+                    registry=tools.registry,
+                    policy=policy.guardrails,
+                    **ttl,
+                    **store_options,
+                )
             )
             tools.sagacity = sg
             tg = anyio.create_task_group()
