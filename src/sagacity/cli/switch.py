@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import click
 
+from sagacity._wire import switch_json
 from sagacity.cli._common import db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
@@ -15,10 +16,13 @@ from sagacity.cli._options import (
     parse_duration,
     resolve_identity,
 )
-from sagacity.guardrails import Setting
 
 
-def _target_options(fn: click.decorators.FC) -> click.decorators.FC:
+def _change_options(fn: click.decorators.FC) -> click.decorators.FC:
+    """What every change takes: whom it is for, why, who makes it, and the journal."""
+    fn = db_option(fn)
+    fn = identity_option(fn)
+    fn = click.option("--reason", default="", help="Why (journaled, one line).")(fn)
     fn = click.option("--tool", default=None, help="Only calls of this tool.")(fn)
     return click.option("--agent", default=None, help="Only this agent's sagas and calls.")(fn)
 
@@ -45,16 +49,13 @@ def _set(
 
 
 def _setter(state: str, doc: str) -> click.Command:
-    @_target_options
+    @_change_options
     @click.option(
         "--ttl",
         default=None,
         callback=lambda c, p, v: parse_duration(c, p, v) if v else None,
         help="Lift by itself after this long: 30m, 2h, 1d.",
     )
-    @click.option("--reason", default="", help="Why (journaled, one line).")
-    @identity_option
-    @db_option
     def command(
         tool: str | None,
         agent: str | None,
@@ -85,10 +86,7 @@ switch.add_command(
 
 
 @switch.command()
-@_target_options
-@click.option("--reason", default="", help="Why (journaled, one line).")
-@identity_option
-@db_option
+@_change_options
 def lift(tool: str | None, agent: str | None, reason: str, identity: str | None, db_url: str) -> None:
     """Lift a halt or drain (of everyone, or of the --tool / --agent given)."""
     _set("lift", tool, agent, None, reason, identity, db_url)
@@ -102,21 +100,9 @@ def status(as_json: bool, db_url: str) -> None:
     with open_sagacity(db_url) as sg:
         settings = sg.kill_switch.in_force()
     if as_json:
-        echo_json([_setting_json(s) for s in settings])
+        echo_json([switch_json(s) for s in settings])
         return
     if not settings:
         click.echo("the kill switch is off: nothing is halted or drained")
     for setting in settings:
         click.echo(setting.describe())
-
-
-def _setting_json(setting: Setting) -> dict[str, object]:
-    return {
-        "state": str(setting.state),
-        "scope": setting.scope,
-        "target": setting.target,
-        "until": setting.until.isoformat() + "Z" if setting.until else None,
-        "by": setting.by,
-        "reason": setting.reason,
-        "seq": setting.seq,
-    }

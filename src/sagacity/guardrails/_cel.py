@@ -12,6 +12,7 @@ The runtime is the ``policy`` extra; a policy with conditions names it when it i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,7 @@ def _runtime() -> Any:
 
 
 _ENVS: dict[tuple[str, ...], Any] = {}
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _env(variables: tuple[str, ...]) -> Any:
@@ -60,17 +62,23 @@ def _env(variables: tuple[str, ...]) -> Any:
 
 
 class Condition:
-    """One compiled CEL expression that must come out ``true`` or ``false``."""
+    """One compiled CEL expression that must come out ``true`` or ``false``.
 
-    __slots__ = ("_error", "_expression", "text")
+    ``names`` are the variables its text mentions: only those are handed to the runtime, which
+    converts every value it is given (a call's arguments cost the most) on each evaluation.
+    """
 
-    def __init__(self, text: str, expression: Any, error: Any) -> None:
+    __slots__ = ("_error", "_expression", "names", "text")
+
+    def __init__(self, text: str, expression: Any, error: Any, names: tuple[str, ...]) -> None:
         self.text = text
         self._expression = expression
         self._error = error
+        self.names = names
 
     def holds(self, data: Mapping[str, Any]) -> bool:
-        """Evaluate on ``data``; ``ConditionError`` if it errs or is not a bool (fail closed)."""
+        """Evaluate on ``data`` (at least ``names``); ``ConditionError`` if it errs or is not a bool
+        (fail closed)."""
         try:
             value = self._expression.eval(data=data)
         except Exception as exc:
@@ -97,4 +105,5 @@ def compile_condition(text: str, variables: tuple[str, ...] = CALL_VARIABLES) ->
     returns = expression.return_type()
     if returns not in (cel.Type.BOOL, cel.Type.DYN):
         raise ConditionError(f"{text!r} is {returns.name()}, not a condition (true or false)")
-    return Condition(text, expression, cel.Type.ERROR)
+    mentioned = set(_IDENTIFIER.findall(text))
+    return Condition(text, expression, cel.Type.ERROR, tuple(n for n in variables if n in mentioned))

@@ -41,15 +41,18 @@ class CallFacts:
             self._args = value if isinstance(value, dict) else {"value": value}
         return self._args  # type: ignore[no-any-return]
 
-    def data(self) -> dict[str, Any]:
-        """The CEL variables of a call's condition."""
-        return {
-            "tool": self.tool,
-            "args": self.args(),
-            "principal": self.principal or "",
-            "agent": self.agent or "",
-            "saga": self.saga_id,
-        }
+    def data(self, names: tuple[str, ...]) -> dict[str, Any]:
+        """The CEL variables ``names`` of a call's condition."""
+        return {name: self._variable(name) for name in names}
+
+    def _variable(self, name: str) -> Any:
+        if name == "args":
+            return self.args()
+        if name == "tool":
+            return self.tool
+        if name == "saga":
+            return self.saga_id
+        return (self.principal if name == "principal" else self.agent) or ""
 
     def amount(self, path: tuple[str, ...]) -> Decimal:
         """The decimal at ``path`` in the arguments, read from the JSON text exactly (never a float)."""
@@ -106,7 +109,7 @@ def failed(rule: Rule, error: Exception) -> Finding:
 
 def applies(rule: Rule, facts: CallFacts) -> bool:
     """Whether the rule's filter (``when``, ``amount`` over ``over``) matches; may raise ConditionError."""
-    if rule.when is not None and not rule.when.holds(facts.data()):
+    if rule.when is not None and not rule.when.holds(facts.data(rule.when.names)):
         return False
     if rule.over is not None:
         assert rule.amount is not None

@@ -165,14 +165,11 @@ class Guard:
     ) -> Verdict:
         """The verdict on a new call (budgets debited when it is allowed; ``dry``: only read the
         meters, debit nothing — what ``sagacity policy explain`` shows)."""
-        principal, agent = current_actor()
-        refused = self._switched(tool, agent, principal)
+        refused, policy, facts = self._prelude(saga_id, tool, input)
         if refused is not None:
             return refused
-        policy = self.policy
-        if policy is None:
-            return self._error_verdict(principal, agent)
-        facts = CallFacts(tool, input, saga_id, principal, agent)
+        assert policy is not None
+        principal, agent = facts.principal, facts.agent
         judgement = judge_arguments(policy, facts)
         self._check_requires(judgement, facts)
         decided = strictest(judgement.enforced)
@@ -201,14 +198,11 @@ class Guard:
 
     def judge_resume(self, saga_id: str, tool: str, input: str) -> Verdict:
         """The verdict on an approved call about to run: the switch and the budgets, again."""
-        principal, agent = current_actor()
-        refused = self._switched(tool, agent, principal)
+        refused, policy, facts = self._prelude(saga_id, tool, input)
         if refused is not None:
             return refused
-        policy = self.policy
-        if policy is None:
-            return self._error_verdict(principal, agent)
-        facts = CallFacts(tool, input, saga_id, principal, agent)
+        assert policy is not None
+        principal, agent = facts.principal, facts.agent
         judgement = Judgement()
         for rule in policy.rules_for(tool):
             if rule.budget is None:
@@ -225,6 +219,21 @@ class Guard:
             debits = ()
         finding = decided or Finding("approved", Action.ALLOW, "approved in the journal")
         return Verdict(finding, policy.sha256, tuple(judgement.shadow), debits, principal, agent)
+
+    def _prelude(
+        self, saga_id: str, tool: str, input: str
+    ) -> tuple[Verdict | None, Policy | None, CallFacts]:
+        """The call's facts, and a verdict already when the switch refuses it or the policy cannot
+        be used (else the policy in force)."""
+        principal, agent = current_actor()
+        facts = CallFacts(tool, input, saga_id, principal, agent)
+        refused = self._switched(tool, agent, principal)
+        if refused is not None:
+            return refused, None, facts
+        policy = self.policy
+        if policy is None:
+            return self._error_verdict(principal, agent), None, facts
+        return None, policy, facts
 
     def _switched(self, tool: str, agent: str | None, principal: str | None) -> Verdict | None:
         try:

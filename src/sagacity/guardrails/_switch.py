@@ -38,6 +38,8 @@ from sagacity.model import Entry, Phase
 __all__ = ["SWITCH_SAGA", "KillSwitch", "Setting", "SwitchState"]
 
 SWITCH_SAGA = "sagacity:switch"
+#: The longest time-to-live a setting takes (longer: set it without one).
+_MAX_TTL = timedelta(days=3650)
 
 
 class SwitchState(StrEnum):
@@ -82,6 +84,18 @@ def _setting(entry: Entry) -> Setting | None:
     )
 
 
+def _until(ttl: timedelta | float | None) -> str | None:
+    """When a setting with ``ttl`` lifts by itself (UTC ISO text), or None."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float | timedelta):
+        raise InvalidValueError(f"ttl must be seconds or a timedelta, got {ttl!r}")
+    seconds = ttl.total_seconds() if isinstance(ttl, timedelta) else float(ttl)
+    if not 0 < seconds <= _MAX_TTL.total_seconds():  # also refuses NaN
+        raise InvalidValueError(f"ttl must be positive and at most {_MAX_TTL.days} days, got {ttl}")
+    return (utc_now() + timedelta(seconds=seconds)).isoformat() + "Z"
+
+
 class KillSwitch:
     """The switch as this process sees it, re-read at most every ``poll`` seconds."""
 
@@ -118,11 +132,7 @@ class KillSwitch:
         )
         if target is not None and not target:
             raise InvalidValueError(f"the kill switch's {scope} must not be empty")
-        if isinstance(ttl, int | float):
-            ttl = timedelta(seconds=ttl)
-        if ttl is not None and ttl <= timedelta(0):
-            raise InvalidValueError(f"ttl must be positive, got {ttl}")
-        until = (utc_now() + ttl).isoformat() + "Z" if ttl is not None else None
+        until = _until(ttl)
         body = {"state": str(state), "scope": scope, "target": target, "until": until}
         entry = self.journal.append(
             SWITCH_SAGA,

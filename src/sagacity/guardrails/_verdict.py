@@ -37,6 +37,8 @@ AGENT = "agent="
 DEFAULT_RULE = "default"
 SWITCH_RULE = "switch"
 ERROR_RULE = "policy-error"
+#: How the model's message about a denied call starts.
+DENIED_MARK = "[DENIED] "
 
 _FINDING = re.compile(
     r"^(?P<action>allow|hold|deny) rule=(?P<rule>\S+)(?: approvals=(?P<n>\d+))?(?: reason=(?P<reason>.*))?$"
@@ -113,7 +115,7 @@ class Verdict:
     def model_message(self, tool: str) -> str:
         """What the model reads instead of a result when the call is denied."""
         return (
-            f"[DENIED] {tool} did not run: the policy denied it (rule {self.rule}): "
+            f"{DENIED_MARK}{tool} did not run: the policy denied it (rule {self.rule}): "
             f"{self.reason or 'no reason given'}. Do not retry it; tell the user."
         )
 

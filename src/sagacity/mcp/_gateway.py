@@ -38,6 +38,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
 )
+from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._canonical import canonical_json
 from sagacity.mcp._gates import GateView, gate_views
@@ -279,7 +280,9 @@ class Gateway:
                 decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
             )
         value = outcome.value
-        if decision.kind is ToolKind.IRREVERSIBLE and isinstance(value, str):
+        if isinstance(value, str) and value.startswith(DENIED_MARK):
+            return answers.refused(value)  # the guardrails policy denied it: the upstream was not called
+        if isinstance(value, str):  # held: irreversible, or by the guardrails policy
             held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]
             seq = max(r.journal_seq for r in held) if held else 0
             return answers.awaiting(book.saga_id, seq, decision.name, decision.approvals)
