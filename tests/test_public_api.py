@@ -36,6 +36,7 @@ EXPECTED_ALL = [
     "ToolCall",
     "Verification",
     "__version__",
+    "acting_as",
     "allow_irreversible",
     "current_call",
     "in_current_saga",

@@ -7,7 +7,7 @@ be exported and verified by anyone.
 
 from __future__ import annotations
 
-from sagacity._context import ToolCall, allow_irreversible, current_call, in_current_saga
+from sagacity._context import ToolCall, acting_as, allow_irreversible, current_call, in_current_saga
 from sagacity._doctor import Diagnosis, Finding, FindingKind
 from sagacity._sagacity import Sagacity, SagaScope
 from sagacity.chain import Verification
@@ -60,6 +60,7 @@ __all__ = [
     "ToolCall",
     "Verification",
     "__version__",
+    "acting_as",
     "allow_irreversible",
     "current_call",
     "in_current_saga",

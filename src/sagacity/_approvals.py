@@ -77,13 +77,37 @@ def awaiting_message(spec: ToolSpec, saga_id: str, seq: int, held_by: str = "") 
 
 # -- gate ------------------------------------------------------------------------------------------
 def gate(
-    engine: Engine, saga_id: str, spec: ToolSpec, input: str, verdict: Verdict | None = None
+    engine: Engine,
+    saga_id: str,
+    spec: ToolSpec,
+    input: str,
+    verdict: Verdict | None = None,
+    *,
+    requester: str | None = None,
 ) -> ApprovalRequest:
-    """Journal AWAITING_APPROVAL with the exact input (and the policy's verdict, when a policy
-    held the call) and store the request."""
-    payload = verdict.lines if verdict is not None else ""
-    entry = engine.journal.append(saga_id, spec.name, Phase.AWAITING_APPROVAL, input, payload)
+    """Journal AWAITING_APPROVAL with the exact input (who asked, and the policy's verdict when a
+    policy held the call) and store the request."""
+    extra = verdict.lines if verdict is not None else ""
+    entry = engine.journal.append(
+        saga_id, spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, None, "", requester, extra)
+    )
     return store_request(engine, spec, entry, verdict.decision.ttl if verdict is not None else None)
+
+
+def gate_payload(
+    spec: ToolSpec, call_id: str | None, on_reject: str, requester: str | None, extra: str = ""
+) -> str:
+    """An AWAITING_APPROVAL payload: the call id, the rejection policy, who asked, and the
+    tool's separation rule (journaled, so every process enforces the rule the gate was made with),
+    then ``extra`` (the guardrails policy's verdict lines)."""
+    return call_payload(
+        "",
+        call_id,
+        on_reject,
+        requester=requester,
+        requester_may_not_approve=spec.excludes_requester,
+        extra=extra,
+    )
 
 
 def store_request(
@@ -106,13 +130,27 @@ def store_request(
     return request
 
 
-def gate_row(spec: ToolSpec, input: str, call_id: str, on_reject: str = "", extra: str = "") -> Row:
+def gate_row(
+    spec: ToolSpec,
+    input: str,
+    call_id: str,
+    on_reject: str = "",
+    requester: str | None = None,
+    extra: str = "",
+) -> Row:
     """The AWAITING_APPROVAL of a framework's call, to be appended as a fenced decision
     (``extra``: the policy's verdict lines)."""
-    return (spec.name, Phase.AWAITING_APPROVAL, input, call_payload("", call_id, on_reject, extra))
+    return (
+        spec.name,
+        Phase.AWAITING_APPROVAL,
+        input,
+        gate_payload(spec, call_id, on_reject, requester, extra),
+    )
 
 
-def supersede_rows(gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reject: str = "") -> list[Row]:
+def supersede_rows(
+    gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reject: str = "", requester: str | None = None
+) -> list[Row]:
     """An open gate whose call the framework re-presents with *edited* arguments: the gate is
     rejected (no compensation: nothing ran) and the edited call gated anew, so the edit needs an
     approval of its own. Appended together, fenced."""
@@ -124,7 +162,7 @@ def supersede_rows(gate: Gate, spec: ToolSpec, input: str, call_id: str, on_reje
             decision_input(gate.entry.seq, gate.input_hash),
             decision_payload("", reason),
         ),
-        gate_row(spec, input, call_id, on_reject),
+        gate_row(spec, input, call_id, on_reject, requester),
     ]
 
 
@@ -151,6 +189,16 @@ def open_gate(state: SagaState, request: ApprovalRequest) -> Gate:
             f"(payload hash {request.input_hash} vs {found.input_hash}); refused"
         )
     return found
+
+
+def refuse_requester(gate: Gate, approver: str, saga_id: str) -> None:
+    """Separation of duties: the principal who asked for a gated call may not approve it, when
+    the gate was journaled with that rule (``requester_may_not_approve``)."""
+    if gate.requester_may_not_approve and gate.requester is not None and gate.requester == approver:
+        raise ApprovalRefusedError(
+            f"saga {saga_id!r} seq {gate.entry.seq}: {approver!r} asked for this call (its requester) "
+            "and may not approve it (requester_may_not_approve); another approver must decide"
+        )
 
 
 def expired(request: ApprovalRequest, now: datetime | None = None) -> bool:
@@ -191,6 +239,7 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
 
     def choose(state: SagaState) -> list[Row]:
         found = open_gate(state, request)
+        refuse_requester(found, approver, saga_id)
         approvers = found.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
@@ -399,7 +448,9 @@ def claim(
         return Claim(request, spec, refused=mismatch, run=run)
     args, kwargs = spec.decode_input(payload)
     guard = engine.guard
-    verdict = guard.judge_resume(saga_id, spec.name, payload) if guard is not None else None
+    verdict = None
+    if guard is not None:  # the call is made for whoever asked for it, as its gate journaled
+        verdict = guard.judge_resume(saga_id, spec.name, payload, state.gates[seq].requester)
     if verdict is not None and verdict.action is not Action.ALLOW:
         if verdict.halts:
             raise HaltedError(f"{where}: resume refused: {verdict.reason}")

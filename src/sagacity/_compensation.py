@@ -4,7 +4,8 @@ The plan walks EXECUTED calls in strict reverse order of execution and leaves ou
 whose compensation already has a journaled outcome, so a run interrupted by a crash is finished
 later from the journal alone and no compensation runs twice. A compensation that has an INTENT
 but no outcome is *in doubt*: it is re-run only if declared idempotent, otherwise left for a
-human (``Sagacity.resolve_in_doubt``), and the saga stays IN_DOUBT until then.
+human (``Sagacity.resolve_in_doubt``), and the saga stays IN_DOUBT until then: the steps before
+it wait (strict reverse order) and run once the resolution is journaled.
 
 Across processes:
 
@@ -74,6 +75,10 @@ class PlannedStep:
 def plan(state: SagaState, registry: ToolRegistry) -> list[PlannedStep]:
     """The steps still to run, in order. Pure apart from looking tools up by name.
 
+    The plan stops at a compensation in doubt (an INTENT without outcome that may not be re-run):
+    the order is strict, and an earlier step's undo may depend on this one's (release the stock
+    only once the refund went through), so the steps before it wait until a human resolves it.
+
     Raises ``UnknownToolError`` (before anything runs) for a step whose tool is not imported:
     whether it has a compensation cannot be known, so nothing may be assumed.
     """
@@ -83,6 +88,8 @@ def plan(state: SagaState, registry: ToolRegistry) -> list[PlannedStep]:
         done = state.compensations.get(call.outcome.seq)
         spec = registry.get(call.intent.tool_name)
         if done is not None and not done.may_run(idempotent=spec.compensation_idempotent):
+            if done.outcome is None:
+                break  # in doubt: nothing earlier runs before its resolution
             continue
         steps.append(PlannedStep(call, spec if spec.compensation is not None else None))
     return steps
@@ -105,8 +112,10 @@ def context_for(saga_id: str, call: Call) -> CompensationContext:
 
 def check_tools(state: SagaState, registry: ToolRegistry) -> None:
     """Raise ``UnknownToolError`` now, before any decision is journaled, if compensating this
-    saga would need a tool that is not imported here: never a half-started compensation."""
-    plan(state, registry)
+    saga would need a tool that is not imported here: never a half-started compensation. Every
+    executed step's tool, also those the plan does not reach yet (they wait behind a doubt)."""
+    for call in state.executed:
+        registry.get(call.intent.tool_name)
 
 
 def start_rows(state: SagaState, reason: str, *, deciding: int | None = None) -> list[Row]:

@@ -15,8 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 
+from sagacity._state import one_line
 from sagacity.chain import frame
-from sagacity.errors import SagaStateError
+from sagacity.errors import InvalidValueError, SagaStateError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -169,3 +170,42 @@ def in_current_saga(fn: Callable[P, R]) -> Callable[P, R]:
         return captured.copy().run(fn, *args, **kwargs)
 
     return run_in_saga
+
+
+@dataclass(frozen=True, slots=True)
+class Acting:
+    """The principal sagas started in this context belong to (see :func:`acting_as`)."""
+
+    name: str
+    admin: bool = False
+
+
+_acting: contextvars.ContextVar[Acting | None] = contextvars.ContextVar("sagacity_acting", default=None)
+
+
+def require_principal(principal: str) -> str:
+    """A principal's name: one line of text, not blank (it is journaled); stripped."""
+    if not isinstance(principal, str) or not principal.strip():
+        raise InvalidValueError(f"a principal must be a non-empty name, got {principal!r}")
+    return one_line("principal", principal).strip()
+
+
+def current_principal() -> Acting | None:
+    """The principal set by the innermost :func:`acting_as`, or None."""
+    return _acting.get()
+
+
+@contextmanager
+def acting_as(principal: str, *, admin: bool = False) -> Iterator[None]:
+    """Sagas started, continued, committed or rolled back in this block act for ``principal``.
+
+    A saga belongs to the principal that started it (journaled in its start entry); later work
+    in it must come from the same principal, or from one acting with ``admin=True``; anyone
+    else naming its id is told there is no such saga. Gates opened in the block name the
+    principal as their requester. Wins over ``Sagacity(principal=...)``.
+    """
+    token = _acting.set(Acting(require_principal(principal), admin))
+    try:
+        yield
+    finally:
+        _acting.reset(token)

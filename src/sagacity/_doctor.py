@@ -100,7 +100,8 @@ def in_doubt_findings(calls: Iterable[InDoubtCall], older_than: timedelta) -> tu
                     call.saga_id,
                     call.seq,
                     f"compensation of {call.tool_name} (undoing seq {call.compensates_seq}) started "
-                    f"{human_duration(call.age)} ago and has no outcome",
+                    f"{human_duration(call.age)} ago and has no outcome; the saga's earlier "
+                    "steps wait for it (strict reverse order)",
                     f"check whether it took effect, then `sagacity sagas resolve {where} "
                     "--happened` or `--did-not-happen`",
                 )

@@ -27,11 +27,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from sagacity import chain
 from sagacity._state import SagaState
 from sagacity.model import Entry, SagaStatus
+from sagacity.stores.base import Capability, Store
 
 if TYPE_CHECKING:
     from sagacity._journal import Journal
@@ -127,7 +128,7 @@ Folder = Callable[[Mapping[str, Sequence[Entry]]], list[IndexRow]]
 
 @runtime_checkable
 class IndexedStore(Protocol):
-    """A store that keeps the index itself (the SQL stores)."""
+    """``Capability.SAGA_INDEX``: a store that keeps the index itself (the SQL stores)."""
 
     def refresh_index(self, fold: Folder, batch: int) -> int:
         """Fold again every saga whose journal changed since the last refresh; how many."""
@@ -244,8 +245,8 @@ class ScanIndex:
         return {sid: self._entries(sid) for sid in saga_ids}
 
 
-def open_index(store: object, journal: Journal) -> SagaIndex | ScanIndex:
-    """The store's own index when it keeps one, else a scan of every journal."""
-    if isinstance(store, IndexedStore):
-        return SagaIndex(store, journal)
+def open_index(store: Store, journal: Journal) -> SagaIndex | ScanIndex:
+    """The store's own index when it declares one (``Capability.SAGA_INDEX``), else a scan."""
+    if Capability.SAGA_INDEX in store.capabilities:
+        return SagaIndex(cast(IndexedStore, store), journal)
     return ScanIndex(journal)

@@ -41,7 +41,7 @@ from sagacity.errors import (
 )
 from sagacity.model import Entry, Phase
 from sagacity.stores._deadline import DEADLINE, WAIT_LIMIT
-from sagacity.stores.base import Store
+from sagacity.stores.base import Capability, Store, capable
 
 T = TypeVar("T")
 
@@ -101,8 +101,11 @@ class Journal:
         self._tails: list[dict[str, Tail]] = [{} for _ in range(_STRIPES)]
         # A store that keeps timestamps as text may take an append's hashed stamp (SPEC §3's
         # ``ts``, "<epoch seconds>.<6 digits>") along with the entry, and build its text from
-        # that more cheaply than from the datetime (``SQLiteStore.insert_entry_at``).
-        self._insert_at: Callable[[Entry, str], bool] | None = getattr(store, "insert_entry_at", None)
+        # that more cheaply than from the datetime (``Capability.STAMPED_INSERT``).
+        stamped = capable(store, Capability.STAMPED_INSERT)
+        self._insert_at: Callable[[Entry, str], bool] | None = (
+            None if stamped is None else stamped.insert_entry_at
+        )
 
     # -- writing ---------------------------------------------------------------------------------
     def append(

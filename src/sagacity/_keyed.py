@@ -118,6 +118,7 @@ def admit(
     edited: bool = False,
     on_reject: str = "",
     wait: float = 60.0,
+    requester: str | None = None,
 ) -> Operation[Admission]:
     """Decide, on the journal and fenced, what this presentation of ``call_id`` is (module doc).
 
@@ -136,12 +137,14 @@ def admit(
         state = engine.snapshot(saga_id)
         found = state.keyed.get(call_id)
         if found is None or (isinstance(found, Call) and found.passed):
-            admission = _start(engine, state, spec, input, call_id, policy, found)
+            admission = _start(engine, state, spec, input, call_id, policy, found, requester)
             if admission is not None:
                 return admission
             continue  # another presentation journaled this id meanwhile: look again
         if isinstance(found, Gate) and found.resumed is None:
-            decided = yield from _at_gate(engine, state, found, spec, input, call_id, edited, policy, where)
+            decided = yield from _at_gate(
+                engine, state, found, spec, input, call_id, edited, policy, where, requester
+            )
             if decided is _WAIT:
                 if poll.over():
                     return _declined(
@@ -208,6 +211,7 @@ def _start(
     call_id: str,
     policy: str,
     before: Call | Gate | None,
+    requester: str | None,
 ) -> Admission | None:
     """Journal the call id's first INTENT (or gate), fenced; None if another got there first."""
 
@@ -215,7 +219,12 @@ def _start(
     verdict = None
     if guard is not None:
         verdict = guard.judge(
-            state.saga_id, spec.name, input, irreversible=spec.irreversible, approvals=spec.approvals_required
+            state.saga_id,
+            spec.name,
+            input,
+            irreversible=spec.irreversible,
+            approvals=spec.approvals_required,
+            principal=requester,
         )
     extra = verdict.lines if verdict is not None else ""
     held = verdict.action is Action.HOLD if verdict is not None else spec.irreversible
@@ -233,7 +242,7 @@ def _start(
             assert verdict is not None
             return denied_rows(spec.name, input, verdict, first=f"{CALL_ID}{call_id}")
         if held:
-            return [gate_row(spec, input, call_id, policy, extra)]
+            return [gate_row(spec, input, call_id, policy, requester, extra)]
         return [(spec.name, Phase.INTENT, input, call_payload("", call_id, extra=extra))]
 
     try:
@@ -275,6 +284,7 @@ def _at_gate(
     edited: bool,
     policy: str,
     where: str,
+    requester: str | None,
 ) -> Operation[Admission | None]:
     """A gate not yet resumed: still pending, rejected, superseded by an edit, or run in band.
 
@@ -301,7 +311,7 @@ def _at_gate(
     if gate.resumed is not None:
         return None
     if edited and input != gate.entry.input:
-        return _supersede(engine, state, gate, spec, input, call_id, policy)
+        return _supersede(engine, state, gate, spec, input, call_id, policy, requester)
     request = engine.find_request(state.saga_id, seq) or request_of(gate)
     approvers = gate.approvers(gate.input_hash)
     needed = max(spec.approvals_required, held_approvals(gate.entry.payload))
@@ -336,7 +346,14 @@ _WAIT: Any = Admission()
 
 
 def _supersede(
-    engine: Engine, state: SagaState, gate: Gate, spec: ToolSpec, input: str, call_id: str, policy: str
+    engine: Engine,
+    state: SagaState,
+    gate: Gate,
+    spec: ToolSpec,
+    input: str,
+    call_id: str,
+    policy: str,
+    requester: str | None,
 ) -> Admission | None:
     seq = gate.entry.seq
 
@@ -344,7 +361,7 @@ def _supersede(
         current = now.gates[seq]
         if now.closed or not current.open or now.keyed.get(call_id) is not current:
             return []
-        return supersede_rows(current, spec, input, call_id, policy)
+        return supersede_rows(current, spec, input, call_id, policy, requester)
 
     landed = engine.decide(state, choose)
     if not landed:

@@ -39,6 +39,8 @@ def pending_approval(
         matches,
         expired(request, now),
         max(timedelta(0), now - request.created_at),
+        gate.requester if gate is not None else None,
+        gate.requester_may_not_approve if gate is not None else False,
     )
 
 

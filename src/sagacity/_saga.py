@@ -42,6 +42,10 @@ ControlFlow = tuple[type[BaseException], ...]
 class SagaRun:
     """The saga live in this process under ``saga_id``."""
 
+    #: The principal the run acts for (``acting_as``, ``Sagacity(principal=)``): its gates name
+    #: it as their requester. Set by the facade when it starts the run.
+    principal: str | None = None
+
     def __init__(
         self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
     ) -> None:
@@ -113,7 +117,7 @@ class SagaRun:
 
     def _gate(self, spec: ToolSpec, input: str, verdict: Verdict | None = None) -> str:
         try:
-            request = gate(self.engine, self.saga_id, spec, input, verdict)
+            request = gate(self.engine, self.saga_id, spec, input, verdict, requester=self.principal)
         except SagaClosedError as exc:
             self.latch(exc)
             raise
@@ -140,7 +144,12 @@ class SagaRun:
         guard = self.engine.guard
         assert guard is not None
         verdict = guard.judge(
-            self.saga_id, spec.name, input, irreversible=spec.irreversible, approvals=spec.approvals_required
+            self.saga_id,
+            spec.name,
+            input,
+            irreversible=spec.irreversible,
+            approvals=spec.approvals_required,
+            principal=self.principal,
         )
         if verdict.action is Action.DENY:
             return verdict, self._deny(spec, input, verdict)
@@ -297,7 +306,15 @@ class SagaRun:
         """
         try:
             admission = drive(
-                admit(self.engine, self.saga_id, spec, input, call_id, **_options(edited, on_reject, wait))
+                admit(
+                    self.engine,
+                    self.saga_id,
+                    spec,
+                    input,
+                    call_id,
+                    requester=self.principal,
+                    **_options(edited, on_reject, wait),
+                )
             )
         except (SagaClosedError, ApprovalRefusedError, HaltedError) as exc:
             self.latch(exc)
@@ -323,7 +340,15 @@ class SagaRun:
         in worker threads."""
         try:
             admission = await drive_async(
-                admit(self.engine, self.saga_id, spec, input, call_id, **_options(edited, on_reject, wait))
+                admit(
+                    self.engine,
+                    self.saga_id,
+                    spec,
+                    input,
+                    call_id,
+                    requester=self.principal,
+                    **_options(edited, on_reject, wait),
+                )
             )
         except (SagaClosedError, ApprovalRefusedError, HaltedError) as exc:
             self.latch(exc)

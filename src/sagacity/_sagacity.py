@@ -19,6 +19,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from sagacity import _approvals, _doctor, _reads, _recovery, _telemetry
 from sagacity._approvals import Claim, utc_now
+from sagacity._context import current_principal, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
@@ -35,6 +36,7 @@ from sagacity.chain import Verification, verify
 from sagacity.errors import (
     ApprovalRefusedError,
     BlockingCallError,
+    ConfigurationError,
     InvalidValueError,
     PayloadMismatchError,
     SagaNotFoundError,
@@ -86,6 +88,8 @@ class Sagacity:
     ``policy`` (a TOML file, re-read when it changes, or a ``sagacity.guardrails.Policy``) judges
     every call before it runs and honours the kill switch, which a process re-reads at most every
     ``switch_poll`` seconds (docs/policies.md).
+    ``principal`` is who sagas started here act for, unless ``acting_as`` says otherwise: the
+    saga belongs to it, and its gates name it as their requester.
 
     Every blocking method has an ``_async`` twin; the blocking one refuses to run inside an
     event loop. Any number of processes and machines may share one store: every decision is
@@ -104,8 +108,15 @@ class Sagacity:
         registry: ToolRegistry | None = None,
         policy: Policy | str | os.PathLike[str] | None = None,
         switch_poll: float = 1.0,
+        principal: str | None = None,
         **store_options: Any,
     ) -> None:
+        if store is not None and not isinstance(store, Store):
+            raise ConfigurationError(
+                f"{type(store).__name__} does not fulfil the store contract (sagacity.stores.Store, "
+                "docs/stores.md): it lacks a required method or attribute; a store with no optional "
+                "capability declares `capabilities = frozenset()`"
+            )
         self.store: Store = store if store is not None else open_store(url or default_url(), **store_options)
         self.url = self.store.url
         self.journal = Journal(
@@ -117,6 +128,7 @@ class Sagacity:
             timedelta(seconds=approval_ttl) if isinstance(approval_ttl, int | float) else approval_ttl
         )
         self.registry = registry if registry is not None else default_registry
+        self.principal = require_principal(principal) if principal is not None else None
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
         if policy is not None:
             self.engine.guard = Guard(self.journal, policy, poll=switch_poll)
@@ -187,7 +199,10 @@ class Sagacity:
         if self.engine.guard is not None:
             self.engine.guard.check_start(saga_id)  # the kill switch: nothing new starts
         self.engine.enter(saga_id)
-        return new_run(self.engine, saga_id, existed=None, last_seq=0)
+        run = new_run(self.engine, saga_id, existed=None, last_seq=0)
+        acting = current_principal()
+        run.principal = acting.name if acting is not None else self.principal
+        return run
 
     async def _start_async(self, saga_id: str) -> SagaRun:
         return self._start(saga_id)  # no I/O: nothing to move off the loop

@@ -55,6 +55,11 @@ CALL_ID = "call_id="
 #: A gate payload line: what a rejection of it means (``continue``: tell the model, go on).
 ON_REJECT = "on_reject="
 ON_REJECT_CONTINUE = "continue"
+#: A gate payload line: the principal on whose behalf the gated call was made (who asked).
+REQUESTER = "requester="
+#: A gate payload line: the separation-of-duties rule journaled with the gate (``true``: the
+#: requester may not approve it), so every process enforces the same rule, tool imported or not.
+REQUESTER_MAY_NOT_APPROVE = "requester_may_not_approve="
 #: Prefix of a FAILED payload that is the framework's control flow, not a failure.
 CONTROL_FLOW = "control flow: "
 #: Prefix of the FAILED that closes a call the guardrails policy denied: it never ran, it is not
@@ -143,14 +148,28 @@ def _quoted(text: str) -> str:
     return ESCAPED_PREFIX + NOT_ONE_LINE.sub(lambda m: f"\\u{ord(m.group()):04x}", literal)
 
 
-def call_payload(first: str, call_id: str | None, on_reject: str = "", extra: str = "") -> str:
-    """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id and the
-    rejection policy as ``key=value`` lines, then ``extra`` lines (a policy's verdict)."""
+def call_payload(
+    first: str,
+    call_id: str | None,
+    on_reject: str = "",
+    *,
+    requester: str | None = None,
+    requester_may_not_approve: bool = False,
+    extra: str = "",
+) -> str:
+    """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
+    rejection policy, the requester and the separation rule as ``key=value`` lines (the last
+    three only on a gate; the requester is an identity, one line, checked by the caller), then
+    ``extra`` lines (a guardrails policy's verdict)."""
     lines = [first] if first else []
     if call_id is not None:
         lines.append(f"{CALL_ID}{call_id}")
     if on_reject:
         lines.append(f"{ON_REJECT}{on_reject}")
+    if requester:
+        lines.append(f"{REQUESTER}{one_line('requester', requester)}")
+    if requester_may_not_approve:
+        lines.append(f"{REQUESTER_MAY_NOT_APPROVE}true")
     if extra:
         lines.append(extra)
     return "\n".join(lines)
@@ -264,6 +283,16 @@ class Gate:
     def continues_on_reject(self) -> bool:
         """A rejection tells the model and the saga goes on (journaled on the gate by an adapter)."""
         return payload_attribute(self.entry.payload, ON_REJECT) == ON_REJECT_CONTINUE
+
+    @property
+    def requester(self) -> str | None:
+        """Who asked for the gated call (the saga's principal when it was gated), if journaled."""
+        return payload_attribute(self.entry.payload, REQUESTER) or None
+
+    @property
+    def requester_may_not_approve(self) -> bool:
+        """The gate's separation rule: its requester's own approval does not count, and is refused."""
+        return payload_attribute(self.entry.payload, REQUESTER_MAY_NOT_APPROVE) == "true"
 
     @property
     def input_hash(self) -> str:

@@ -56,6 +56,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
 )
+from sagacity.stores.base import Capability, Store, capable
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -696,27 +697,27 @@ def _description(spec: ToolSpec) -> str:
     return found
 
 
-def save_gate(store: Any, call: ToolCallSpan) -> None:
+def save_gate(store: Store, call: ToolCallSpan) -> None:
     """Keep the trace context of the span that opened a gate, for the approval and the resume."""
     if call.gated is None:
         return
     try:
-        put = getattr(store, "put_trace_context", None)
+        traces = capable(store, Capability.TRACE_CONTEXT)
         parent = call.traceparent()
-        if put is not None and parent is not None:
-            put(call.gated.saga_id, call.gated.seq, *parent)
+        if traces is not None and parent is not None:
+            traces.put_trace_context(call.gated.saga_id, call.gated.seq, *parent)
     except Exception:  # noqa: BLE001 - the gate stands; only the link is lost
         _failed("saving a gate's trace context")
 
 
-def gate_links(store: Any, saga_id: str, seq: int) -> tuple[Link, ...]:
+def gate_links(store: Store, saga_id: str, seq: int) -> tuple[Link, ...]:
     """A link to the span that opened the gate at (saga_id, seq), when its context was kept."""
     t = _t
     if t is None or t.tracer is None:
         return ()
     try:
-        get = getattr(store, "get_trace_context", None)
-        found = get(saga_id, seq) if get is not None else None
+        traces = capable(store, Capability.TRACE_CONTEXT)
+        found = traces.get_trace_context(saga_id, seq) if traces is not None else None
         if not found:
             return ()
         traceparent, tracestate = found
@@ -1070,7 +1071,7 @@ class _Operation:
             if isinstance(who, str) and who:
                 attrs["sagacity.decision.by"] = who.strip()
             reason = bound.get("reason")
-            if isinstance(reason, str) and reason:
+            if self.t.capture and isinstance(reason, str) and reason:  # a human's words: content
                 attrs["sagacity.decision.reason"] = reason
             if kind == "resolve":
                 attrs["sagacity.decision.happened"] = bool(bound.get("happened"))

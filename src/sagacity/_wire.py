@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sagacity._doctor import Diagnosis
 from sagacity._json import encode_result
@@ -27,6 +27,9 @@ from sagacity.model import (
     SagaResult,
     SagaSummary,
 )
+
+if TYPE_CHECKING:
+    from sagacity.workflows import WorkflowView
 
 JSON = dict[str, Any]
 
@@ -67,6 +70,8 @@ def approval_json(pending: PendingApproval) -> JSON:
         "waitingSeconds": pending.waiting.total_seconds(),
         "approvalsRequired": pending.approvals_required,
         "approvers": list(pending.approvers),
+        "requester": pending.requester,
+        "requesterMayNotApprove": pending.requester_may_not_approve,
         "readyToResume": pending.ready_to_resume,
         "toolImported": pending.tool_imported,
         "matchesJournal": pending.matches_journal,
@@ -218,4 +223,46 @@ def switch_json(setting: Setting) -> JSON:
         "reason": setting.reason,
         "seq": setting.seq,
         "setAt": iso(setting.at),
+    }
+
+
+def workflow_run_json(view: WorkflowView, *, full: bool = False) -> JSON:
+    """A workflow run (``sagacity.workflows``): its status, where it stands and each stage; with
+    ``full``, each stage's input, output, checks and gate (the exact input a human approves)."""
+    stages = []
+    for stage in view.stages:
+        body: JSON = {"name": stage.name, "status": str(stage.status), "gated": stage.gated}
+        if full:
+            body |= {
+                "input": stage.input,
+                "output": stage.output,
+                "startedAt": iso(stage.started_at),
+                "finishedAt": iso(stage.finished_at),
+                "error": stage.error or None,
+                "checks": [
+                    {"name": c.name, "status": c.status, "reason": c.reason or None} for c in stage.checks
+                ],
+                "gate": None
+                if stage.gate is None
+                else {
+                    "journalSeq": stage.gate.seq,
+                    "approvalsRequired": stage.gate.approvals_required,
+                    "approvers": list(stage.gate.approvers),
+                    "reason": stage.gate.reason,
+                    "input": stage.gate.input,
+                    "inputHash": stage.gate.input_hash,
+                    "rejectedBy": stage.gate.rejected_by or None,
+                    "rejectionReason": stage.gate.rejection_reason or None,
+                },
+            }
+        stages.append(body)
+    return {
+        "runId": view.run_id,
+        "workflow": view.workflow,
+        "status": str(view.status),
+        "currentStage": view.current_stage,
+        "startedAt": iso(view.started_at),
+        "updatedAt": iso(view.updated_at),
+        "chainValid": view.valid,
+        "stages": stages,
     }

@@ -22,6 +22,10 @@
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
     │   ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
     │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
+    ├── WorkflowError
+    │   ├── WorkflowDefinitionError a workflow declared wrongly (caught where it is written)
+    │   ├── CheckFailedError        a check before a stage failed: the run compensates
+    │   └── StageOutputError        (also ValueError) a stage's input or output is not JSON
     └── CheckpointError             a checkpoint, key or bundle file is malformed or inconsistent
         ├── SignatureError          a checkpoint is not signed by the given public key
         └── JournalIntegrityError   refused to sign: a chain is broken or the journal does not
@@ -44,6 +48,7 @@ __all__ = [
     "ApprovalNotFoundError",
     "ApprovalRefusedError",
     "BlockingCallError",
+    "CheckFailedError",
     "CheckpointError",
     "ConfigurationError",
     "HaltedError",
@@ -57,11 +62,14 @@ __all__ = [
     "SagaStateError",
     "SagacityError",
     "SignatureError",
+    "StageOutputError",
     "StoreError",
     "StoreUnavailableError",
     "ToolError",
     "ToolRegistrationError",
     "UnknownToolError",
+    "WorkflowDefinitionError",
+    "WorkflowError",
 ]
 
 
@@ -164,3 +172,25 @@ class JournalIntegrityError(CheckpointError):
     def __init__(self, message: str, report: CheckpointReport | None = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class WorkflowError(SagacityError):
+    """A workflow (``sagacity.workflows``) was declared or run wrongly."""
+
+
+class WorkflowDefinitionError(WorkflowError):
+    """A workflow declared wrongly: raised where it is written, before any run."""
+
+
+class CheckFailedError(WorkflowError):
+    """A check before a stage failed; the run's completed stages are compensated."""
+
+    def __init__(self, message: str, *, stage: str, check: str, reason: str) -> None:
+        super().__init__(message)
+        self.stage = stage
+        self.check = check
+        self.reason = reason
+
+
+class StageOutputError(WorkflowError, ValueError):
+    """A stage's input or output is not JSON: refused before it is journaled as done."""

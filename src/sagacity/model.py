@@ -282,6 +282,8 @@ class PendingApproval:
     is the tool's number, 1 when the tool is not imported in this process (``tool_imported`` is
     then False and a resume here is refused). ``matches_journal`` is False when the request row
     disagrees with the journal's open AWAITING_APPROVAL entry: approve and resume refuse it.
+    ``requester`` is who asked for the call (the saga's principal, from the journaled gate; None
+    when none was known); with ``requester_may_not_approve`` that person's approval is refused.
     """
 
     request: ApprovalRequest
@@ -291,6 +293,8 @@ class PendingApproval:
     matches_journal: bool
     expired: bool
     waiting: timedelta
+    requester: str | None = None
+    requester_may_not_approve: bool = False
 
     @property
     def ready_to_resume(self) -> bool:

@@ -78,6 +78,8 @@ class ToolSpec:
     approvals_required: int = 1
     compensation: Callable[[CompensationContext], Any] | None = None
     compensation_idempotent: bool = False
+    #: The separation-of-duties rule: None means on with four eyes (``approvals_required`` > 1).
+    requester_may_not_approve: bool | None = None
     signature: inspect.Signature = field(init=False)
     # Parameter names when every parameter is plain positional-or-keyword without a default:
     # then a call with exactly that many positional arguments binds as ``zip(names, args)``.
@@ -96,6 +98,12 @@ class ToolSpec:
     @property
     def irreversible(self) -> bool:
         return self.reversibility is Reversibility.IRREVERSIBLE
+
+    @property
+    def excludes_requester(self) -> bool:
+        """Whether the requester of a gated call may not approve it (journaled with the gate)."""
+        rule = self.requester_may_not_approve
+        return self.approvals_required > 1 if rule is None else rule
 
     @property
     def origin(self) -> str:
@@ -303,6 +311,7 @@ def tool(
     retry: Retry | None = None,
     approval_ttl: timedelta | float | None = None,
     approvals: int = 1,
+    requester_may_not_approve: bool | None = None,
     registry: ToolRegistry | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
@@ -314,12 +323,15 @@ def tool(
     retry: Retry | None = None,
     approval_ttl: timedelta | float | None = None,
     approvals: int = 1,
+    requester_may_not_approve: bool | None = None,
     registry: ToolRegistry | None = None,
 ) -> Any:
     """Declare a journaled tool.
 
     ``reversibility=Reversibility.IRREVERSIBLE`` makes calls inside a saga wait for human
     approval; ``approvals`` > 1 requires that many distinct approvers (four eyes);
+    ``requester_may_not_approve`` refuses the approval of the principal who asked for the call
+    (on by default with four eyes, off with one approver);
     ``approval_ttl`` (seconds or a timedelta) overrides the Sagacity default expiry of its
     requests; ``retry`` retries the listed exception types. Gates are never retried.
     """
@@ -338,6 +350,7 @@ def tool(
             retry,
             ttl,
             approvals,
+            requester_may_not_approve=requester_may_not_approve,
         )
         target.register(spec)
         return _wrap(spec)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
@@ -10,6 +11,7 @@ from typing import Any
 import pytest
 
 from sagacity import Entry, Phase, Sagacity
+from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.checkpoints import SigningKey
 from sagacity.stores.sqlite import path_from_url
 
@@ -46,6 +48,16 @@ def key() -> SigningKey:
 def other_key() -> SigningKey:
     """A key with the same name but other bytes: what an impostor would sign with."""
     return SigningKey.generate("test-journal")
+
+
+def rechain(entries: list[Entry]) -> list[Entry]:
+    """The entries with every hash recomputed by the public rule: a valid chain over new content."""
+    prev, out = GENESIS_HASH, []
+    for e in entries:
+        digest = entry_hash(prev, e.saga_id, e.seq, e.tool_name, e.phase, e.input, e.payload, e.timestamp)
+        out.append(dataclasses.replace(e, hash=digest))
+        prev = digest
+    return out
 
 
 def stored_timestamp(url: str, moment: datetime) -> Any:

@@ -14,7 +14,6 @@ from datetime import timedelta
 import pytest
 
 from sagacity import Entry, Phase, Sagacity
-from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.checkpoints import (
     Checkpoint,
     CheckpointReport,
@@ -25,7 +24,7 @@ from sagacity.checkpoints import (
 )
 from sagacity.errors import JournalIntegrityError
 
-from .conftest import RawSQL, stored_timestamp
+from .conftest import RawSQL, rechain, stored_timestamp
 
 Rows = Callable[[Iterable[Entry]], None]
 
@@ -33,16 +32,6 @@ Rows = Callable[[Iterable[Entry]], None]
 @pytest.fixture
 def checkpoint(sg: Sagacity, key: SigningKey) -> Checkpoint:
     return create_checkpoint(sg, key, "test.example/journal")
-
-
-def _rechain(entries: list[Entry]) -> list[Entry]:
-    """The entries with every hash recomputed by the public rule: a valid chain over new content."""
-    prev, out = GENESIS_HASH, []
-    for e in entries:
-        digest = entry_hash(prev, e.saga_id, e.seq, e.tool_name, e.phase, e.input, e.payload, e.timestamp)
-        out.append(dataclasses.replace(e, hash=digest))
-        prev = digest
-    return out
 
 
 def _found(report: CheckpointReport) -> set[tuple[str, FindingKind]]:
@@ -109,7 +98,7 @@ def test_recomputed_chain_is_rewritten(sg: Sagacity, checkpoint: Checkpoint, wri
     """Saga b's payload changed and its whole chain recomputed with the public rule is REWRITTEN."""
     entries = sg.entries("b")
     entries[1] = dataclasses.replace(entries[1], payload="a different result")
-    write_rows(_rechain(entries))
+    write_rows(rechain(entries))
     assert sg.verify("b").valid  # the chain alone cannot tell
     report = verify_against_checkpoint(sg, checkpoint)
     assert _found(report) == {("b", FindingKind.REWRITTEN)}
@@ -123,7 +112,7 @@ def test_recomputed_and_extended_chain_is_rewritten(
     entries = sg.entries("b")
     entries[0] = dataclasses.replace(entries[0], input='{"i":99}')
     entries.append(dataclasses.replace(entries[-1], seq=6))
-    write_rows(_rechain(entries))
+    write_rows(rechain(entries))
     report = verify_against_checkpoint(sg, checkpoint)
     assert _found(report) == {("b", FindingKind.REWRITTEN)}
 
@@ -135,7 +124,7 @@ def test_forged_backdated_saga_is_reported(sg: Sagacity, checkpoint: Checkpoint,
         Entry("forged", seq, "tool", "EXECUTED", "{}", "ok", when + timedelta(seconds=seq), "")
         for seq in (1, 2)
     ]
-    write_rows(_rechain(forged))
+    write_rows(rechain(forged))
     report = verify_against_checkpoint(sg, checkpoint)
     assert _found(report) == {("forged", FindingKind.BACKDATED)}
     assert report.added == ()
@@ -147,7 +136,7 @@ def test_backdated_entries_appended_to_attested_saga_are_reported(
     """Forged entries chained onto saga b but dated before the checkpoint are BACKDATED at their index."""
     entries = sg.entries("b")
     extra = dataclasses.replace(entries[-1], seq=6, timestamp=checkpoint.time - timedelta(hours=1))
-    write_rows(_rechain([*entries, extra])[-1:])
+    write_rows(rechain([*entries, extra])[-1:])
     report = verify_against_checkpoint(sg, checkpoint)
     assert _found(report) == {("b", FindingKind.BACKDATED)}
     assert report.findings[0].index == 5
@@ -171,7 +160,7 @@ def test_forged_saga_dated_after_checkpoint_is_only_added(
 ) -> None:
     """The documented limit: a valid forged saga dated after the checkpoint looks legitimately new."""
     forged = [Entry("later", 1, "tool", "EXECUTED", "{}", "ok", checkpoint.time + timedelta(hours=1), "")]
-    write_rows(_rechain(forged))
+    write_rows(rechain(forged))
     report = verify_against_checkpoint(sg, checkpoint)
     assert report.ok
     assert report.added == ("later",)

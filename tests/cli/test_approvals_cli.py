@@ -401,3 +401,32 @@ def test_a_new_process_approves_and_resumes_with_import(db_url: str, sg, tools, 
     assert resumed.returncode == 0, resumed.stderr
     assert sg.status("order-1") is SagaStatus.COMPLETED
     assert [e.phase for e in sg.entries("order-1")][-2:] == [Phase.INTENT, Phase.EXECUTED]
+
+
+def test_the_requester_may_not_approve_their_own_four_eyes_request(
+    runner: CliRunner, db_url: str, sg, tools
+) -> None:
+    """`approvals list/show` name who asked; `approve --as` the requester is refused (exit 1,
+    nothing journaled); two other people approve."""
+    from sagacity import acting_as
+
+    with acting_as("alice@example.com"):
+        seq = sg.run("self-payout", tools.four_eyes_order).awaiting[0].journal_seq
+    listed = cli(runner, db_url, "approvals", "list")
+    assert "alice@example.com" in listed.output
+    shown = cli(runner, db_url, "approvals", "show", "self-payout", str(seq))
+    assert "may not approve it" in shown.output
+    as_json = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)
+    assert as_json[0]["requester"] == "alice@example.com"
+    before = len(sg.entries("self-payout"))
+    own = runner.invoke(
+        main, ["approvals", "approve", "self-payout", str(seq), "--as", "alice@example.com", "--db", db_url]
+    )
+    assert own.exit_code == 2, own.output  # a refusal, as every refused decision
+    assert "requester_may_not_approve" in own.output
+    assert len(sg.entries("self-payout")) == before
+    for who in ("bob@example.com", "carol@example.com"):
+        assert (
+            cli(runner, db_url, "approvals", "approve", "self-payout", str(seq), "--as", who).exit_code == 0
+        )
+    assert decisions(sg, "self-payout", Phase.APPROVED) == ["bob@example.com", "carol@example.com"]

@@ -42,8 +42,14 @@ def reserve(sku: str) -> str:
 
 @reserve.compensation
 def release(ctx: CompensationContext) -> None:
-    effect(f"release {ctx.args['sku']}")
-    if ctx.args["sku"] == "SLOW":
+    """Parks before or after its effect when the test left ``park-before-<sku>`` or
+    ``park-after-<sku>`` in the markers (SLOW always parks after): the kill points inside a
+    compensation."""
+    sku = ctx.args["sku"]
+    if (MARKERS / f"park-before-{sku}").exists():
+        park("in-compensation")
+    effect(f"release {sku}")
+    if sku == "SLOW" or (MARKERS / f"park-after-{sku}").exists():
         park("in-compensation")
 
 
@@ -96,6 +102,15 @@ def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
             raise RuntimeError("the model gave up")
 
         sg.run(saga_id, agent)
+    elif name == "three-steps":
+
+        def three() -> None:
+            reserve("first")
+            reserve("second")
+            reserve("third")
+            raise RuntimeError("the model gave up")
+
+        sg.run(saga_id, three)
     elif name == "gate":
         sg.run(saga_id, lambda: (reserve("A"), wire("100.00")))
     elif name == "resume":

@@ -133,7 +133,8 @@ def test_kill_between_effect_and_executed(durable_url: str, markers: Path, tools
 
 
 def test_kill_during_compensation_is_not_rerun(durable_url: str, markers: Path, tools: object) -> None:
-    """Killed mid-compensation: that compensation is in doubt (never silently re-run); the rest finishes."""
+    """Killed mid-compensation: that compensation is in doubt (never silently re-run), and the
+    earlier step waits for its resolution; compensation then carries on."""
     kill_at(spawn(durable_url, "crash-comp", "during-compensation"), markers / "in-compensation")
     with Sagacity(durable_url) as sg:
         assert sg.verify("crash-comp").valid
@@ -141,13 +142,60 @@ def test_kill_during_compensation_is_not_rerun(durable_url: str, markers: Path, 
         [doubt] = sg.in_doubt("crash-comp")
         assert doubt.kind == "compensation"
         [result] = sg.recover("crash-comp")
-        assert result.status is SagaStatus.IN_DOUBT
-        assert [s.tool_name for s in result.report] == ["reserve"]  # FAST, which never started
+        assert (result.status, result.report) == (SagaStatus.IN_DOUBT, ())  # FAST waits
         assert sg.recover("crash-comp")[0].report == ()  # a second recover does nothing again
+        assert effects(markers) == ["reserve FAST", "reserve SLOW", "release SLOW"]
         status = sg.resolve_in_doubt("crash-comp", doubt.seq, happened=True, resolver="ops")
         assert status is SagaStatus.COMPENSATED
         assert sg.verify("crash-comp").valid
     assert effects(markers) == ["reserve FAST", "reserve SLOW", "release SLOW", "release FAST"]
+
+
+#: Every point inside a compensation of a three-step saga: before or after each step's effect.
+KILL_POINTS = [(step, when) for step in ("third", "second", "first") for when in ("before", "after")]
+
+
+@pytest.mark.parametrize(("step", "when"), KILL_POINTS, ids=[f"{w}-{s}" for s, w in KILL_POINTS])
+def test_steps_before_an_in_doubt_compensation_wait_for_its_resolution(
+    durable_url: str, markers: Path, tools: object, step: str, when: str
+) -> None:
+    """Killed inside a step's compensation: recover() in another process leaves that step in
+    doubt and undoes nothing earlier (strict reverse order); once a human resolves it,
+    compensation carries on with the earlier steps, each undone once."""
+    (markers / f"park-{when}-{step}").touch()
+    kill_at(spawn(durable_url, "three", "three-steps"), markers / "in-compensation")
+    order = ["third", "second", "first"]
+    undone_before_kill = order[: order.index(step)] + ([step] if when == "after" else [])
+    booked = ["reserve first", "reserve second", "reserve third"]
+    assert effects(markers) == booked + [f"release {s}" for s in undone_before_kill]
+    with Sagacity(durable_url) as sg:
+        [doubt] = sg.in_doubt("three")
+        assert (doubt.kind, doubt.tool_name, doubt.input) == (
+            "compensation",
+            "reserve",
+            f'{{"sku":"{step}"}}',
+        )
+        for _ in range(2):  # a second recover, as from cron, changes nothing either
+            [result] = sg.recover("three")
+            assert (result.status, result.report) == (SagaStatus.IN_DOUBT, ())
+        assert effects(markers) == booked + [f"release {s}" for s in undone_before_kill]
+        assert sg.status("three") is SagaStatus.IN_DOUBT
+        # The human looks at the world: the undo happened if the process died after its effect.
+        status = sg.resolve_in_doubt(
+            "three", doubt.seq, happened=when == "after", resolver="ops@example.com", reason="checked"
+        )
+        assert status is (SagaStatus.COMPENSATED if when == "after" else SagaStatus.COMPENSATION_FAILED)
+        assert sg.recover("three") == []
+        assert sg.verify("three").valid
+        undo_phases = [
+            (e.input, e.phase)
+            for e in sg.entries("three")
+            if e.tool_name == "reserve" and e.phase != "INTENT"
+        ][3:]
+    resolved = "COMPENSATED" if when == "after" else "COMPENSATION_FAILED"
+    assert undo_phases == [(f'{{"sku":"{s}"}}', resolved if s == step else "COMPENSATED") for s in order]
+    remaining = order[order.index(step) + 1 :]
+    assert effects(markers) == booked + [f"release {s}" for s in undone_before_kill + remaining]
 
 
 def test_idempotent_compensation_is_rerun_by_recover(durable_url: str, markers: Path, tools: object) -> None:

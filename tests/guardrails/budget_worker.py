@@ -10,8 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from sagacity import Sagacity, tool
-from sagacity.guardrails import acting_as
+from sagacity import Sagacity, acting_as, tool
 
 
 @tool

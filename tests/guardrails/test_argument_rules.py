@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from sagacity import Phase, Reversibility, Sagacity, SagaStatus, tool
+from sagacity import Phase, Reversibility, Sagacity, SagaStatus, acting_as, tool
 from sagacity.errors import ApprovalRefusedError
-from sagacity.guardrails import POLICY_SAGA, Action, acting_as, parse_policy, parse_verdict
+from sagacity.guardrails import POLICY_SAGA, Action, as_agent, parse_policy, parse_verdict
 
 PAYMENTS = """\
 [[rules]]
@@ -38,6 +38,7 @@ reason = "a refund above 10,000.00 EUR needs two approvers"
 
 [[rules]]
 id = "no-interns"
+tool = "refund"
 when = 'principal.startsWith("intern")'
 action = "deny"
 reason = "interns may not move money"
@@ -122,11 +123,12 @@ def test_a_denied_call_never_runs_and_the_model_is_told(guarded: Guarded) -> Non
     ran: list[str] = []
 
     def work() -> str:
-        with acting_as("intern-7", agent="refund-bot"):
+        with as_agent("refund-bot"):
             ran.append(refund("5.00"))  # type: ignore[operator]
         return str(lookup("o-1"))  # type: ignore[operator]
 
-    result = sg.run("s2", work)
+    with acting_as("intern-7"):  # the saga's principal, journaled on its gates and verdicts
+        result = sg.run("s2", work)
     assert result.status is SagaStatus.COMPLETED
     assert result.value == "order o-1"
     assert ran[0].startswith("[DENIED] refund did not run")

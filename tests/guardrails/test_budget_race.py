@@ -10,8 +10,8 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
-from sagacity import Sagacity, tool
-from sagacity.guardrails import METER_PREFIX, acting_as, parse_verdict
+from sagacity import Sagacity, acting_as, tool
+from sagacity.guardrails import METER_PREFIX, parse_verdict
 
 WORKER = Path(__file__).with_name("budget_worker.py")
 TRIALS = 15

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from sagacity import Reversibility, Sagacity, SagaStatus, tool
+from sagacity import Reversibility, Sagacity, SagaStatus, acting_as, tool
 from sagacity.errors import SagacityError
-from sagacity.guardrails import METER_PREFIX, acting_as, parse_verdict
+from sagacity.guardrails import METER_PREFIX, parse_verdict
 
 Guarded = Callable[[str], Sagacity]
 
@@ -108,13 +108,10 @@ def test_a_count_per_principal(guarded: Guarded) -> None:
 
     out: list[str] = []
 
-    def work() -> None:
-        with acting_as("alice"):
-            out.extend(send_email(t) for t in "abc")
-        with acting_as("bob"):
-            out.append(send_email("d"))
-
-    sg.run("m1", work)
+    with acting_as("alice"):
+        sg.run("m1", lambda: out.extend(send_email(t) for t in "abc"))
+    with acting_as("bob"):
+        sg.run("m2", lambda: out.append(send_email("d")))
     assert out[0:2] == ["mailed a", "mailed b"]
     assert out[2].startswith("[DENIED]")
     assert out[3] == "mailed d"

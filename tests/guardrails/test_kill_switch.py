@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from sagacity import Sagacity, SagaStatus, tool
 from sagacity.cli import main
 from sagacity.errors import HaltedError
-from sagacity.guardrails import SWITCH_SAGA, acting_as
+from sagacity.guardrails import SWITCH_SAGA, as_agent
 
 Guarded = Callable[[str], Sagacity]
 EMPTY = "# no rules: the kill switch alone\n"
@@ -80,10 +80,10 @@ def test_per_agent_and_per_tool(guarded: Guarded) -> None:
 
     sg.kill_switch.set("halt", by="ops@example.com", agent="spammer")
     sg.kill_switch.set("drain", by="ops@example.com", tool="mail")
-    with acting_as(agent="spammer"), pytest.raises(HaltedError):
+    with as_agent("spammer"), pytest.raises(HaltedError):
         sg.run("k6", lambda: read("x"))
     out: list[str] = []
-    with acting_as(agent="helper"):
+    with as_agent("helper"):
         result = sg.run("k7", lambda: (out.append(mail("a")), out.append(read("y"))))
     assert result.status is SagaStatus.COMPLETED
     assert out[0].startswith("[DENIED] mail did not run")

@@ -87,7 +87,7 @@ def test_async_compensation_runs_with_its_step_span_current(otel: Otel) -> None:
         "      DELETE /reservations",
     ]
     attrs = reject.attributes or {}
-    assert attrs["sagacity.decision.reason"] == "wrong amount"
+    assert "sagacity.decision.reason" not in attrs  # a human's words are content: off by default
     assert attrs["sagacity.journal.phase"] == "REJECTED"
     gate = otel.one("execute_tool wire")
     assert gate.context is not None

@@ -133,3 +133,26 @@ def test_approval_payloads_are_content_too(monkeypatch: pytest.MonkeyPatch) -> N
         sagacity.otel.reset()
         attrs = otel.one("execute_tool wire").attributes or {}
         assert ("DE89 3704" in str(attrs.get("gen_ai.tool.call.arguments"))) is capture
+
+
+def test_a_rejection_reason_is_content() -> None:
+    """A human's reason for rejecting (like a compensation's reason) reaches no span unless content
+    capture is on; who decided is not content and is always there."""
+    from sagacity import Reversibility
+
+    @tool(reversibility=Reversibility.IRREVERSIBLE)
+    def wire(amount: str, iban: str) -> str:
+        return "sent"
+
+    words = "the beneficiary is my ex-husband"
+    for capture in (False, True):
+        otel = make_otel(capture_content=capture)
+        with Sagacity("memory://") as sg:
+            sg.run("reasoned", lambda: wire("10.00", "DE89 3704"))
+            sg.reject("reasoned", 1, "bob@example.com", words)
+        sagacity.otel.reset()
+        reject = otel.one("sagacity.reject")
+        attrs = reject.attributes or {}
+        assert attrs["sagacity.decision.by"] == "bob@example.com"
+        assert (attrs.get("sagacity.decision.reason") == words) is capture
+        assert (words in _everything(otel)) is capture

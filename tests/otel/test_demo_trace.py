@@ -16,7 +16,12 @@ from .conftest import Otel
 
 RUN = "t"
 OK, FAIL, APPROVED, TAMPERED = (scene.saga_id for scene in _demo.scenes(RUN))
-CONTENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "sagacity.compensation.reason")
+CONTENT_KEYS = (
+    "gen_ai.tool.call.arguments",
+    "gen_ai.tool.call.result",
+    "sagacity.compensation.reason",
+    "sagacity.decision.reason",
+)
 
 
 @pytest.fixture

@@ -7,10 +7,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 
-from sagacity import Phase, Sagacity, SagaStatus
+from sagacity import Phase, Sagacity, SagaStatus, acting_as
 from sagacity._state import sha256_hex
 
 pytestmark = pytest.mark.anyio
@@ -547,3 +548,35 @@ async def test_approvals_limit_answers_the_oldest_and_the_total_in_a_header(
     bad = await client.get("/sagacity/approvals", params={"limit": "0"}, headers=ALICE)
     assert bad.status_code == 400
     assert "limit" in bad.json()["error"]
+
+
+async def test_the_requester_may_not_approve_their_own_four_eyes_request(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType
+) -> None:
+    """Alice's agent asked for the payout (she is its principal) and she is an approver too: the
+    API shows her as the requester, refuses her approval (409, nothing journaled), and two other
+    principals approve it."""
+
+    def run() -> int:
+        with acting_as("alice@example.com"):
+            return sg.run("self-payout", tools.four_eyes).awaiting[0].journal_seq
+
+    seq = await anyio.to_thread.run_sync(run)
+    listed = (await client.get("/sagacity/approvals/self-payout", headers=BOB)).json()
+    assert listed[0]["requester"] == "alice@example.com"
+    assert listed[0]["requesterMayNotApprove"] is True
+    before = len(await sg.entries_async("self-payout"))
+    own = await client.post(f"/sagacity/approve/self-payout/{seq}", headers=ALICE)
+    assert own.status_code == 409
+    assert "requester_may_not_approve" in own.json()["error"]
+    assert len(await sg.entries_async("self-payout")) == before
+    assert (await client.post(f"/sagacity/approve/self-payout/{seq}", headers=BOB)).status_code == 200
+    root = {"Authorization": "Bearer root-token-0123456789a"}
+    assert (await client.post(f"/sagacity/approve/self-payout/{seq}", headers=root)).status_code == 200
+    payload = '{"amount":"50000.00"}'
+    done = await client.post(f"/sagacity/resume/self-payout/{seq}", json={"payload": payload}, headers=BOB)
+    assert done.status_code == 200, done.json()
+    assert await decisions(sg, "self-payout", Phase.APPROVED) == [
+        "approver=bob@example.com",
+        "approver=root@example.com",
+    ]

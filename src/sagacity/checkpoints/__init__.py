@@ -36,6 +36,23 @@ from sagacity.checkpoints._scan import (
     verify_against_checkpoint,
 )
 from sagacity.checkpoints._sinks import DirectorySink, GitSink, Sink
+from sagacity.checkpoints._tlog import (
+    LogCheckpoint,
+    checkpoint_log,
+    log_consistency_proof,
+    log_inclusion_proof,
+    log_origin,
+    open_log_checkpoint,
+    read_log_checkpoint,
+    verify_log,
+)
+from sagacity.checkpoints._witness import (
+    Witness,
+    WitnessRefused,
+    WitnessState,
+    cosign_with_quorum,
+    make_server,
+)
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -47,15 +64,28 @@ __all__ = [
     "FindingKind",
     "GitSink",
     "Leaf",
+    "LogCheckpoint",
     "SigningKey",
     "Sink",
     "VerifierKey",
+    "Witness",
+    "WitnessRefused",
+    "WitnessState",
+    "checkpoint_log",
+    "cosign_with_quorum",
     "create_checkpoint",
     "load_signing_key",
     "load_verifier_key",
+    "log_consistency_proof",
+    "log_inclusion_proof",
+    "log_origin",
+    "make_server",
+    "open_log_checkpoint",
     "read_checkpoint",
+    "read_log_checkpoint",
     "resolve_note_path",
     "verify_against_checkpoint",
+    "verify_log",
     "write_bundle",
     "write_key_pair",
 ]

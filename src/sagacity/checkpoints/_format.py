@@ -28,12 +28,10 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from sagacity.checkpoints import _merkle
+from sagacity.checkpoints import _merkle, _note
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
-from sagacity.errors import CheckpointError, SignatureError
+from sagacity.errors import CheckpointError
 
-#: The signature line's prefix: an em dash and a space, as in C2SP signed notes.
-SIGNATURE_PREFIX = "\N{EM DASH} "
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _DECIMAL = re.compile(r"^(0|[1-9][0-9]*)$")
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
@@ -126,9 +124,7 @@ def sign(origin: str, leaves: Iterable[Leaf], time: datetime, key: SigningKey) -
         f"{check_origin(origin)}\n{len(leaves)}\n{base64.b64encode(root).decode('ascii')}\n"
         f"entries {entries}\ntime {format_time(time)}\n"
     )
-    signature = key.sign(body.encode("utf-8"))
-    token = base64.b64encode(key.verifier.key_id + signature).decode("ascii")
-    note = f"{body}\n{SIGNATURE_PREFIX}{key.name} {token}\n"
+    note = _note.join_note(body, [_note.sign_text(body, key)])
     return Checkpoint(origin, len(leaves), root, entries, time, leaves, note)
 
 
@@ -146,32 +142,9 @@ class NoteHead:
 
 def open_note(note: str, key: VerifierKey) -> NoteHead:
     """Check the note's signature by ``key``, then parse its text. Raises ``SignatureError``."""
-    split = note.rfind("\n\n")
-    if split < 0 or not note.endswith("\n"):
-        raise CheckpointError("not a signed note: no blank line before the signatures")
-    body, signatures = note[: split + 1], note[split + 2 :]
-    verdicts: list[str] = []
-    for line in signatures.splitlines():
-        if not line.startswith(SIGNATURE_PREFIX):
-            raise CheckpointError(f"malformed signature line {line!r}")
-        name, _, token = line[len(SIGNATURE_PREFIX) :].partition(" ")
-        try:
-            raw = b64decode_canonical(token)
-        except (binascii.Error, ValueError) as exc:
-            raise CheckpointError(f"signature by {name!r} is not base64") from exc
-        if name != key.name or raw[:4] != key.key_id:
-            verdicts.append(f"{name} ({raw[:4].hex()})")
-            continue
-        if not key.verify(body.encode("utf-8"), raw[4:]):
-            raise SignatureError(
-                f"the signature by {key.name} ({key.key_id.hex()}) does not verify: "
-                "the checkpoint was altered after signing, or forged"
-            )
-        return _parse_body(body)
-    others = ", ".join(verdicts) or "none"
-    raise SignatureError(
-        f"the checkpoint is not signed by {key.name} ({key.key_id.hex()}); signatures by: {others}"
-    )
+    body, signatures = _note.split_note(note)
+    _note.verify_text(body, signatures, key)
+    return _parse_body(body)
 
 
 def _parse_body(body: str) -> NoteHead:
@@ -239,11 +212,12 @@ def leaves_path(note_path: str | os.PathLike[str]) -> Path:
 
 
 def resolve_note_path(path: str | os.PathLike[str]) -> Path:
-    """A note file; a directory or its ``latest`` pointer resolves to the newest checkpoint in it."""
+    """A note file; a directory or its ``latest`` pointer resolves to the newest checkpoint in it
+    (``log-latest``: the newest log checkpoint)."""
     path = Path(path)
     if path.is_dir():
         path = path / "latest"
-    if path.name == "latest":
+    if path.name in ("latest", "log-latest"):
         try:
             name = path.read_text(encoding="utf-8").strip()
         except OSError as exc:

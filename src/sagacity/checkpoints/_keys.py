@@ -26,7 +26,10 @@ from sagacity.errors import CheckpointError, ConfigurationError, SignatureError
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-_ALGORITHM_ED25519 = b"\x01"
+#: Signature types (C2SP signed-note): plain Ed25519 notes, and Ed25519 cosignature/v1.
+ED25519 = b"\x01"
+COSIGNATURE_V1 = b"\x04"
+_TYPES = {ED25519: "Ed25519", COSIGNATURE_V1: "cosignature/v1"}
 _PRIVATE_PREFIX = "PRIVATE+KEY+"
 
 
@@ -62,25 +65,30 @@ def check_key_name(name: str) -> str:
     return name
 
 
-def key_id(name: str, public_key: bytes) -> bytes:
-    """The signed-note key id: 4 bytes binding the name and the Ed25519 public key."""
-    return hashlib.sha256(name.encode("utf-8") + b"\n" + _ALGORITHM_ED25519 + public_key).digest()[:4]
+def key_id(name: str, public_key: bytes, kind: bytes = ED25519) -> bytes:
+    """The signed-note key id: 4 bytes binding the name, the signature type and the public key."""
+    return hashlib.sha256(name.encode("utf-8") + b"\n" + kind + public_key).digest()[:4]
 
 
 @dataclass(frozen=True)
 class VerifierKey:
-    """A shareable public key: checks checkpoint signatures."""
+    """A shareable public key: checks checkpoint signatures (or, ``kind`` 0x04, cosignatures)."""
 
     name: str
     public_key: bytes
+    kind: bytes = ED25519
 
     @property
     def key_id(self) -> bytes:
-        return key_id(self.name, self.public_key)
+        return key_id(self.name, self.public_key, self.kind)
+
+    @property
+    def is_witness(self) -> bool:
+        return self.kind == COSIGNATURE_V1
 
     def to_text(self) -> str:
         """The one-line encoding, as written to ``NAME.pub``."""
-        encoded = base64.b64encode(_ALGORITHM_ED25519 + self.public_key).decode("ascii")
+        encoded = base64.b64encode(self.kind + self.public_key).decode("ascii")
         return f"{self.name}+{self.key_id.hex()}+{encoded}"
 
     @classmethod
@@ -90,8 +98,8 @@ class VerifierKey:
         if len(parts) != 3:
             raise CheckpointError("a verifier key is <name>+<key id hex>+<base64 key>")
         name, id_hex, encoded = parts
-        key = _decode_key(encoded, "verifier")
-        verifier = cls(check_key_name(name), key)
+        kind, key = _decode_key(encoded, "verifier")
+        verifier = cls(check_key_name(name), key, kind)
         if verifier.key_id.hex() != id_hex.lower():
             raise CheckpointError(f"verifier key {name!r}: key id {id_hex} does not match the key")
         return verifier
@@ -110,21 +118,25 @@ class VerifierKey:
 
 @dataclass(frozen=True)
 class SigningKey:
-    """A private key: signs checkpoints. Keep its file outside the database and readable by few."""
+    """A private key: signs checkpoints. Keep its file outside the database and readable by few.
+
+    ``kind`` 0x04 makes it a witness key, which signs C2SP cosignature/v1 messages only.
+    """
 
     name: str
     seed: bytes
+    kind: bytes = ED25519
 
     @classmethod
-    def generate(cls, name: str) -> SigningKey:
-        """A fresh random Ed25519 key named ``name``."""
+    def generate(cls, name: str, *, witness: bool = False) -> SigningKey:
+        """A fresh random Ed25519 key named ``name`` (a cosigning witness's, with ``witness``)."""
         private = _ed25519().Ed25519PrivateKey.generate()
-        return cls(check_key_name(name), private.private_bytes_raw())
+        return cls(check_key_name(name), private.private_bytes_raw(), COSIGNATURE_V1 if witness else ED25519)
 
     @property
     def verifier(self) -> VerifierKey:
         """The matching public key."""
-        return VerifierKey(self.name, self._private().public_key().public_bytes_raw())
+        return VerifierKey(self.name, self._private().public_key().public_bytes_raw(), self.kind)
 
     def sign(self, message: bytes) -> bytes:
         """The 64-byte Ed25519 signature of ``message``."""
@@ -137,7 +149,7 @@ class SigningKey:
 
     def to_text(self) -> str:
         """The one-line encoding, as written to ``NAME.key``."""
-        encoded = base64.b64encode(_ALGORITHM_ED25519 + self.seed).decode("ascii")
+        encoded = base64.b64encode(self.kind + self.seed).decode("ascii")
         return f"{_PRIVATE_PREFIX}{self.name}+{self.verifier.key_id.hex()}+{encoded}"
 
     @classmethod
@@ -150,7 +162,8 @@ class SigningKey:
         if len(parts) != 3:
             raise CheckpointError("a signing key is PRIVATE+KEY+<name>+<key id hex>+<base64 seed>")
         name, id_hex, encoded = parts
-        key = cls(check_key_name(name), _decode_key(encoded, "signing"))
+        kind, seed = _decode_key(encoded, "signing")
+        key = cls(check_key_name(name), seed, kind)
         if key.verifier.key_id.hex() != id_hex.lower():
             raise CheckpointError(f"signing key {name!r}: key id {id_hex} does not match the key")
         return key
@@ -160,24 +173,31 @@ class SigningKey:
         return f"SigningKey(name={self.name!r}, key_id={self.verifier.key_id.hex()})"
 
 
-def _decode_key(encoded: str, kind: str) -> bytes:
+def _decode_key(encoded: str, what: str) -> tuple[bytes, bytes]:
+    """(signature type, 32 key bytes) from ``base64(type || key)``."""
     try:
         raw = b64decode_canonical(encoded)
     except (binascii.Error, ValueError) as exc:
-        raise CheckpointError(f"{kind} key: not base64 ({exc})") from exc
-    if len(raw) != 33 or raw[:1] != _ALGORITHM_ED25519:
-        raise CheckpointError(f"{kind} key: expected 0x01 and 32 Ed25519 bytes, got {len(raw)} bytes")
-    return raw[1:]
+        raise CheckpointError(f"{what} key: not base64 ({exc})") from exc
+    if len(raw) != 33 or raw[:1] not in _TYPES:
+        raise CheckpointError(
+            f"{what} key: expected type 0x01 (Ed25519) or 0x04 (cosignature/v1) and 32 key bytes, "
+            f"got {len(raw)} bytes"
+        )
+    return raw[:1], raw[1:]
 
 
 # -- files ---------------------------------------------------------------------------------------
-def write_key_pair(stem: str | os.PathLike[str], name: str | None = None) -> tuple[Path, Path]:
+def write_key_pair(
+    stem: str | os.PathLike[str], name: str | None = None, *, witness: bool = False
+) -> tuple[Path, Path]:
     """Generate a key and write ``<stem>.key`` (mode 0600) and ``<stem>.pub``; never overwrites.
 
-    The key name defaults to the file name (``keys/acme-journal`` -> ``acme-journal``).
+    The key name defaults to the file name (``keys/acme-journal`` -> ``acme-journal``);
+    ``witness`` makes a cosigning witness's key (type 0x04).
     """
     stem = Path(stem)
-    key = SigningKey.generate(name or stem.name)
+    key = SigningKey.generate(name or stem.name, witness=witness)
     key_path, pub_path = stem.with_name(stem.name + ".key"), stem.with_name(stem.name + ".pub")
     for path in (key_path, pub_path):
         if path.exists():

@@ -51,6 +51,9 @@ class FindingKind(StrEnum):
     MISSING = "MISSING"  # the checkpoint attested the saga; it is gone
     REWRITTEN = "REWRITTEN"  # entry #count no longer hashes to the attested head: chain recomputed
     BACKDATED = "BACKDATED"  # entries absent from the checkpoint claim times before it
+    LOG_MISMATCH = "LOG_MISMATCH"  # the journal in log order no longer folds to a signed log root
+    FORKED = "FORKED"  # two signed log checkpoints of one size with different roots
+    UNWITNESSED = "UNWITNESSED"  # a log checkpoint without the required quorum of cosignatures
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,14 +12,19 @@ from __future__ import annotations
 import os
 import subprocess
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from sagacity.checkpoints._format import Checkpoint, leaves_path, read_checkpoint
+from sagacity.checkpoints._format import Checkpoint, leaves_path, read_checkpoint, resolve_note_path
 from sagacity.checkpoints._keys import VerifierKey
+from sagacity.checkpoints._tlog import LogCheckpoint, read_log_checkpoint
 from sagacity.errors import CheckpointError
 
 LATEST = "latest"
+#: The log checkpoints' own pointer, beside the saga checkpoints' ``latest``.
+LOG_LATEST = "log-latest"
+_LOG_PREFIX = "log-checkpoint-"
 #: Checkpoints are public statements: readable by all (mkstemp would leave them 0600).
 _PUBLIC = 0o644
 
@@ -40,6 +45,11 @@ class Sink(Protocol):
 def checkpoint_file_name(checkpoint: Checkpoint) -> str:
     """``checkpoint-<UTC time>-<size>.txt``: sorts by time, never repeats for distinct times."""
     return f"checkpoint-{checkpoint.time:%Y%m%dT%H%M%S.%fZ}-{checkpoint.size}.txt"
+
+
+def log_file_name(checkpoint: LogCheckpoint, moment: datetime) -> str:
+    """``log-checkpoint-<size, 12 digits>-<UTC time>.txt``: sorts by size, then time."""
+    return f"{_LOG_PREFIX}{checkpoint.size:012d}-{moment:%Y%m%dT%H%M%S.%fZ}.txt"
 
 
 def _write_new(path: Path, text: str) -> None:
@@ -109,6 +119,29 @@ class DirectorySink:
             return None
         return read_checkpoint(self.directory / LATEST, key)
 
+    # -- log checkpoints (C2SP tlog-checkpoint notes, with their cosignatures) -----------------
+    def publish_log(self, checkpoint: LogCheckpoint) -> str:
+        """Write a log checkpoint (never replacing one), then point ``log-latest`` at it."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / log_file_name(checkpoint, datetime.now(UTC))
+        _write_new(path, checkpoint.note)
+        _replace(self.directory / LOG_LATEST, path.name + "\n")
+        _fsync_dir(self.directory)
+        return str(path)
+
+    def latest_log(self, key: VerifierKey) -> LogCheckpoint | None:
+        """The newest log checkpoint published here (signature by ``key`` checked), if any."""
+        pointer = self.directory / LOG_LATEST
+        if not pointer.exists():
+            return None
+        return read_log_checkpoint(resolve_note_path(pointer), key)
+
+    def log_checkpoints(self, key: VerifierKey) -> list[LogCheckpoint]:
+        """Every log checkpoint published here, oldest first, each signature checked."""
+        if not self.directory.is_dir():
+            return []
+        return [read_log_checkpoint(path, key) for path in sorted(self.directory.glob(f"{_LOG_PREFIX}*.txt"))]
+
 
 class GitSink(DirectorySink):
     """A ``DirectorySink`` in a git work tree that commits each checkpoint.
@@ -127,19 +160,32 @@ class GitSink(DirectorySink):
     def publish(self, checkpoint: Checkpoint) -> str:
         where = super().publish(checkpoint)
         note = Path(where)
-        self._git("add", "--", note.name, leaves_path(note).name, LATEST)
+        self._commit(
+            f"checkpoint {checkpoint.origin}: {checkpoint.size} sagas, {checkpoint.entries} entries\n\n"
+            f"root {checkpoint.root_base64}\n",
+            note.name,
+            leaves_path(note).name,
+            LATEST,
+        )
+        return where
+
+    def publish_log(self, checkpoint: LogCheckpoint) -> str:
+        where = super().publish_log(checkpoint)
+        self._commit(
+            f"log checkpoint {checkpoint.origin}: {checkpoint.size} entries\n\n"
+            f"root {checkpoint.root_base64}\n",
+            Path(where).name,
+            LOG_LATEST,
+        )
+        return where
+
+    def _commit(self, message: str, *names: str) -> None:
+        self._git("add", "--", *names)
         identity: list[str] = []
         if self._git("config", "user.email", check=False).returncode != 0:
             # A sidecar container often has no git identity; commit under a clear one.
             identity = ["-c", "user.name=sagacity", "-c", "user.email=sagacity@localhost"]
-        message = (
-            f"checkpoint {checkpoint.origin}: {checkpoint.size} sagas, {checkpoint.entries} entries\n\n"
-            f"root {checkpoint.root_base64}\n"
-        )
-        self._git(
-            *identity, "commit", "--quiet", "-m", message, "--", note.name, leaves_path(note).name, LATEST
-        )
-        return where
+        self._git(*identity, "commit", "--quiet", "-m", message, "--", *names)
 
     def _git(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         try:

@@ -22,6 +22,8 @@ from sagacity.cli import (
     sagas,
     serve,
     switch,
+    witness,
+    workflows,
 )
 
 __all__ = ["main"]
@@ -47,5 +49,7 @@ for command in (
     sagas.sagas,
     serve.serve,
     switch.switch,
+    witness.witness,
+    workflows.workflows,
 ):
     main.add_command(command)

@@ -82,6 +82,15 @@ def _print_result(result: SagaResult) -> None:
         out.print(f"  seq {step.seq} {step.tool_name}: {step.outcome}{extra}", markup=False)
 
 
+def requester_text(pending: PendingApproval) -> str:
+    """Who asked for the call, and whether that person may approve it."""
+    if pending.requester is None:
+        return "unknown (no principal was set)"
+    if pending.requester_may_not_approve:
+        return f"{pending.requester} (may not approve it: requester_may_not_approve)"
+    return pending.requester
+
+
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
 @json_option
@@ -100,7 +109,7 @@ def list_(saga_id: str | None, as_json: bool, db_url: str) -> None:
     if not pending:
         out.print("no pending approval requests")
         return
-    table = Table("saga", "seq", "tool", "input", "waited", "expires", "approved by")
+    table = Table("saga", "seq", "tool", "input", "requested by", "waited", "expires", "approved by")
     now = utc_now()
     for p in pending:
         r = p.request
@@ -110,6 +119,7 @@ def list_(saga_id: str | None, as_json: bool, db_url: str) -> None:
                 str(r.journal_seq),
                 r.tool_name,
                 shorten(r.input, 40),
+                p.requester or "-",
                 human_duration(p.waiting),
                 until(r.expires_at, now),
                 ", ".join(p.approvers) or "-",
@@ -149,6 +159,7 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
         *cells("requested", f"{when(request.created_at)}, waited {human_duration(pending.waiting)}")
     )
     facts.add_row(*cells("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})"))
+    facts.add_row(*cells("requested by", requester_text(pending)))
     facts.add_row(*cells("approved by", ", ".join(pending.approvers) or "nobody yet"))
     facts.add_row(*cells("sha256", request.input_hash))
     facts.add_row(

@@ -22,10 +22,16 @@ from sagacity.checkpoints import (
     CheckpointReport,
     DirectorySink,
     GitSink,
+    LogCheckpoint,
     SigningKey,
-    Sink,
+    Witness,
+    WitnessRefused,
+    checkpoint_log,
+    cosign_with_quorum,
     create_checkpoint,
     load_signing_key,
+    load_verifier_key,
+    log_consistency_proof,
 )
 from sagacity.checkpoints._scan import Progress as ProgressCallback
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
@@ -58,7 +64,7 @@ def findings_table(report: CheckpointReport) -> Table:
     table = Table("saga", "finding", "index", "at checkpoint", "now", "detail")
     for finding in report.findings:
         table.add_row(
-            escape(finding.saga_id),
+            escape(finding.saga_id) or "(log)",
             f"[red]{finding.kind}[/]",
             str(finding.index) if finding.index >= 0 else "-",
             str(finding.attested) if finding.attested else "-",
@@ -72,7 +78,7 @@ def _optional_duration(ctx: click.Context, param: click.Parameter, value: str | 
     return None if value is None else parse_duration(ctx, param, value)
 
 
-def _sink(out_dir: str | None, git_dir: str | None) -> Sink:
+def _sink(out_dir: str | None, git_dir: str | None) -> DirectorySink:
     if (out_dir is None) == (git_dir is None):
         raise click.UsageError("give exactly one of --out DIR or --git DIR: where the checkpoint is anchored")
     try:
@@ -110,6 +116,19 @@ def _sink(out_dir: str | None, git_dir: str | None) -> Sink:
     metavar="DURATION",
     help="Entries missing from the previous checkpoint may predate it by this much (clock skew).",
 )
+@click.option(
+    "--witness",
+    "witness_specs",
+    multiple=True,
+    metavar="URL=PUB",
+    help="Ask this tlog-witness (its URL prefix and its cosigning public key) to cosign the log "
+    "checkpoint. Repeatable.",
+)
+@click.option(
+    "--quorum",
+    type=Digits(min=0),
+    help="Cosignatures the log checkpoint needs before it is published (default: every --witness).",
+)
 @db_option
 def checkpoint(
     key_path: str,
@@ -119,17 +138,25 @@ def checkpoint(
     every: timedelta | None,
     count: int | None,
     max_skew: timedelta,
+    witness_specs: tuple[str, ...],
+    quorum: int | None,
     db_url: str,
 ) -> None:
-    """Verify every chain, sign the journal's state, and anchor the checkpoint.
+    """Verify every chain, sign the journal's state and its log, and anchor both checkpoints.
 
-    The checkpoint holds every saga's entry count and head hash under a Merkle root, signed with
-    Ed25519. It is refused (exit 1, a table of findings) if a chain is broken or the journal does
-    not extend the newest checkpoint already in the anchor: signing would launder the tampering.
-    Run it from cron, or as a sidecar with --every.
+    The saga checkpoint holds every saga's entry count and head hash under a Merkle root; the log
+    checkpoint (a C2SP tlog-checkpoint, origin ORIGIN/log) is the root of the append-only log of
+    every entry, which the witnesses cosign only if it extends what they cosigned before. Both
+    are signed with Ed25519. Refused (exit 1, with the findings) if a chain is broken, the journal
+    does not extend the newest checkpoints in the anchor, or fewer than --quorum witnesses
+    cosign: signing would launder the tampering. Run it from cron, or as a sidecar with --every.
     """
     if count is not None and every is None:
         raise click.UsageError("--count bounds the --every loop; give --every too")
+    witnesses = [_witness(spec) for spec in witness_specs]
+    needed = len(witnesses) if quorum is None else quorum
+    if needed > len(witnesses):
+        raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness")
     try:
         key = load_signing_key(key_path)
     except SagacityError as exc:
@@ -140,6 +167,7 @@ def checkpoint(
         try:
             while True:
                 _checkpoint_once(sg, key, origin, sink, max_skew)
+                _log_checkpoint_once(sg, key, origin, sink, witnesses, needed)
                 made += 1
                 if every is None or (count is not None and made >= count):
                     return
@@ -148,8 +176,62 @@ def checkpoint(
             console(stderr=True).print(f"stopped after {made} checkpoint(s)")
 
 
+def _witness(spec: str) -> Witness:
+    url, sep, pub = spec.rpartition("=")
+    if not sep or not url.startswith(("http://", "https://")):
+        raise click.UsageError(f"--witness {spec!r}: expected URL=PUB, e.g. http://witness:7380=w.pub")
+    try:
+        return Witness(url, load_verifier_key(pub))
+    except SagacityError as exc:
+        raise CommandError(f"--witness {spec!r}: {exc}") from exc
+
+
+def _log_checkpoint_once(
+    sg: Sagacity,
+    key: SigningKey,
+    origin: str,
+    sink: DirectorySink,
+    witnesses: list[Witness],
+    quorum: int,
+) -> LogCheckpoint:
+    try:
+        previous = sink.latest_log(key.verifier)
+        made = checkpoint_log(sg, key, origin, previous=previous)
+    except JournalIntegrityError as exc:
+        console(stderr=True).print(f"[red]{escape(str(exc))}[/]")
+        sys.exit(EXIT_FINDINGS)
+    except SagacityError as exc:
+        raise CommandError(str(exc)) from exc
+    refusals: list[str] = []
+    if witnesses:
+        try:
+            made, refusals = cosign_with_quorum(
+                made,
+                witnesses,
+                quorum,
+                previous.size if previous is not None else 0,
+                lambda old: log_consistency_proof(sg, old, made.size),
+            )
+        except WitnessRefused as exc:
+            console(stderr=True).print(f"[red]log checkpoint not published: {escape(str(exc))}[/]")
+            sys.exit(EXIT_FINDINGS)
+    for refusal in refusals:
+        console(stderr=True).print(f"[yellow]{escape(refusal)}[/]")
+    try:
+        where = sink.publish_log(made)
+    except SagacityError as exc:
+        raise CommandError(str(exc)) from exc
+    cosigned = len(witnesses) - len(refusals)
+    console().print(
+        f"{escape(where)}: log of {made.size} entries, root {made.root_base64}, "
+        f"cosigned by {cosigned} of {len(witnesses)} witness(es)",
+        soft_wrap=True,
+    )
+    return made
+
+
 def _checkpoint_once(
-    sg: Sagacity, key: SigningKey, origin: str, sink: Sink, max_skew: timedelta
+    sg: Sagacity, key: SigningKey, origin: str, sink: DirectorySink, max_skew: timedelta
 ) -> Checkpoint:
     try:
         previous = sink.latest(key.verifier)

@@ -6,6 +6,7 @@ import click
 
 from sagacity.cli._common import CommandError, console, db_option, open_sagacity
 from sagacity.stores import safe_url
+from sagacity.stores.base import Capability, capable
 
 
 @click.group()
@@ -30,13 +31,14 @@ def grant(db_url: str, role: str) -> None:
     Run it as the tables' owner; then run the application as ROLE. The role must exist.
     """
     with open_sagacity(db_url, init_schema=True) as sg:
-        grant_append_only = getattr(sg.store, "grant_append_only", None)
-        if grant_append_only is None:
+        granting = capable(sg.store, Capability.APPEND_ONLY_GRANT)
+        if granting is None:
             raise CommandError(
-                f"the privilege split needs PostgreSQL; {type(sg.store).__name__} enforces "
-                "append-only otherwise (SQLite: triggers refuse UPDATE and DELETE)"
+                f"the privilege split needs a database with roles (PostgreSQL, MariaDB/MySQL); "
+                f"{type(sg.store).__name__} enforces append-only otherwise (SQLite: triggers refuse "
+                "UPDATE and DELETE)"
             )
-        grant_append_only(role)
+        granting.grant_append_only(role)
         console().print(f"role {role!r}: SELECT, INSERT on the journal; no UPDATE, no DELETE")
 
 

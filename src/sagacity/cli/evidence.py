@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import IO, Any
 
 import click
@@ -19,14 +22,21 @@ from sagacity._wire import verification_json
 from sagacity.chain import Verification
 from sagacity.checkpoints import (
     CheckpointReport,
+    DirectorySink,
+    Finding,
+    FindingKind,
+    LogCheckpoint,
+    VerifierKey,
     load_verifier_key,
     read_checkpoint,
+    read_log_checkpoint,
     verify_against_checkpoint,
+    verify_log,
     write_bundle,
 )
 from sagacity.checkpoints._format import Checkpoint
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import parse_duration
+from sagacity.cli._options import Digits, parse_duration
 from sagacity.cli.checkpoint import findings_table, scan_progress
 from sagacity.errors import SagacityError, SagaNotFoundError
 
@@ -84,6 +94,27 @@ def _verify_all(
     metavar="DURATION",
     help="With --checkpoint: how far a saga missing from it may predate it before it counts as forged.",
 )
+@click.option(
+    "--since",
+    "since_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --checkpoint: an older log checkpoint you kept (signed by --key); the journal must "
+    "still fold to its root. Repeatable.",
+)
+@click.option(
+    "--witness-key",
+    "witness_key_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --checkpoint: a witness's cosigning public key; log checkpoints then need --quorum "
+    "valid cosignatures. Repeatable.",
+)
+@click.option(
+    "--quorum",
+    type=Digits(min=1),
+    help="With --witness-key: cosignatures each log checkpoint needs (default: every witness key).",
+)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per saga instead of a table.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only broken chains.")
 @db_option
@@ -93,6 +124,9 @@ def verify(
     checkpoint_path: str | None,
     key_path: str | None,
     max_skew: timedelta,
+    since_paths: tuple[str, ...],
+    witness_key_paths: tuple[str, ...],
+    quorum: int | None,
     as_json: bool,
     quiet: bool,
     db_url: str,
@@ -102,7 +136,10 @@ def verify(
     With --checkpoint and --key, also prove the journal extends a signed checkpoint: every saga
     it attests is still there, at least as long, with the attested head at the attested length,
     and no saga missing from it claims to predate it. Findings name the saga: BROKEN, SHORTENED,
-    MISSING, REWRITTEN, BACKDATED.
+    MISSING, REWRITTEN, BACKDATED. The log checkpoints in the anchor (and --since ones) are checked
+    too: the journal, in log order, must still fold to each one's root (LOG_MISMATCH otherwise),
+    no two may differ at one size (FORKED), and with --witness-key each needs its quorum of
+    cosignatures (UNWITNESSED).
 
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
@@ -112,10 +149,15 @@ def verify(
             raise click.UsageError("--checkpoint checks the whole journal; do not name sagas or --export")
         if key_path is None:
             raise click.UsageError("--checkpoint needs --key PUB, the signer's public key")
-        _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, as_json=as_json)
+        witness_keys = [_load_key(path) for path in witness_key_paths]
+        needed = len(witness_keys) if quorum is None else quorum
+        if needed > len(witness_keys):
+            raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
+        log_policy = LogPolicy(since_paths, witness_keys, needed)
+        _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, log_policy, as_json=as_json)
         return
-    if key_path is not None:
-        raise click.UsageError("--key goes with --checkpoint")
+    if key_path is not None or since_paths or witness_key_paths or quorum is not None:
+        raise click.UsageError("--key, --since, --witness-key and --quorum go with --checkpoint")
     if export_file is not None:
         if saga_ids:
             raise click.UsageError("--export verifies the file it is given; do not name sagas too")
@@ -142,14 +184,64 @@ def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _load_key(path: str) -> VerifierKey:
+    try:
+        return load_verifier_key(path)
+    except SagacityError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class LogPolicy:
+    """What the auditor brings for the log: checkpoints kept, witness keys, the quorum."""
+
+    since: tuple[str, ...]
+    witnesses: list[VerifierKey]
+    quorum: int
+
+
+def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) -> list[LogCheckpoint]:
+    """The anchor's log checkpoints (a directory's), then the ones the auditor kept."""
+    try:
+        found = DirectorySink(checkpoint_path).log_checkpoints(key) if Path(checkpoint_path).is_dir() else []
+        found += [read_log_checkpoint(path, key) for path in policy.since]
+    except SagacityError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+    return found
+
+
+def _unwitnessed(checkpoints: list[LogCheckpoint], policy: LogPolicy) -> list[Finding]:
+    found = []
+    for cp in checkpoints:
+        try:
+            cp.check_quorum(policy.witnesses, policy.quorum)
+        except SagacityError as exc:
+            found.append(Finding("", FindingKind.UNWITNESSED, -1, cp.size, cp.size, str(exc)))
+    return found
+
+
 def _verify_checkpoint(
-    db_url: str, checkpoint_path: str, key_path: str, max_skew: timedelta, *, as_json: bool
+    db_url: str,
+    checkpoint_path: str,
+    key_path: str,
+    max_skew: timedelta,
+    policy: LogPolicy,
+    *,
+    as_json: bool,
 ) -> None:
     checkpoint = _load_checkpoint(checkpoint_path, key_path)
+    logs = _log_checkpoints(checkpoint_path, _load_key(key_path), policy)
     with open_sagacity(db_url) as sg, scan_progress("verifying") as progress:
         report = verify_against_checkpoint(sg, checkpoint, max_skew=max_skew, progress=progress)
+        try:
+            log_findings = verify_log(sg, logs)
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+    if policy.witnesses:
+        log_findings += _unwitnessed(logs, policy)
+    report = dataclasses.replace(report, findings=report.findings + tuple(log_findings))
     if as_json:
-        click.echo(json.dumps(_report_json(checkpoint, report), ensure_ascii=False, indent=2))
+        click.echo(json.dumps(_report_json(checkpoint, report, logs), ensure_ascii=False, indent=2))
     else:
         out = console()
         out.print(
@@ -163,6 +255,14 @@ def _verify_checkpoint(
             f"now: {report.sagas} sagas, {report.entries} entries; {report.grown} grew and "
             f"{len(report.added)} were added since the checkpoint"
         )
+        if logs:
+            newest = max(logs, key=lambda cp: cp.size)
+            cosigners = ", ".join(sorted(newest.cosigners(policy.witnesses))) or "no known witness"
+            out.print(
+                f"log: {len(logs)} log checkpoint(s) checked against the journal, the largest of "
+                f"{newest.size} entries cosigned by {cosigners}",
+                markup=False,
+            )
         if report.ok:
             out.print("[green]the journal extends the checkpoint: every chain intact[/]")
         else:
@@ -171,8 +271,11 @@ def _verify_checkpoint(
         sys.exit(EXIT_FINDINGS)
 
 
-def _report_json(checkpoint: Checkpoint, report: CheckpointReport) -> dict[str, Any]:
+def _report_json(
+    checkpoint: Checkpoint, report: CheckpointReport, logs: list[LogCheckpoint]
+) -> dict[str, Any]:
     return {
+        "logCheckpoints": [{"origin": cp.origin, "size": cp.size, "root": cp.root_base64} for cp in logs],
         "checkpoint": {
             "origin": checkpoint.origin,
             "time": checkpoint.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),

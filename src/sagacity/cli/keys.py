@@ -23,14 +23,20 @@ def keys() -> None:
     help="Write DIR/NAME.key (private, mode 0600) and DIR/NAME.pub (public). Never overwrites.",
 )
 @click.option("--name", help="The key's name inside signatures (default: NAME).")
-def generate(stem: str, name: str | None) -> None:
-    """Generate a key pair for `sagacity checkpoint`.
+@click.option(
+    "--witness",
+    is_flag=True,
+    help="A cosigning witness's key (C2SP cosignature/v1, type 0x04) for `sagacity witness`.",
+)
+def generate(stem: str, name: str | None, witness: bool) -> None:
+    """Generate a key pair for `sagacity checkpoint` (or, with --witness, `sagacity witness`).
 
     Keep NAME.key where the database's operators cannot read it (the point of a checkpoint is that
-    they cannot forge one); hand NAME.pub to auditors, who pass it to `sagacity verify --key`.
+    they cannot forge one); hand NAME.pub to auditors, who pass it to `sagacity verify --key`
+    (a witness's to `--witness-key`).
     """
     try:
-        key_path, pub_path = write_key_pair(stem, name)
+        key_path, pub_path = write_key_pair(stem, name, witness=witness)
     except SagacityError as exc:
         raise CommandError(str(exc)) from exc
     out = console()

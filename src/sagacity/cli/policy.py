@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import tomllib
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -11,7 +12,7 @@ import click
 from sagacity.cli._common import CommandError, db_option, open_sagacity
 from sagacity.cli._options import echo_json, import_option, json_option
 from sagacity.errors import PolicyError, SagacityError
-from sagacity.guardrails import Guard, Verdict, acting_as, load_policy
+from sagacity.guardrails import Guard, Verdict, as_agent, load_policy
 from sagacity.guardrails._parse import GATEWAY_TABLES
 
 
@@ -82,9 +83,15 @@ def explain(
             spec = sg.registry.find(tool_name)
             gated = irreversible or (spec is not None and spec.irreversible)
             approvals = spec.approvals_required if spec is not None else 1
-            with acting_as(principal, agent=agent):
+            with as_agent(agent) if agent else nullcontext():
                 verdict = guard.judge(
-                    saga_id, tool_name, arguments, irreversible=gated, approvals=approvals, dry=True
+                    saga_id,
+                    tool_name,
+                    arguments,
+                    irreversible=gated,
+                    approvals=approvals,
+                    principal=principal,
+                    dry=True,
                 )
         except SagacityError as exc:
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc

@@ -10,7 +10,7 @@ verdict from an export.
 from __future__ import annotations
 
 from sagacity.errors import HaltedError, PolicyError
-from sagacity.guardrails._acting import acting_as, current_actor
+from sagacity.guardrails._acting import as_agent, current_agent
 from sagacity.guardrails._evaluate import decide
 from sagacity.guardrails._guard import POLICY_SAGA, Guard
 from sagacity.guardrails._meter import METER_PREFIX
@@ -39,8 +39,8 @@ __all__ = [
     "Setting",
     "SwitchState",
     "Verdict",
-    "acting_as",
-    "current_actor",
+    "as_agent",
+    "current_agent",
     "decide",
     "load_policy",
     "parse_policy",

@@ -1,8 +1,9 @@
-"""Who a call is made for: the principal and the agent, as the policy's rules see them.
+"""Which agent a call is made by, as the policy's rules (``agent``) and the kill switch see it.
 
-Until sagas carry their own principal (#21), the application says it around the saga's work:
-``with acting_as(principal="alice@example.com", agent="refund-bot"): ...``. It follows the
-saga's context like the saga itself (``contextvars``), and is journaled in each verdict.
+The principal a call is made for is the saga's own (``sagacity.acting_as``, ``Sagacity(principal=)``:
+the one its gates journal as their requester). The agent — which bot or workflow makes the calls —
+is said around the work: ``with as_agent("refund-bot"): ...``. It follows the saga's context like
+the saga itself (``contextvars``) and is journaled in each verdict.
 """
 
 from __future__ import annotations
@@ -13,25 +14,21 @@ from contextvars import ContextVar
 
 from sagacity._state import one_line
 
-__all__ = ["acting_as", "current_actor"]
+__all__ = ["as_agent", "current_agent"]
 
-_ACTOR: ContextVar[tuple[str | None, str | None]] = ContextVar("sagacity_actor", default=(None, None))
+_AGENT: ContextVar[str | None] = ContextVar("sagacity_agent", default=None)
 
 
 @contextmanager
-def acting_as(principal: str | None = None, *, agent: str | None = None) -> Iterator[None]:
-    """Calls inside are made for ``principal`` by ``agent`` (each one line of text)."""
-    if principal is not None:
-        one_line("principal", principal)
-    if agent is not None:
-        one_line("agent", agent)
-    token = _ACTOR.set((principal, agent))
+def as_agent(agent: str) -> Iterator[None]:
+    """Calls inside are made by ``agent`` (one line of text)."""
+    token = _AGENT.set(one_line("agent", agent))
     try:
         yield
     finally:
-        _ACTOR.reset(token)
+        _AGENT.reset(token)
 
 
-def current_actor() -> tuple[str | None, str | None]:
-    """(principal, agent) of the calls made here; (None, None) when nobody said."""
-    return _ACTOR.get()
+def current_agent() -> str | None:
+    """The agent making the calls here; None when nobody said."""
+    return _AGENT.get()

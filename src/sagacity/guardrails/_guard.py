@@ -28,7 +28,7 @@ from pathlib import Path
 from sagacity._journal import Journal
 from sagacity._state import COMPENSATES, SAGA_TOOL, SagaState, as_line, fold, payload_attribute
 from sagacity.errors import HaltedError, PolicyError, SagacityError
-from sagacity.guardrails._acting import current_actor
+from sagacity.guardrails._acting import current_agent
 from sagacity.guardrails._cel import ConditionError
 from sagacity.guardrails._evaluate import (
     CallFacts,
@@ -143,7 +143,7 @@ class Guard:
     # -- judging ------------------------------------------------------------------------------------
     def check_start(self, saga_id: str) -> None:
         """Refuse a saga starting while the switch halts or drains (everyone, or its agent)."""
-        _, agent = current_actor()
+        agent = current_agent()
         try:
             setting = self.switch.refusing_start(agent)
         except SagacityError as exc:
@@ -161,11 +161,12 @@ class Guard:
         *,
         irreversible: bool,
         approvals: int = 1,
+        principal: str | None = None,
         dry: bool = False,
     ) -> Verdict:
         """The verdict on a new call (budgets debited when it is allowed; ``dry``: only read the
-        meters, debit nothing — what ``sagacity policy explain`` shows)."""
-        refused, policy, facts = self._prelude(saga_id, tool, input)
+        meters, debit nothing — what ``sagacity policy explain`` shows). ``principal``: the saga's."""
+        refused, policy, facts = self._prelude(saga_id, tool, input, principal)
         if refused is not None:
             return refused
         assert policy is not None
@@ -196,9 +197,9 @@ class Guard:
             explicit=judgement.allowed_by is not None and decided.action is Action.ALLOW,
         )
 
-    def judge_resume(self, saga_id: str, tool: str, input: str) -> Verdict:
+    def judge_resume(self, saga_id: str, tool: str, input: str, principal: str | None = None) -> Verdict:
         """The verdict on an approved call about to run: the switch and the budgets, again."""
-        refused, policy, facts = self._prelude(saga_id, tool, input)
+        refused, policy, facts = self._prelude(saga_id, tool, input, principal)
         if refused is not None:
             return refused
         assert policy is not None
@@ -221,11 +222,11 @@ class Guard:
         return Verdict(finding, policy.sha256, tuple(judgement.shadow), debits, principal, agent)
 
     def _prelude(
-        self, saga_id: str, tool: str, input: str
+        self, saga_id: str, tool: str, input: str, principal: str | None
     ) -> tuple[Verdict | None, Policy | None, CallFacts]:
         """The call's facts, and a verdict already when the switch refuses it or the policy cannot
         be used (else the policy in force)."""
-        principal, agent = current_actor()
+        agent = current_agent()
         facts = CallFacts(tool, input, saga_id, principal, agent)
         refused = self._switched(tool, agent, principal)
         if refused is not None:

@@ -22,6 +22,7 @@ from sagacity.errors import ConfigurationError
 from sagacity.server._errors import install_error_handlers
 from sagacity.server._guard import Guard, declared_query
 from sagacity.server._routes import router
+from sagacity.server._workflow_routes import router as workflow_router
 from sagacity.server.auth import Authenticator, InsecureNoAuth, auth_from_environment
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_STORE_TIMEOUT", "create_app"]
@@ -94,6 +95,7 @@ def create_app(
     app.state.sagacity = sagacity
     app.state.authenticator = authenticator
     app.include_router(router, prefix=prefix)
+    app.include_router(workflow_router, prefix=prefix)
     install_error_handlers(app)
     plain = [Depends(declared_query)]
 

@@ -17,17 +17,25 @@ statement and one commit; the others wait. The rules, and what breaks without ea
 - While any request is queued a leader is active, so no request is ever stranded.
 - A batch is at most ``max_batch`` rows, so one statement stays within the drivers' parameter
   limits; the rest wait for the next leader.
+
+:class:`RowWriter` is the writing half, one for every SQL store: it turns a batch into statements
+on the store's one writer connection, in the store's dialect.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sagacity import _telemetry
-from sagacity.errors import StoreError
+from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
+
+if TYPE_CHECKING:
+    from sagacity.stores._sql import Cursor, Dialect
+
+C = TypeVar("C", bound="Cursor")
 
 #: Rows per statement: 256 x 8 parameters stays far below SQLite's 32,766 and PostgreSQL's 65,535.
 MAX_BATCH = 256
@@ -61,6 +69,41 @@ class Pending:
 
 class GroupCommit:
     """The leader/follower queue; ``write`` stores a batch and sets each request's outcome."""
+
+    @classmethod
+    def over(
+        cls,
+        rows: RowWriter,
+        take: Callable[[], C],
+        give: Callable[[C, bool], None],
+        max_batch: int = MAX_BATCH,
+    ) -> GroupCommit:
+        """The group commit of a SQL store: ``rows`` writes on the store's one writer connection.
+
+        ``take()`` lends its cursor (connecting first if needed; raising if the store is closed);
+        ``give(cursor, lost)`` takes it back after each write, dropping the connection if ``lost``.
+        """
+
+        def write_one(params: tuple[Any, ...]) -> bool:
+            cur = take()
+            lost = False
+            try:
+                return rows.one(cur, params)
+            except StoreUnavailableError:
+                lost = True
+                raise
+            finally:
+                give(cur, lost)
+
+        def write(batch: list[Pending]) -> None:
+            cur = take()
+            lost = True
+            try:
+                lost = rows.batch(cur, batch) is not None
+            finally:
+                give(cur, lost)
+
+        return cls(write, max_batch, write_one=write_one)
 
     def __init__(
         self,
@@ -193,3 +236,111 @@ def first_of_each_key(batch: list[Pending]) -> list[Pending]:
             seen.add(key)
             unique.append(request)
     return unique
+
+
+class RowWriter:
+    """Writes the group commit's rows on one connection and sets each request's outcome.
+
+    - A row alone is one autocommit INSERT: its own durable transaction, one round trip.
+    - A batch is one multi-row INSERT in autocommit: one transaction, one fsync or WAL flush.
+      ``optimistic``: first as a plain INSERT, which is a single step where no key is taken (the
+      common case; SQLite's ``sqlite3_step`` count mattered, BENCHMARKS.md); only if it fails on
+      a taken key (writing nothing) again skipping taken keys and returning those written. Not
+      optimistic (PostgreSQL, where the round trip is the cost): skipping from the start. A
+      dialect that cannot skip taken keys (MariaDB/MySQL) writes each row alone after a failure.
+    - A statement that meets a failed connection (``StoreUnavailableError``) may or may not have
+      committed: every caller of the batch gets that error and resolves its own row by reading it
+      back (``Journal._confirm``); the store drops the connection. Any other error fails the
+      statement whole, and each row is then written alone, so a row the database refuses fails
+      alone.
+    """
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        translate: Callable[[BaseException], StoreError],
+        *,
+        render: Callable[[str], str] | None = None,
+        optimistic: bool = True,
+    ) -> None:
+        """``translate``: the store's one translation of driver errors. ``render``: statements'
+        ``?`` placeholders as the writer's cursor takes them (default: the dialect's)."""
+        self._dialect = dialect
+        self._errors = dialect.errors
+        self._translate = translate
+        self._render = render or dialect.sql
+        self._one = self._render(dialect.insert_entry())
+        self._optimistic = optimistic or not dialect.on_conflict
+        self._statements: dict[tuple[int, bool], str] = {}
+
+    def _rows(self, count: int, skip_taken: bool) -> str:
+        found = self._statements.get((count, skip_taken))
+        if found is None:
+            found = self._statements[(count, skip_taken)] = self._render(
+                self._dialect.insert_rows(count, skip_taken=skip_taken)
+            )
+        return found
+
+    def one(self, cur: Cursor, params: Sequence[Any]) -> bool:
+        """Write one row; False if its key was taken. Raises the store's error."""
+        try:
+            cur.execute(self._one, params)
+        except self._errors as exc:
+            if self._dialect.taken(exc):
+                return False
+            raise self._translate(exc) from exc
+        return cur.rowcount == 1
+
+    def batch(self, cur: Cursor, batch: list[Pending]) -> StoreError | None:
+        """Write the batch, setting every request's outcome; the error if the connection failed."""
+        rows = batch if len(batch) == 1 else first_of_each_key(batch)
+        if len(rows) == 1:
+            return self._alone(cur, rows[0])
+        params = [value for request in rows for value in request.params]
+        dialect = self._dialect
+        try:
+            if self._optimistic:
+                try:
+                    cur.execute(self._rows(len(rows), False), params)
+                except self._errors as exc:
+                    if not dialect.taken(exc):
+                        raise
+                else:
+                    for request in rows:
+                        request.inserted = True
+                    return None
+                # A key was taken; the statement was rolled back whole.
+                if not dialect.on_conflict:
+                    return self._each(cur, rows)
+            cur.execute(self._rows(len(rows), True), params)
+            # fetchall() runs the statement to its end: its implicit transaction has committed.
+            landed = {(saga_id, int(seq)) for saga_id, seq in cur.fetchall()}
+        except self._errors as exc:
+            error = self._translate(exc)
+            error.__cause__ = exc
+            if isinstance(error, StoreUnavailableError):
+                for request in rows:
+                    request.error = copy_error(error)
+                return error
+            return self._each(cur, rows)
+        for request in rows:
+            request.inserted = request.key in landed
+        return None
+
+    def _alone(self, cur: Cursor, request: Pending) -> StoreError | None:
+        try:
+            request.inserted = self.one(cur, request.params)
+        except StoreError as exc:
+            request.error = exc
+            return exc if isinstance(exc, StoreUnavailableError) else None
+        return None
+
+    def _each(self, cur: Cursor, rows: list[Pending]) -> StoreError | None:
+        """Each row alone; after a failed connection the rest get its error unwritten."""
+        for n, request in enumerate(rows):
+            lost = self._alone(cur, request)
+            if lost is not None:
+                for rest in rows[n + 1 :]:
+                    rest.error = copy_error(lost)
+                return lost
+        return None

@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
 
+from sagacity.errors import StoreError
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX: leases hold within one process only
@@ -76,7 +78,14 @@ class FileLeases:
     def __init__(self, path: str) -> None:
         self.path = path
         self._local = LocalLeases()
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600) if fcntl is not None else -1
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600) if fcntl is not None else -1
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the lease file {path} beside the SQLite journal ({exc.strerror}): "
+                "compensating a saga and recover() lock a byte in it, so it must exist writable "
+                "for this process, or its folder must be writable so that it can be created"
+            ) from exc
 
     @classmethod
     def for_database(cls, database: str) -> FileLeases:

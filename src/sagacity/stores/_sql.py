@@ -1,23 +1,27 @@
-"""Code shared by the SQL stores: statements, row mapping, approval requests.
+"""Code shared by the SQL stores: statements, row mapping, approval requests, the saga index.
 
-Dialects differ only in a few hooks: the placeholder, how a timestamp is written and read, how a
-cursor (plain or inside a transaction) is obtained, and how driver errors are translated. Every
-statement is written once, with ``?`` placeholders.
+Every statement is written once, with ``?`` placeholders. What databases spell differently (the
+placeholder, skipping a taken key, upserts, which driver errors mean what) is asked of the
+store's :class:`Dialect`, never decided by a store's name. What a store does differently
+(connections, transactions, timestamps' stored form, how the saga index notices changes) are the
+few abstract hooks of :class:`SQLStore`.
 """
 
 from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from sagacity._index import Folder, IndexRow, Watch
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
+from sagacity.stores.base import Capability
 
 JOURNAL = "side_effect_journal"
 APPROVALS = "sagacity_approval_request"
@@ -41,6 +45,7 @@ _WATCHED = {
 }
 ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
 ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
+_ENTRY_ROW = "(" + ", ".join(["?"] * ENTRY_WIDTH) + ")"
 
 
 class _LostRace(Exception):
@@ -48,14 +53,89 @@ class _LostRace(Exception):
 
 
 class Cursor(Protocol):
-    """The DB-API cursor subset both drivers share."""
+    """The DB-API cursor subset the drivers share."""
 
     @property
     def rowcount(self) -> int: ...
 
     def execute(self, sql: Any, params: Sequence[Any] = ..., /) -> Any: ...
     def fetchone(self) -> Any: ...
-    def fetchall(self) -> list[Any]: ...
+    def fetchall(self) -> Sequence[Any]: ...
+
+
+def _never(exc: BaseException) -> bool:
+    return False
+
+
+@dataclass(frozen=True, eq=False)
+class Dialect:
+    """How one database spells what the shared statements need, and what its driver's errors mean."""
+
+    #: The database as messages name it ("SQLite", "PostgreSQL", "MariaDB/MySQL").
+    label: str
+    #: The driver's base error classes: only these are classified (anything else is a bug).
+    errors: tuple[type[Exception], ...]
+    #: Whether this driver error is the connection or server failing: the outcome of what ran may
+    #: be unknown and a retry on a fresh connection may succeed (``StoreUnavailableError``).
+    unavailable: Callable[[BaseException], bool]
+    #: Whether this driver error is a primary key already taken (the statement wrote nothing).
+    taken: Callable[[BaseException], bool] = _never
+    #: The driver's parameter marker.
+    placeholder: str = "?"
+    #: ``INSERT ... ON CONFLICT (key) DO NOTHING [RETURNING]`` (SQLite, PostgreSQL). Without it
+    #: (MariaDB, MySQL) an insert meeting a taken key fails with the error ``taken`` names, and
+    #: upserts are ``ON DUPLICATE KEY UPDATE``.
+    on_conflict: bool = True
+
+    def sql(self, statement: str) -> str:
+        """A statement written with ``?`` in this driver's parameter marker."""
+        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+
+    @functools.cache  # noqa: B019 - dialects are a few module constants, never freed
+    def insert_rows(self, rows: int, *, skip_taken: bool = False) -> str:
+        """A multi-row INSERT of ``rows`` journal rows, with ``?`` placeholders.
+
+        Plain, it fails whole (writing nothing) if any key is taken. With ``skip_taken`` (only
+        where ``on_conflict``) it skips the taken keys instead and returns the keys it wrote.
+        """
+        sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([_ENTRY_ROW] * rows)}"
+        if skip_taken:
+            if not self.on_conflict:
+                raise StoreError(f"{self.label}: an insert cannot skip taken keys")
+            sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"
+        return sql
+
+    def insert_entry(self) -> str:
+        """The one-row append, ``?`` placeholders. Where the database can, it skips a taken key
+        (``rowcount`` 0: no aborted transaction, no error in the server's log, one round trip);
+        elsewhere it fails with the error ``taken`` recognises."""
+        sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {_ENTRY_ROW}"
+        return sql + " ON CONFLICT (saga_id, seq) DO NOTHING" if self.on_conflict else sql
+
+    def upsert(
+        self, table: str, keys: Sequence[str], columns: Sequence[str], *, add: Sequence[str] = ()
+    ) -> str:
+        """Insert a row of ``keys`` + ``columns``, or on a taken key set ``columns`` to the new
+        values (those in ``add``: the old value plus the new)."""
+        names = [*keys, *columns]
+        sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
+        if self.on_conflict:
+            sets = (
+                f"{c} = {table}.{c} + excluded.{c}" if c in add else f"{c} = excluded.{c}" for c in columns
+            )
+            return sql + f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(sets)
+        # VALUES(c) is the row that was to be inserted (MariaDB's only spelling; MySQL 8 still
+        # takes it).
+        sets = (f"{c} = {c} + VALUES({c})" if c in add else f"{c} = VALUES({c})" for c in columns)
+        return sql + "ON DUPLICATE KEY UPDATE " + ", ".join(sets)
+
+    def translate(self, exc: BaseException, where: str | None = None) -> StoreError:
+        """The ``sagacity.errors`` form of a driver error; ``where`` names the database (no
+        password) in the message of an unavailable one."""
+        if self.unavailable(exc):
+            at = "" if where is None else f" at {where}"
+            return StoreUnavailableError(f"{self.label}{at}: {exc}")
+        return StoreError(f"{self.label}: {exc}")
 
 
 def load_ddl(dialect: str) -> str:
@@ -81,20 +161,6 @@ def split_statements(ddl: str) -> list[str]:
     return statements
 
 
-@functools.cache
-def insert_sql(rows: int, *, returning: bool) -> str:
-    """A multi-row INSERT of ``rows`` journal rows, with ``?`` placeholders.
-
-    Plain, it fails whole (writing nothing) if any key is taken. With ``returning`` it skips the
-    taken keys and names the rows it wrote.
-    """
-    row = "(" + ", ".join(["?"] * ENTRY_WIDTH) + ")"
-    sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([row] * rows)}"
-    if returning:
-        sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"
-    return sql
-
-
 def numbered(sql: str) -> str:
     """``?`` placeholders as PostgreSQL's own ``$1, $2, ...``, which a raw cursor sends as they are."""
     first, *rest = sql.split("?")
@@ -102,10 +168,11 @@ def numbered(sql: str) -> str:
 
 
 class SQLStore(ABC):
-    """A store over a DB-API driver; subclasses supply connections and the dialect hooks."""
+    """A store over a DB-API driver; subclasses supply connections, their dialect and the hooks."""
 
     url: str
-    placeholder = "?"
+    dialect: ClassVar[Dialect]
+    capabilities: frozenset[Capability] = frozenset({Capability.TRACE_CONTEXT, Capability.SAGA_INDEX})
 
     # -- dialect hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -124,7 +191,7 @@ class SQLStore(ABC):
         """A stored timestamp as a naive UTC datetime."""
 
     def _sql(self, statement: str) -> str:
-        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
+        return self.dialect.sql(statement)
 
     # -- journal -------------------------------------------------------------------------------
     def _entry(self, row: Sequence[Any]) -> Entry:
@@ -144,27 +211,33 @@ class SQLStore(ABC):
             entry.hash,
         )
 
-    INSERT_ENTRY = (
-        f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
-        "ON CONFLICT (saga_id, seq) DO NOTHING"
-    )
-
     def insert_entry(self, entry: Entry) -> bool:
-        # ON CONFLICT DO NOTHING turns a lost race into rowcount 0 instead of an error: no
-        # aborted transaction, no error in the server log, and still one round trip.
         with self._cursor() as cur:
-            cur.execute(self._sql(self.INSERT_ENTRY), self._entry_params(entry))
-            return cur.rowcount == 1
+            return self._insert(cur, self._sql(self.dialect.insert_entry()), self._entry_params(entry))
+
+    def _insert(self, cur: Cursor, statement: str, params: Sequence[Any]) -> bool:
+        """Run an INSERT; False if it met a taken key and wrote nothing."""
+        try:
+            cur.execute(statement, params)
+        except self.dialect.errors as exc:
+            if self.dialect.taken(exc):
+                return False
+            raise
+        return cur.rowcount >= 1
 
     def insert_entries(self, entries: Sequence[Entry]) -> bool:
         if len(entries) == 1:
             return self.insert_entry(entries[0])
+        params = [value for entry in entries for value in self._entry_params(entry)]
+        if not self.dialect.on_conflict:
+            # One autocommit statement is atomic: a taken key fails it whole, writing nothing.
+            with self._cursor() as cur:
+                return self._insert(cur, self._sql(self.dialect.insert_rows(len(entries))), params)
         # One transaction: ON CONFLICT DO NOTHING RETURNING names the rows that went in; fewer
         # than all means another writer holds one of the seqs, and the rollback undoes the rest.
-        params = [value for entry in entries for value in self._entry_params(entry)]
         try:
             with self._cursor(transaction=True) as cur:
-                cur.execute(self._sql(insert_sql(len(entries), returning=True)), params)
+                cur.execute(self._sql(self.dialect.insert_rows(len(entries), skip_taken=True)), params)
                 if len(cur.fetchall()) != len(entries):
                     raise _LostRace
         except _LostRace:
@@ -204,8 +277,9 @@ class SQLStore(ABC):
 
     def saga_ids(self) -> list[str]:
         with self._cursor() as cur:
-            cur.execute(f"SELECT DISTINCT saga_id FROM {JOURNAL} ORDER BY saga_id")
-            return [row[0] for row in cur.fetchall()]
+            cur.execute(f"SELECT DISTINCT saga_id FROM {JOURNAL}")
+            # Sorted here, by code point: a database's collation may order text otherwise.
+            return sorted(row[0] for row in cur.fetchall())
 
     # -- approval requests (working state) ------------------------------------------------------
     def put_approval_request(self, request: ApprovalRequest) -> None:
@@ -213,11 +287,11 @@ class SQLStore(ABC):
         with self._cursor(transaction=True) as cur:
             cur.execute(
                 self._sql(
-                    f"INSERT INTO {APPROVALS} "
-                    "(saga_id, journal_seq, tool_name, input, input_hash, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (saga_id, journal_seq) DO UPDATE SET "
-                    "tool_name = excluded.tool_name, input = excluded.input, "
-                    "input_hash = excluded.input_hash, created_at = excluded.created_at"
+                    self.dialect.upsert(
+                        APPROVALS,
+                        ("saga_id", "journal_seq"),
+                        ("tool_name", "input", "input_hash", "created_at"),
+                    )
                 ),
                 (
                     *key,
@@ -284,14 +358,12 @@ class SQLStore(ABC):
         self, saga_id: str, journal_seq: int, traceparent: str, tracestate: str = ""
     ) -> None:
         """Keep the W3C trace context of the span that opened the gate at (saga_id, journal_seq),
-        and drop every kept context whose request is gone (resumed, rejected, voided, expired)."""
+        and drop every kept context whose request is gone (resumed, rejected, voided, expired):
+        ``Capability.TRACE_CONTEXT``."""
         with self._cursor(transaction=True) as cur:
             cur.execute(
                 self._sql(
-                    f"INSERT INTO {TRACE} (saga_id, journal_seq, traceparent, tracestate) "
-                    "VALUES (?, ?, ?, ?) "
-                    "ON CONFLICT (saga_id, journal_seq) DO UPDATE SET "
-                    "traceparent = excluded.traceparent, tracestate = excluded.tracestate"
+                    self.dialect.upsert(TRACE, ("saga_id", "journal_seq"), ("traceparent", "tracestate"))
                 ),
                 (saga_id, journal_seq, traceparent, tracestate),
             )
@@ -404,10 +476,7 @@ class SQLStore(ABC):
         for status, change in sorted(moved.items()):
             if change:
                 cur.execute(
-                    self._sql(
-                        f"INSERT INTO {INDEX_COUNTS} (status, sagas) VALUES (?, ?) ON CONFLICT (status) "
-                        f"DO UPDATE SET sagas = {INDEX_COUNTS}.sagas + excluded.sagas"
-                    ),
+                    self._sql(self.dialect.upsert(INDEX_COUNTS, ("status",), ("sagas",), add=("sagas",))),
                     (status, change),
                 )
         cur.execute(self._sql(f"DELETE FROM {INDEX} WHERE saga_id IN ({marks})"), tuple(saga_ids))

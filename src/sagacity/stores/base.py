@@ -1,19 +1,58 @@
-"""The contract every journal store fulfils.
+"""The contract every journal store fulfils: required primitives, and optional capabilities it declares.
 
 A store only persists: hashing, seq assignment and retries live in the core (``chain``,
 ``_journal``), so every backend writes the same bytes. The contract is a Protocol, so a user's own
 store needs no base class and a type checker still verifies it.
+
+Beyond :class:`Store`'s required methods a store may offer a few optional ones. It says which in
+its ``capabilities`` (a set of :class:`Capability`), and the core reads that set once, when it is
+given the store; it never guesses from the methods an object happens to have. Each capability has
+a small Protocol of its own naming the methods it promises, and ``sagacity.testing``'s contract
+suite checks that a store declaring one has them and that they behave.
+
+==========================  =====================================  ==========================
+capability                  promises                                used by
+==========================  =====================================  ==========================
+``STAMPED_INSERT``          :class:`StampedInsert`                  every append, when present
+``TRACE_CONTEXT``           :class:`TraceContextStore`              OpenTelemetry gate links
+``APPEND_ONLY_GRANT``       :class:`AppendOnlyGrant`                ``sagacity db grant``
+``SAGA_INDEX``              the SQL stores' own saga index          operator reads (else a scan)
+==========================  =====================================  ==========================
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Protocol, runtime_checkable
+from enum import StrEnum
+from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 from sagacity.model import ApprovalRequest, Entry
 
-__all__ = ["Store"]
+__all__ = [
+    "AppendOnlyGrant",
+    "Capability",
+    "StampedInsert",
+    "Store",
+    "TraceContextStore",
+    "capable",
+]
+
+
+class Capability(StrEnum):
+    """An optional part of the contract a store declares in its ``capabilities``."""
+
+    #: ``insert_entry_at(entry, stamp)``: an append also hands over its hashed ``ts`` text, which a
+    #: store keeping timestamps as text turns into its own form more cheaply than the datetime.
+    STAMPED_INSERT = "stamped-insert"
+    #: ``put_trace_context`` / ``get_trace_context``: a gate's W3C trace context, kept beside its
+    #: approval request so an approval in another process links to the trace that gated.
+    TRACE_CONTEXT = "trace-context"
+    #: ``grant_append_only(role)``: the privilege split of SPEC §2 for a database with roles.
+    APPEND_ONLY_GRANT = "append-only-grant"
+    #: The saga index kept in the store itself (``sagacity._index.IndexedStore``, internal to the
+    #: SQL stores for now); a store without it is folded whole on each operator read.
+    SAGA_INDEX = "saga-index"
 
 
 @runtime_checkable
@@ -21,6 +60,8 @@ class Store(Protocol):
     """Primitives the core needs; each call is one short transaction."""
 
     url: str
+    #: What this store offers beyond the required methods (``frozenset()`` for none).
+    capabilities: frozenset[Capability]
 
     def init_schema(self) -> None:
         """Create the tables if missing; idempotent and safe when processes race on it."""
@@ -60,7 +101,7 @@ class Store(Protocol):
         ...
 
     def saga_ids(self) -> list[str]:
-        """Every saga id with at least one entry, sorted."""
+        """Every saga id with at least one entry, sorted by code point (UTF-8 byte order)."""
         ...
 
     def put_approval_request(self, request: ApprovalRequest) -> None:
@@ -80,3 +121,54 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections. Idempotent."""
+
+
+@runtime_checkable
+class StampedInsert(Protocol):
+    """``Capability.STAMPED_INSERT``."""
+
+    def insert_entry_at(self, entry: Entry, stamp: str) -> bool:
+        """``insert_entry`` for an entry the journal stamped ``stamp`` (its hashed ``ts``,
+        "<epoch seconds>.<6 digits>"), which is the entry's timestamp as text."""
+        ...
+
+
+@runtime_checkable
+class TraceContextStore(Protocol):
+    """``Capability.TRACE_CONTEXT``: working state of the OpenTelemetry integration."""
+
+    def put_trace_context(
+        self, saga_id: str, journal_seq: int, traceparent: str, tracestate: str = ""
+    ) -> None:
+        """Keep the trace context of the span that opened the gate at (saga_id, journal_seq), and
+        drop every kept context whose approval request is gone."""
+
+    def get_trace_context(self, saga_id: str, journal_seq: int) -> tuple[str, str] | None:
+        """The kept (traceparent, tracestate) of that gate, if any."""
+        ...
+
+
+@runtime_checkable
+class AppendOnlyGrant(Protocol):
+    """``Capability.APPEND_ONLY_GRANT``."""
+
+    def grant_append_only(self, role: str) -> None:
+        """Let ``role`` read and append to the journal, never update or delete it; full use of
+        the working-state tables. Run as the tables' owner."""
+
+
+@overload
+def capable(store: Store, capability: Literal[Capability.STAMPED_INSERT]) -> StampedInsert | None: ...
+@overload
+def capable(store: Store, capability: Literal[Capability.TRACE_CONTEXT]) -> TraceContextStore | None: ...
+@overload
+def capable(store: Store, capability: Literal[Capability.APPEND_ONLY_GRANT]) -> AppendOnlyGrant | None: ...
+@overload
+def capable(store: Store, capability: Capability) -> Any: ...
+def capable(store: Store, capability: Capability) -> Any:
+    """The store itself, typed as the capability's Protocol, if it declares ``capability``; else None.
+
+    What a store declares is what it gets used for: a method it has but does not declare is
+    never called, and one it declares but lacks fails the contract suite (``sagacity.testing``).
+    """
+    return store if capability in store.capabilities else None

@@ -13,12 +13,15 @@ from contextlib import contextmanager
 from sagacity.errors import StoreError
 from sagacity.model import ApprovalRequest, Entry
 from sagacity.stores._lease import LocalLeases
+from sagacity.stores.base import Capability
 
 __all__ = ["MemoryStore"]
 
 
 class MemoryStore:
     """A journal held in dicts; one lock makes every operation atomic."""
+
+    capabilities = frozenset({Capability.TRACE_CONTEXT})
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
@@ -102,7 +105,7 @@ class MemoryStore:
     def put_trace_context(
         self, saga_id: str, journal_seq: int, traceparent: str, tracestate: str = ""
     ) -> None:
-        """As ``SQLStore.put_trace_context``: keep it, drop those whose request is gone."""
+        """Keep it, and drop those whose request is gone (``TraceContextStore``)."""
         with self._lock:
             self._traces[(saga_id, journal_seq)] = (traceparent, tracestate)
             self._traces = {key: value for key, value in self._traces.items() if key in self._requests}

@@ -35,7 +35,6 @@ Choices, and what breaks without each:
 
 from __future__ import annotations
 
-import functools
 import logging
 import threading
 import time
@@ -53,7 +52,7 @@ from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableErro
 from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
+from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import LocalLeases, lease_key
 from sagacity.stores._sql import (
     APPROVALS,
@@ -64,11 +63,12 @@ from sagacity.stores._sql import (
     JOURNAL,
     TRACE,
     Cursor,
+    Dialect,
     SQLStore,
-    insert_sql,
     load_ddl,
     numbered,
 )
+from sagacity.stores.base import Capability
 
 __all__ = ["PostgresStore", "safe_url"]
 
@@ -78,8 +78,14 @@ _SCHEMA_LOCK_KEY = 0x5A6AC17
 # With the key above, the two-key advisory lock that serialises catch-ups of the saga index.
 _INDEX_LOCK_KEY = 1
 
-
-_INSERT_ONE_RAW = numbered(SQLStore.INSERT_ENTRY)
+POSTGRES = Dialect(
+    "PostgreSQL",
+    (psycopg.Error, PoolTimeout),
+    # A dead or unreachable server, or no pooled connection in time.
+    unavailable=lambda exc: isinstance(exc, psycopg.OperationalError | PoolTimeout),
+    taken=lambda exc: isinstance(exc, psycopg.errors.UniqueViolation),
+    placeholder="%s",
+)
 
 
 def _conninfo_keys(url: str) -> set[str]:
@@ -90,15 +96,11 @@ def _conninfo_keys(url: str) -> set[str]:
         return set()
 
 
-@functools.cache
-def _insert_batch_raw(rows: int) -> str:
-    return numbered(insert_sql(rows, returning=True))
-
-
 class PostgresStore(SQLStore):
     """A journal in PostgreSQL (``postgresql://user@host/db``)."""
 
-    placeholder = "%s"
+    dialect = POSTGRES
+    capabilities = SQLStore.capabilities | {Capability.APPEND_ONLY_GRANT}
 
     def __init__(
         self,
@@ -127,7 +129,9 @@ class PostgresStore(SQLStore):
             else {"connect_timeout": max(2, round(connect_timeout))}
         )
         self._group_commit = group_commit
-        self._group = GroupCommit(self._write_batch, write_one=self._write_one)
+        # Skipping taken keys from the start: here the round trip, not the statement, is the cost.
+        rows = RowWriter(POSTGRES, self._translate, render=numbered, optimistic=False)
+        self._group = GroupCommit.over(rows, self._writer_cursor_of, self._give_writer)
         # Only the group commit's leader of the moment touches it; the lock guards open/close.
         self._writer: psycopg.Connection[Any] | None = None
         # The writer's one cursor, reused by every batch: ``conn.execute`` builds a new cursor
@@ -175,7 +179,7 @@ class PostgresStore(SQLStore):
         except (PoolTimeout, psycopg.Error) as exc:
             raise self._translate(exc) from exc
 
-    def _translate(self, exc: Exception) -> StoreError:
+    def _translate(self, exc: BaseException) -> StoreError:
         if self._closed or isinstance(exc, PoolClosed):
             # Not StoreUnavailableError: retrying cannot help, and the journal would back off
             # for seconds before giving up.
@@ -184,12 +188,11 @@ class PostgresStore(SQLStore):
             return StoreUnavailableError(
                 f"PostgreSQL at {safe_url(self.url)}: no connection ({exc}; is the server up and reachable?)"
             )
-        if isinstance(exc, psycopg.OperationalError):
+        if POSTGRES.unavailable(exc):
             # The pool drops the connection that failed; have it test the idle ones too, so the
             # retry does not pick another connection the same server restart killed.
             self._pool.check()
-            return StoreUnavailableError(f"PostgreSQL at {safe_url(self.url)}: {exc}")
-        return StoreError(f"PostgreSQL: {exc}")
+        return POSTGRES.translate(exc, safe_url(self.url))
 
     # -- the saga index: caught up from the notes the journal's triggers leave -----------------
     def _index_stale(self) -> bool:
@@ -266,7 +269,7 @@ class PostgresStore(SQLStore):
                 raise self._translate(exc) from exc
         return bool(row and row[0])
 
-    _INSERT_ENTRY_PG = SQLStore.INSERT_ENTRY.replace("?", "%s")
+    _INSERT_ENTRY_PG = POSTGRES.sql(POSTGRES.insert_entry())
 
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
@@ -315,55 +318,10 @@ class PostgresStore(SQLStore):
                 self._writer_cursor = None
         conn.close()
 
-    def _write_one(self, params: tuple[Any, ...]) -> bool:
-        """The lone writer's row: one autocommit INSERT on the writer connection.
-
-        A dead connection is dropped (the next write reconnects) and its error, like any other,
-        goes to the caller; ``Journal._confirm`` resolves an outcome left unknown.
-        """
-        cur = self._writer_cursor_of()
-        try:
-            cur.execute(_INSERT_ONE_RAW, params)
-        except psycopg.Error as exc:
-            conn = cur.connection
-            if isinstance(exc, psycopg.OperationalError) or conn.broken:
-                self._drop_writer(conn)
-            raise self._translate(exc) from exc
-        return cur.rowcount == 1
-
-    def _write_batch(self, batch: list[Pending]) -> None:
-        """Write a batch in one autocommit statement: one round trip, one WAL flush.
-
-        A statement that fails on a dead connection may or may not have committed: every caller
-        gets ``StoreUnavailableError`` and ``Journal._confirm`` resolves its row by reading back.
-        Any other error fails the statement whole, and each row is then written alone, so a row
-        the server refuses fails alone.
-        """
-        cur = self._writer_cursor_of()
-        rows = batch if len(batch) == 1 else first_of_each_key(batch)
-        try:
-            if len(rows) == 1:
-                cur.execute(_INSERT_ONE_RAW, rows[0].params)
-                rows[0].inserted = cur.rowcount == 1
-                return
-            params = [value for request in rows for value in request.params]
-            landed = set(cur.execute(_insert_batch_raw(len(rows)), params).fetchall())
-        except psycopg.Error as exc:
-            error = self._translate(exc)
-            error.__cause__ = exc
-            conn = cur.connection
-            if isinstance(exc, psycopg.OperationalError) or conn.broken:
-                self._drop_writer(conn)
-                for request in rows:
-                    request.error = error if len(rows) == 1 else copy_error(error)
-            elif len(rows) == 1:
-                rows[0].error = error
-            else:
-                for request in rows:
-                    self._write_batch([request])
-            return
-        for request in rows:
-            request.inserted = request.key in landed
+    def _give_writer(self, cur: psycopg.RawCursor[Any], lost: bool) -> None:
+        """After a write: a connection that failed is dropped, and the next write reconnects."""
+        if lost or cur.connection.broken:
+            self._drop_writer(cur.connection)
 
     def _ts_out(self, moment: datetime) -> datetime:
         return moment

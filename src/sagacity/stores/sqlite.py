@@ -21,10 +21,16 @@ Choices, and what breaks without each:
 - Triggers refuse UPDATE and DELETE on the journal (see ``sql/sqlite.sql``).
 - Saga leases are POSIX record locks on a file beside the database (``<db>-sagacity-lease``,
   see ``stores/_lease.py``): the kernel drops them when their process dies.
+- A database this process cannot write (an auditor's copy: file 444, folder 555) is opened
+  read-only: ``mode=ro`` when a ``-wal`` sits beside it (its commits are read through the
+  ``-shm``), else ``immutable=1`` (no ``-wal``: no connection is writing it, and a read-only
+  WAL database in a read-only folder cannot be opened any other way). Verify and export read
+  it; anything that writes gets a ``StoreError`` saying the database is read-only here.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -33,20 +39,21 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
+from sagacity.errors import ConfigurationError, StoreError
 from sagacity.model import Entry
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, Pending, copy_error, first_of_each_key
+from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import FileLeases
 from sagacity.stores._sql import (
     INDEX_MARK,
     JOURNAL,
     Cursor,
+    Dialect,
     SQLStore,
-    insert_sql,
     load_ddl,
     split_statements,
 )
+from sagacity.stores.base import Capability
 
 #: The name of the saga index's mark: the highest journal rowid folded.
 _ROWID_MARK = "journal_rowid"
@@ -72,17 +79,63 @@ def path_from_url(url: str) -> str:
     return path
 
 
-def _translate(exc: sqlite3.Error) -> StoreError:
-    message = f"SQLite: {exc}"
-    if isinstance(exc, sqlite3.OperationalError) and (
+def _unavailable(exc: BaseException) -> bool:
+    """Locked out past busy_timeout, or the file could not be opened or written: try again."""
+    return isinstance(exc, sqlite3.OperationalError) and (
         "locked" in str(exc) or "unable to open" in str(exc) or "disk I/O" in str(exc)
+    )
+
+
+# SQLITE_CONSTRAINT_PRIMARYKEY and SQLITE_CONSTRAINT_UNIQUE: a key taken, nothing written.
+_KEY_TAKEN = (1555, 2067)
+
+SQLITE = Dialect(
+    "SQLite",
+    (sqlite3.Error,),
+    unavailable=_unavailable,
+    taken=lambda exc: getattr(exc, "sqlite_errorcode", None) in _KEY_TAKEN,
+)
+
+
+def _read_only(path: str, why: str) -> StoreError:
+    return StoreError(
+        f"SQLite journal {path} cannot be written by this process ({why}): its file or folder "
+        "is read-only here (verify and export read a read-only copy all the same)"
+    )
+
+
+def _cannot_write(exc: BaseException) -> bool:
+    """SQLITE_READONLY: the file, its folder or the connection (``mode=ro``) refuses writes."""
+    return isinstance(exc, sqlite3.OperationalError) and "readonly database" in str(exc)
+
+
+def read_only_uri(path: str) -> str | None:
+    """The URI to read a database this process may not write, or None if it may (or the file is
+    not there yet). Writing needs the file writable, and the folder too unless the ``-wal`` and
+    ``-shm`` are there and writable (SQLite creates them beside the file).
+
+    With a ``-wal`` beside it, ``mode=ro`` reads the commits it holds (SQLite needs its ``-shm``
+    or a writable folder for that); without one, ``immutable=1``: no connection is writing the
+    file (a WAL database's last connection removes its ``-wal``), and SQLite cannot open a
+    read-only WAL database in a read-only folder any other way.
+    """
+    target = Path(path)
+    wal, shm = Path(f"{path}-wal"), Path(f"{path}-shm")
+    if not target.is_file() or (
+        os.access(target, os.W_OK)
+        and (os.access(target.parent, os.W_OK) or (os.access(wal, os.W_OK) and os.access(shm, os.W_OK)))
     ):
-        return StoreUnavailableError(message)
-    return StoreError(message)
+        return None
+    holds_commits = wal.exists() and (wal.stat().st_size > 0 or shm.exists())
+    flag = "mode=ro" if holds_commits else "immutable=1"
+    return f"{target.resolve().as_uri()}?{flag}"
 
 
 class SQLiteStore(SQLStore):
     """A journal in one SQLite file (``sqlite:///path``)."""
+
+    dialect = SQLITE
+    capabilities = SQLStore.capabilities | {Capability.STAMPED_INSERT}
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 30_000, group_commit: bool = True):
         self.url = url
@@ -102,16 +155,21 @@ class SQLiteStore(SQLStore):
         # never both, and the append path pays no lock for it.
         self._parked: dict[str, sqlite3.Cursor] = {}
         self._closed = False
-        self._group = GroupCommit(self._write_batch, write_one=self._write_one)
+        self._group = GroupCommit.over(RowWriter(SQLITE, self._error), self._take_writer, self._give_writer)
         parent = Path(self.path).parent
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
         self._leases: FileLeases | None = None
+        #: The URI this store reads through once its database proved not writable here.
+        self._read_only_uri: str | None = None
+        self._mode_known = False
         # (a stamp's whole seconds, their text up to the '.'): insert_entry_at's cache.
         self._second: tuple[str, str] = ("", "")
 
     @contextmanager
     def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
+        if self._read_only_uri is not None:  # whatever would hold the lease must write
+            raise _read_only(self.path, "opened read-only")
         if self._leases is None:
             self._leases = FileLeases.for_database(self.path)
         with self._leases.hold(saga_id, wait=wait) as got:
@@ -121,22 +179,50 @@ class SQLiteStore(SQLStore):
     def _open(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
         busy = self._busy_timeout_ms if busy_timeout_ms is None else busy_timeout_ms
         try:
-            # isolation_level=None: autocommit; we issue BEGIN ourselves where we want one.
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                check_same_thread=False,
-                timeout=busy / 1000,
-                # Room for the group commit's multi-row INSERTs (one per batch size) beside the
-                # rest; with the default 128 they would evict each other and be re-prepared.
-                cached_statements=1024,
-            )
-            conn.execute(f"PRAGMA busy_timeout = {int(busy)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute("PRAGMA synchronous = FULL")
+            if not self._mode_known:  # the first open: may this process write the file?
+                self._read_only_uri = read_only_uri(self.path)
+                self._mode_known = True
+            if self._read_only_uri is not None:
+                return self._connect(self._read_only_uri, busy)
+            return self._connect(self.path, busy, "PRAGMA journal_mode = WAL", "PRAGMA synchronous = FULL")
         except sqlite3.Error as exc:
-            raise _translate(exc) from exc
+            raise self._error(exc) from exc
+
+    def _connect(self, target: str, busy: int, *pragmas: str) -> sqlite3.Connection:
+        """A connection to ``target`` (a path, or a ``file:`` URI) set up with ``pragmas``."""
+        # isolation_level=None: autocommit; we issue BEGIN ourselves where we want one.
+        conn = sqlite3.connect(
+            target,
+            isolation_level=None,
+            check_same_thread=False,
+            timeout=busy / 1000,
+            # Room for the group commit's multi-row INSERTs (one per batch size) beside the
+            # rest; with the default 128 they would evict each other and be re-prepared.
+            cached_statements=1024,
+            uri=target.startswith("file:"),
+        )
+        try:
+            for pragma in (f"PRAGMA busy_timeout = {int(busy)}", *pragmas):
+                conn.execute(pragma)
+        except BaseException:
+            conn.close()
+            raise
         return conn
+
+    def _error(self, exc: BaseException) -> StoreError:
+        """The store's one translation of driver errors. A write refused because the journal is
+        read-only here says so; a read-only copy whose ``-wal`` SQLite cannot read
+        (no ``-shm`` beside it, a read-only folder) is told how to make a readable copy."""
+        if self._read_only_uri is not None and "unable to open" in str(exc):
+            return StoreError(
+                f"SQLite journal {self.path} is read-only here and has a -wal file beside it "
+                f"(commits not yet in the main file) but SQLite cannot read it ({exc}): its -shm "
+                "is missing and the folder is read-only. Copy the -shm with it, or make the copy "
+                "with `sqlite3 SOURCE '.backup COPY'`, which holds every commit in one file"
+            )
+        if _cannot_write(exc):
+            return _read_only(self.path, str(exc))
+        return SQLITE.translate(exc)
 
     def _refuse_if_closed(self) -> None:
         if self._closed:
@@ -154,7 +240,7 @@ class SQLiteStore(SQLStore):
                 conn.execute(f"PRAGMA busy_timeout = {busy_timeout_ms}")
             except sqlite3.Error as exc:
                 conn.close()
-                raise _translate(exc) from exc
+                raise self._error(exc) from exc
         return conn
 
     def _give_back(self, conn: sqlite3.Connection) -> None:
@@ -184,7 +270,7 @@ class SQLiteStore(SQLStore):
                 raise
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            raise _translate(exc) from exc
+            raise self._error(exc) from exc
         finally:
             cur.close()  # ends the statement (and its read snapshot) before another thread borrows
             if left is not None and not self._reset_busy_timeout(conn):
@@ -214,6 +300,16 @@ class SQLiteStore(SQLStore):
         return datetime.fromisoformat(value)
 
     def init_schema(self) -> None:
+        with self._cursor() as cur:
+            if self._read_only_uri is not None:
+                # Nothing can be created in a read-only copy; reading it needs the journal only.
+                cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (JOURNAL,))
+                if cur.fetchone() is None:
+                    raise StoreError(
+                        f"SQLite database {self.path} is read-only here and has no {JOURNAL} "
+                        "table: it is not a Sagacity journal, and none can be created in it"
+                    )
+                return
         # One IMMEDIATE transaction: processes starting at once on an empty file queue on the
         # write lock (busy_timeout) and the later ones find every object already there.
         with self._cursor(transaction=True) as cur:
@@ -254,11 +350,7 @@ class SQLiteStore(SQLStore):
         return mark, list(sagas)
 
     def _index_consume(self, cur: Cursor, token: object) -> None:
-        cur.execute(
-            f"INSERT INTO {INDEX_MARK} (name, value) VALUES ('{_ROWID_MARK}', ?) "
-            "ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-            (token,),
-        )
+        cur.execute(SQLITE.upsert(INDEX_MARK, ("name",), ("value",)), (_ROWID_MARK, token))
 
     def _index_forget(self, cur: Cursor) -> None:
         self._drop_index_rows(cur)
@@ -288,77 +380,18 @@ class SQLiteStore(SQLStore):
             second = self._second = (seconds, self._ts_out(entry.timestamp)[:-6])
         return self._group.insert(entry, self._entry_params(entry, second[1] + stamp[-6:]))
 
-    def _write_one(self, params: tuple[Any, ...]) -> bool:
-        """The lone writer's row: one autocommit INSERT, its own durable transaction."""
-        if self._closed:
-            self._refuse_if_closed()
-        cur = self._parked.pop(_WRITER, None) or self._open().cursor()
-        try:
-            return cur.execute(self.INSERT_ENTRY, params).rowcount == 1
-        except sqlite3.Error as exc:
-            raise _translate(exc) from exc
-        finally:
-            self._park(cur)
-
-    def _write_batch(self, batch: list[Pending]) -> None:
-        """Write a batch in one autocommit statement: one transaction, one fsync.
-
-        Every statement releases and re-takes the GIL, and with many threads runnable the leader
-        waits for it each time (``BEGIN`` took 0.1-1.2 ms under 8-64 threads). So a batch is one
-        plain multi-row INSERT: atomic, and with no ``RETURNING`` it is a single ``sqlite3_step``.
-        Only when it fails on a key already taken (the statement then wrote nothing) is the batch
-        written again with ``ON CONFLICT DO NOTHING RETURNING``, which names the rows that landed.
-        """
+    # -- the group commit's writer connection --------------------------------------------------
+    def _take_writer(self) -> sqlite3.Cursor:
+        """The writer's cursor, taken from where it is parked (opened if none is)."""
         self._refuse_if_closed()
-        cur = self._parked.pop(_WRITER, None) or self._open().cursor()
-        try:
-            self._write_rows(cur.connection, batch)
-        finally:
-            self._park(cur)
+        return self._parked.pop(_WRITER, None) or self._open().cursor()
 
-    def _park(self, cur: sqlite3.Cursor) -> None:
-        """Put the writer back for the next leader (or close it, if ``close`` ran meanwhile)."""
+    def _give_writer(self, cur: sqlite3.Cursor, lost: bool) -> None:
+        """Put the writer back for the next leader (or close it, if ``close`` ran meanwhile); a
+        SQLite connection is never lost, only locked out for a while."""
         self._parked[_WRITER] = cur
         if self._closed:  # close() ran meanwhile and found no writer parked
             self._close_writer()
-
-    def _write_rows(self, conn: sqlite3.Connection, batch: list[Pending]) -> None:
-        if len(batch) == 1:
-            # A row written alone: an autocommit INSERT is its own durable transaction.
-            request = batch[0]
-            try:
-                request.inserted = conn.execute(self.INSERT_ENTRY, request.params).rowcount == 1
-            except sqlite3.Error as exc:
-                request.error = _translate(exc)
-                request.error.__cause__ = exc
-            return
-        rows = first_of_each_key(batch)
-        params = [value for request in rows for value in request.params]
-        try:
-            try:
-                conn.execute(insert_sql(len(rows), returning=False), params)
-                for request in rows:
-                    request.inserted = True
-                return
-            except sqlite3.IntegrityError:
-                pass  # a key was taken; the statement was rolled back whole
-            landed = set(conn.execute(insert_sql(len(rows), returning=True), params).fetchall())
-        except sqlite3.Error as exc:
-            error = _translate(exc)
-            if isinstance(error, StoreUnavailableError):
-                # Locked out or an I/O error: unknown or nothing written. Each caller resolves
-                # its own row by reading it back (``Journal._confirm``).
-                error.__cause__ = exc
-                for request in rows:
-                    request.error = copy_error(error)
-                return
-            # Some row the database refuses: write each alone, so it fails alone.
-            for request in rows:
-                self._write_rows(conn, [request])
-            return
-        # fetchall() ran the statement to its end: its implicit transaction has committed.
-        for request in rows:
-            request.inserted = request.key in landed
 
     def close(self) -> None:
         """Close the idle connections now; one in use is closed when its operation ends."""

@@ -234,7 +234,7 @@ function confirmDecision(item, kind, done) {
       confirm.disabled = true;
       error.hidden = true;
       try {
-        const path = `${kind}/${enc(item.sagaId)}/${item.journalSeq}`;
+        const path = item.decidePath ? item.decidePath(kind) : `${kind}/${enc(item.sagaId)}/${item.journalSeq}`;
         const answer = await api(path, { method: "POST", json: approving ? {} : { reason: reason.value } });
         close();
         await done(answer);
@@ -349,6 +349,7 @@ const approvalHash = (item) => `#/approval/${enc(item.sagaId)}/${item.journalSeq
 // Why the signed-in principal cannot approve this request now, or null.
 function cannotApprove(item) {
   if (me && item.approvers.includes(me.name)) return "you approved it already (four eyes needs someone else)";
+  if (me && item.requesterMayNotApprove && item.requester === me.name) return "you asked for this call: its requester may not approve it";
   if (item.approvers.length >= item.approvalsRequired) return "it has every approval it needs";
   if (item.expired) return "it has expired";
   return null;
@@ -401,6 +402,8 @@ function approvalCard(item, detail, after) {
   h("dl", { class: "grid" },
     h("dt", {}, "Payload"), h("dd", {}, h("pre", { class: "payload" }, pretty(item.input))),
     h("dt", {}, "SHA-256"), hashCell(item.input, item.inputHash),
+    h("dt", {}, "Requested by"), h("dd", { class: "requester" }, item.requester || "unknown (no principal)",
+      item.requesterMayNotApprove ? " (may not approve it)" : ""),
     h("dt", {}, "Waiting"), h("dd", { class: "clock", "data-since": item.createdAt }, since(item.createdAt)),
     h("dt", {}, "Expiry"), h("dd", { class: "clock", "data-expires": item.expiresAt || "" }, expiry(item)),
     h("dt", {}, "Approvals"), h("dd", { class: "approvals-count" },
@@ -695,6 +698,7 @@ function exportClick(sagaId) {
 // -- routing: every view has a URL --------------------------------------------------------------
 //   #/approvals                    pending approvals     #/approval/<sagaId>/<seq>  one request
 //   #/sagas?status=S&after=CURSOR  a page of sagas       #/saga/<sagaId>            one saga
+//   #/workflows                    workflow runs         #/workflow/<runId>         one run (workflows.js)
 async function route() {
   lastRouted = location.href;
   const mine = ++generation;
@@ -714,13 +718,14 @@ async function route() {
   if (!fresh()) return;
   chrome();
   const parts = path.split("/").filter(Boolean);
-  const section = { saga: "sagas", approval: "approvals" }[parts[0]] || parts[0];
+  const section = { saga: "sagas", approval: "approvals", workflow: "workflows" }[parts[0]] || parts[0];
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === section));
   const seq = parts[0] === "approval" && parts.length >= 3 ? parts[parts.length - 1] : null;
   let next;
   if (parts[0] === "saga" && parts[1]) next = sagaView(decodeURIComponent(parts.slice(1).join("/")), fresh);
   else if (parts[0] === "sagas") next = sagasView(params, fresh);
   else if (parts[0] === "approvals") next = approvalsView(fresh);
+  else if (parts[0] === "workflows" || (parts[0] === "workflow" && parts[1])) next = workflowRoute(parts, params, fresh);
   else if (seq && /^\d+$/.test(seq)) next = approvalView(decodeURIComponent(parts.slice(1, -1).join("/")), seq, fresh);
   else { history.replaceState(null, "", home()); route(); return; }
   try {
@@ -743,6 +748,7 @@ function chrome() {
   if (!signedIn) return;
   document.querySelector('[data-nav="approvals"]').hidden = !has("approver");
   document.querySelector('[data-nav="sagas"]').hidden = !has("auditor");
+  document.querySelector('[data-nav="workflows"]').hidden = !has("auditor");
   $("who-name").textContent = `${me.name} (${me.roles.join(", ") || "no roles"})`;
   const banner = $("banner");
   banner.hidden = !me.insecure;

@@ -1,0 +1,261 @@
+"""The journal's append-only log: each entry gets a log index once, and the tree only grows.
+
+The shared schema (SPEC §2) has no column that orders entries across sagas, and adding one to the
+append path would slow every tool call. So the **checkpointer** fixes the order, not the appends:
+each run takes the entries it has not logged yet, in a deterministic order (timestamp, then saga
+id, then seq), gives them the next log indexes, and records them in its own working table beside
+the SPEC tables::
+
+    sagacity_log (log_index BIGINT PRIMARY KEY, saga_id, seq, hash, UNIQUE (saga_id, seq))
+
+A row is only ever inserted, so a log index, once given, names the same entry forever: leaf ``i``
+of the tree is ``leaf(saga_id, seq, hash)`` of row ``i``, and the tree of a later run extends the
+tree of an earlier one. Two checkpointers racing insert the same indexes; the loser's insert finds
+them taken, rolls back and reads again. The operator can rewrite this table like any other, which
+is why the checkpoint over it goes to witnesses: a log that re-numbers or re-hashes a logged entry
+has a new tree that no consistency proof links to the one they cosigned.
+
+On a store without SQL (``memory://``) the log is held in the process, like the journal.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Protocol
+
+from sagacity.checkpoints import _merkle
+from sagacity.errors import StoreError
+from sagacity.stores._sql import JOURNAL, SQLStore
+from sagacity.stores.base import Store
+
+LOG = "sagacity_log"
+#: Entries logged per transaction, and leaves read per statement.
+BATCH = 5000
+_ATTEMPTS = 5
+_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
+    "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class LogLeaf:
+    """Log row ``index``: the entry (saga_id, seq), its hash as logged, and as the journal holds it
+    now (``current`` is None when the journal no longer has that entry)."""
+
+    index: int
+    saga_id: str
+    seq: int
+    logged: str
+    current: str | None
+
+    @property
+    def intact(self) -> bool:
+        return self.current == self.logged
+
+    def leaf_hash(self, *, as_journal: bool = False) -> bytes:
+        """The tree leaf: "saga S had ``seq`` entries ending in this hash" (a missing row: a hash
+        nothing can match)."""
+        return _merkle.leaf_hash(self.saga_id, self.seq, (self.current or "") if as_journal else self.logged)
+
+
+class _Raced(Exception):
+    """Another checkpointer logged the same indexes first; roll back and read again."""
+
+
+class EntryLog(Protocol):
+    """A journal's log, as the checkpointer and verifiers use it."""
+
+    def extend(self) -> int:
+        """Log every entry not yet logged; how many were added."""
+        ...
+
+    def size(self) -> int:
+        """How many entries are logged (the tree size); refuses a log with gaps."""
+        ...
+
+    def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
+        """Rows ``[start, end)`` in index order, each with its logged and its current hash."""
+        ...
+
+    def journal_entries(self) -> int:
+        """How many entries the journal holds now, logged or not."""
+        ...
+
+
+def subtrees(log: EntryLog, *, as_journal: bool) -> _merkle.Subtree:
+    """Subtree roots of the log's tree, streamed from its rows."""
+    return lambda start, end: _merkle.root(
+        leaf.leaf_hash(as_journal=as_journal) for leaf in log.leaves(start, end)
+    )
+
+
+def roots_at(log: EntryLog, sizes: set[int], end: int, *, as_journal: bool) -> dict[int, bytes]:
+    """The tree heads at each of ``sizes`` (each <= ``end``), in one pass over the first ``end`` rows."""
+    heads: dict[int, bytes] = {}
+    stack: list[tuple[int, bytes]] = []
+    if 0 in sizes:
+        heads[0] = _merkle.root([])
+    for count, leaf in enumerate(log.leaves(0, end), start=1):
+        size, digest = 1, leaf.leaf_hash(as_journal=as_journal)
+        while stack and stack[-1][0] == size:
+            left_size, left = stack.pop()
+            size, digest = left_size + size, _merkle.node_hash(left, digest)
+        stack.append((size, digest))
+        if count in sizes:
+            head = stack[-1][1]
+            for _, left in reversed(stack[:-1]):
+                head = _merkle.node_hash(left, head)
+            heads[count] = head
+    return heads
+
+
+class SQLEntryLog:
+    """The log in the journal's own database (SQLite, PostgreSQL): one working table."""
+
+    def __init__(self, store: SQLStore) -> None:
+        self._store = store
+        self._ready = False
+
+    def _ensure(self) -> None:
+        if not self._ready:
+            with self._store._cursor() as cur:
+                cur.execute(_DDL)
+            self._ready = True
+
+    def extend(self) -> int:
+        self._ensure()
+        added = 0
+        while True:
+            batch = self._extend_retried()
+            added += batch
+            if batch < BATCH:
+                return added
+
+    def _extend_retried(self) -> int:
+        for _ in range(_ATTEMPTS - 1):
+            try:
+                return self._extend_once()
+            except _Raced:
+                continue
+        try:
+            return self._extend_once()
+        except _Raced as exc:
+            raise StoreError("the log kept changing under this checkpointer: another logs as often") from exc
+
+    def _extend_once(self) -> int:
+        sql = self._store._sql
+        with self._store._cursor(transaction=True) as cur:
+            cur.execute(f"SELECT COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
+            following = int(cur.fetchone()[0])
+            cur.execute(
+                sql(
+                    f"SELECT j.saga_id, j.seq, j.hash FROM {JOURNAL} j WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM {LOG} l WHERE l.saga_id = j.saga_id AND l.seq = j.seq) "
+                    "ORDER BY j.timestamp, j.saga_id, j.seq LIMIT ?"
+                ),
+                (BATCH,),
+            )
+            rows = cur.fetchall()
+            for start in range(0, len(rows), 500):
+                chunk = rows[start : start + 500]
+                params = [
+                    value
+                    for offset, (saga_id, seq, hash_) in enumerate(chunk)
+                    for value in (following + start + offset, saga_id, int(seq), hash_)
+                ]
+                cur.execute(
+                    sql(
+                        f"INSERT INTO {LOG} (log_index, saga_id, seq, hash) VALUES "
+                        + ", ".join(["(?, ?, ?, ?)"] * len(chunk))
+                        + " ON CONFLICT DO NOTHING"
+                    ),
+                    params,
+                )
+                if cur.rowcount != len(chunk):
+                    raise _Raced
+            return len(rows)
+
+    def size(self) -> int:
+        self._ensure()
+        with self._store._cursor() as cur:
+            cur.execute(f"SELECT COUNT(*), COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
+            count, following = (int(value) for value in cur.fetchone())
+        if count != following:
+            raise StoreError(
+                f"the log table {LOG} has {following - count} missing row(s) below index {following}: "
+                "rows were deleted behind the library's back"
+            )
+        return count
+
+    def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
+        self._ensure()
+        statement = self._store._sql(
+            f"SELECT l.log_index, l.saga_id, l.seq, l.hash, j.hash FROM {LOG} l LEFT JOIN {JOURNAL} j "
+            "ON j.saga_id = l.saga_id AND j.seq = l.seq "
+            "WHERE l.log_index >= ? AND l.log_index < ? ORDER BY l.log_index"
+        )
+        position = start
+        while position < end:
+            upto = min(end, position + BATCH)
+            with self._store._cursor() as cur:
+                cur.execute(statement, (position, upto))
+                rows = cur.fetchall()
+            for index, saga_id, seq, logged, current in rows:
+                if int(index) != position:
+                    raise StoreError(f"the log has no row {position}: rows were deleted")
+                yield LogLeaf(position, saga_id, int(seq), logged, current)
+                position += 1
+            if position < upto:
+                raise StoreError(f"the log has no row {position}: rows were deleted")
+
+    def journal_entries(self) -> int:
+        with self._store._cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {JOURNAL}")
+            return int(cur.fetchone()[0])
+
+
+class ProcessEntryLog:
+    """The log of a store without SQL, held in this process (as ``memory://`` holds its journal)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+        self._rows: list[tuple[str, int, str]] = []
+        self._logged: dict[str, int] = {}
+
+    def extend(self) -> int:
+        found = []
+        for saga_id in self._store.saga_ids():
+            for entry in self._store.read_entries(saga_id, self._logged.get(saga_id, 0)):
+                found.append((entry.timestamp, saga_id, entry.seq, entry.hash))
+        for _, saga_id, seq, hash_ in sorted(found):
+            self._rows.append((saga_id, seq, hash_))
+            self._logged[saga_id] = seq
+        return len(found)
+
+    def size(self) -> int:
+        return len(self._rows)
+
+    def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
+        for index in range(start, min(end, len(self._rows))):
+            saga_id, seq, logged = self._rows[index]
+            entry = self._store.get_entry(saga_id, seq)
+            yield LogLeaf(index, saga_id, seq, logged, entry.hash if entry is not None else None)
+
+    def journal_entries(self) -> int:
+        return sum(len(self._store.read_entries(saga_id)) for saga_id in self._store.saga_ids())
+
+
+_process_logs: weakref.WeakKeyDictionary[Store, ProcessEntryLog] = weakref.WeakKeyDictionary()
+
+
+def entry_log(store: Store) -> EntryLog:
+    """The log of the journal in ``store``."""
+    if isinstance(store, SQLStore):
+        return SQLEntryLog(store)
+    log = _process_logs.get(store)
+    if log is None:
+        log = _process_logs[store] = ProcessEntryLog(store)
+    return log

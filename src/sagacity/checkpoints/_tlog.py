@@ -1,0 +1,245 @@
+"""C2SP tlog-checkpoints of the journal's log: sign, read, count cosignatures, verify the journal.
+
+A log checkpoint is a standard ``tlog-checkpoint`` signed note, with no extension lines, so any
+note verifier and any ``tlog-witness`` can take it::
+
+    <origin>/log
+    <tree size: entries logged>
+    <base64 RFC 6962 root of the log>
+
+    — <key name> <base64(key id || Ed25519 signature)>
+    — <witness name> <base64(key id || 8-byte time || Ed25519 signature)>     (cosignatures)
+
+Its origin is the saga checkpoint's with ``/log`` appended, so the two notes the same key signs can
+never be taken one for the other (a witness keyed on the origin sees only log checkpoints).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from sagacity.checkpoints import _log, _merkle, _note
+from sagacity.checkpoints._format import check_origin
+from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
+from sagacity.checkpoints._scan import Finding, FindingKind, Source, journal_of
+from sagacity.errors import CheckpointError, JournalIntegrityError
+
+_DECIMAL = re.compile(r"^(0|[1-9][0-9]*)$")
+
+
+def log_origin(origin: str) -> str:
+    """The log checkpoint's origin for a journal named ``origin``."""
+    return f"{check_origin(origin)}/log"
+
+
+@dataclass(frozen=True)
+class LogCheckpoint:
+    """A signed (and perhaps cosigned) tree head of the log: ``size`` entries under ``root``."""
+
+    origin: str
+    size: int
+    root: bytes
+    note: str
+
+    @property
+    def text(self) -> str:
+        """The signed text: origin, size and root lines."""
+        return _note.split_note(self.note)[0]
+
+    @property
+    def root_base64(self) -> str:
+        return base64.b64encode(self.root).decode("ascii")
+
+    def with_signatures(self, lines: Iterable[_note.SignatureLine]) -> LogCheckpoint:
+        """The same checkpoint with more signature lines (a repeated key's line is kept once)."""
+        text, present = _note.split_note(self.note)
+        seen = {(sig.name, sig.key_id) for sig in present}
+        added = [sig for sig in lines if (sig.name, sig.key_id) not in seen]
+        return replace(self, note=_note.join_note(text, [*present, *added]))
+
+    def cosigners(self, witnesses: Sequence[VerifierKey]) -> dict[str, int]:
+        """Witness name -> POSIX time, for each of ``witnesses`` with a valid cosignature here."""
+        text, signatures = _note.split_note(self.note)
+        found: dict[str, int] = {}
+        for key in witnesses:
+            for sig in signatures:
+                moment = _note.cosignature_time(text, sig, key)
+                if moment is not None:
+                    found[key.name] = moment
+        return found
+
+    def check_quorum(self, witnesses: Sequence[VerifierKey], quorum: int) -> dict[str, int]:
+        """The cosigners, or ``CheckpointError`` when fewer than ``quorum`` of ``witnesses`` cosigned."""
+        if quorum > len(witnesses):
+            raise CheckpointError(f"a quorum of {quorum} needs at least {quorum} witness keys")
+        found = self.cosigners(witnesses)
+        if len(found) < quorum:
+            named = ", ".join(sorted(found)) or "none"
+            raise CheckpointError(
+                f"the log checkpoint at size {self.size} has {len(found)} valid cosignature(s) "
+                f"({named}), the quorum is {quorum} of {len(witnesses)}"
+            )
+        return found
+
+
+def sign_log_checkpoint(origin: str, size: int, root: bytes, key: SigningKey) -> LogCheckpoint:
+    text = f"{check_origin(origin)}\n{size}\n{base64.b64encode(root).decode('ascii')}\n"
+    return LogCheckpoint(origin, size, root, _note.join_note(text, [_note.sign_text(text, key)]))
+
+
+def open_log_checkpoint(note: str, key: VerifierKey) -> LogCheckpoint:
+    """Check ``key``'s signature on a tlog-checkpoint note and parse it (extension lines are ignored)."""
+    text, signatures = _note.split_note(note)
+    _note.verify_text(text, signatures, key)
+    return parse_log_text(text, note)
+
+
+def parse_log_text(text: str, note: str) -> LogCheckpoint:
+    lines = text.splitlines()
+    if len(lines) < 3 or any(not line for line in lines):
+        raise CheckpointError("a log checkpoint needs origin, size and root lines, none empty")
+    origin, size_text, root_text = lines[:3]
+    if not _DECIMAL.match(size_text):
+        raise CheckpointError(f"log checkpoint size {size_text!r} is not a decimal number")
+    try:
+        root = b64decode_canonical(root_text)
+    except (binascii.Error, ValueError) as exc:
+        raise CheckpointError("log checkpoint root is not base64") from exc
+    if len(root) != 32:
+        raise CheckpointError("log checkpoint root is not 32 bytes")
+    return LogCheckpoint(check_origin(origin), int(size_text), root, note)
+
+
+def read_log_checkpoint(path: str | os.PathLike[str], key: VerifierKey) -> LogCheckpoint:
+    try:
+        note = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"cannot read log checkpoint {path}: {exc}") from exc
+    return open_log_checkpoint(note, key)
+
+
+# -- the log side ---------------------------------------------------------------------------------
+def checkpoint_log(
+    source: Source, key: SigningKey, origin: str, *, previous: LogCheckpoint | None = None
+) -> LogCheckpoint:
+    """Log the entries not yet logged, check every logged entry is still as logged, sign the head.
+
+    Refuses (``JournalIntegrityError``) when a logged entry is gone or changed, or when the tree
+    does not extend ``previous`` (the newest one published): the log only grows, and signing a
+    tree that does not would be signing a fork.
+    """
+    journal = journal_of(source)
+    log = _log.entry_log(journal.store)
+    log.extend()
+    size = log.size()
+    if previous is not None and previous.size > size:
+        raise JournalIntegrityError(
+            f"refusing to sign the log: it has {size} entries, the last log checkpoint {previous.size}"
+        )
+
+    def intact() -> Iterator[bytes]:
+        for leaf in log.leaves(0, size):
+            if not leaf.intact:
+                what = "is gone" if leaf.current is None else "no longer has the hash it was logged with"
+                raise JournalIntegrityError(
+                    f"refusing to sign the log: entry #{leaf.seq} of saga {leaf.saga_id!r} (log index "
+                    f"{leaf.index}) {what}"
+                )
+            yield leaf.leaf_hash()
+
+    root = _merkle.root(intact())
+    if previous is not None:
+        proof = _merkle.consistency_path(previous.size, size, _log.subtrees(log, as_journal=False))
+        if not _merkle.verify_consistency(previous.size, size, previous.root, root, proof):
+            raise JournalIntegrityError(
+                f"refusing to sign the log: its first {previous.size} entries no longer fold to the root "
+                "of the last log checkpoint (the log table was re-ordered or re-hashed)"
+            )
+    return sign_log_checkpoint(log_origin(origin), size, root, key)
+
+
+def log_consistency_proof(source: Source, old: int, new: int) -> list[bytes]:
+    """The RFC 9162 proof that the log at ``new`` entries extends itself at ``old``."""
+    log = _log.entry_log(journal_of(source).store)
+    return _merkle.consistency_path(old, new, _log.subtrees(log, as_journal=False))
+
+
+def log_inclusion_proof(source: Source, index: int, size: int) -> list[bytes]:
+    """The RFC 9162 proof that log entry ``index`` is in the tree of ``size`` entries."""
+    log = _log.entry_log(journal_of(source).store)
+    return _merkle.inclusion_path(index, size, _log.subtrees(log, as_journal=False))
+
+
+# -- the verifier side ----------------------------------------------------------------------------
+def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Finding]:
+    """Does the journal, as it is now, still fold to every one of ``checkpoints``' roots?
+
+    The leaves are recomputed from the journal's rows in log order, so an entry changed, deleted
+    or re-ordered after a checkpoint took it in is found, whatever the log table now says. Two
+    checkpoints of the same size with different roots are a fork.
+    """
+    findings: list[Finding] = []
+    by_size: dict[int, LogCheckpoint] = {}
+    for cp in checkpoints:
+        other = by_size.setdefault(cp.size, cp)
+        if other.root != cp.root:
+            findings.append(
+                Finding(
+                    "",
+                    FindingKind.FORKED,
+                    -1,
+                    cp.size,
+                    cp.size,
+                    f"two log checkpoints of size {cp.size} have different roots ({other.root_base64} "
+                    f"and {cp.root_base64}): the log was forked",
+                )
+            )
+    if not by_size:
+        return findings
+    log = _log.entry_log(journal_of(source).store)
+    size = log.size()
+    top = max(by_size)
+    if top > size:
+        findings.append(
+            Finding(
+                "",
+                FindingKind.LOG_MISMATCH,
+                size,
+                top,
+                size,
+                f"the log has {size} entries, a checkpoint attests {top}: log rows were deleted",
+            )
+        )
+    heads = _log.roots_at(log, set(by_size), min(top, size), as_journal=True)
+    first_bad = next((leaf for leaf in log.leaves(0, min(top, size)) if not leaf.intact), None)
+    for cp_size, cp in sorted(by_size.items()):
+        if cp_size <= size and heads.get(cp_size) != cp.root:
+            where = (
+                f"; the first entry that differs is #{first_bad.seq} of saga {first_bad.saga_id!r} "
+                f"(log index {first_bad.index})"
+                if first_bad is not None and first_bad.index < cp_size
+                else "; the log table itself was re-ordered or re-hashed"
+            )
+            findings.append(
+                Finding(
+                    first_bad.saga_id if first_bad is not None and first_bad.index < cp_size else "",
+                    FindingKind.LOG_MISMATCH,
+                    first_bad.index if first_bad is not None and first_bad.index < cp_size else -1,
+                    cp_size,
+                    size,
+                    f"the journal no longer folds to the log checkpoint of size {cp_size}{where}",
+                )
+            )
+    return findings
+
+
+def log_lag(source: Source, cosigned: LogCheckpoint | None) -> tuple[int, int]:
+    """(entries in the journal now, entries the newest cosigned checkpoint covers)."""
+    log = _log.entry_log(journal_of(source).store)
+    return log.journal_entries(), cosigned.size if cosigned is not None else 0

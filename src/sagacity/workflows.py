@@ -1,0 +1,921 @@
+"""Workflows: named stages in order, human gates and checks, durable on the saga journal.
+
+A workflow is a declaration; a *run* of it is a saga. Each stage is a journaled call whose
+output is the next stage's input; a gate before a stage is an approval request bound to the hash
+of the stage's definition and input; a check before a stage is a journaled call that passes or
+fails with a reason. Nothing lives in memory between stages: a run waiting at a gate is its
+journal, so approving it and continuing works from any process, after any restart — completed
+stages come back from the journal and are not run again, the gated stage runs exactly once.
+
+::
+
+    publishing = Workflow("publish-article", version="2026-12")
+
+    @publishing.stage
+    def draft(brief: dict) -> dict: ...
+
+    @draft.compensation
+    def retract(ctx: StageContext) -> None: ...      # ctx.input, ctx.output of the stage
+
+    @publishing.stage(gate=True, reason="Legal signs off", ttl=timedelta(days=2))
+    def publish(article: dict) -> dict: ...
+
+    @publishing.check("publish")          # runs, journaled, before the stage it names
+    def no_embargo(article: dict) -> CheckResult: ...
+
+    publishing.run(sg, "article-42", {"topic": "..."})   # stops AWAITING_APPROVAL at the gate
+    # ... a human approves (any process), then, in any process:
+    publishing.resume(sg, "article-42")                   # publish runs once; the run COMPLETED
+
+Definition errors (a duplicate stage, a check or compensation for a stage that does not exist, a
+stage that is not a function) raise :class:`~sagacity.errors.WorkflowDefinitionError` where the
+workflow is written, not when it runs. See docs/workflows.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from functools import partial
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from sagacity.errors import (
+    ApprovalNotFoundError,
+    CheckFailedError,
+    SagaNotFoundError,
+    SagaStateError,
+    StageOutputError,
+    WorkflowDefinitionError,
+)
+from sagacity.framework import (
+    CallPending,
+    CallRecord,
+    CallRefused,
+    CallRejected,
+    find_call,
+    journaled_call,
+    journaled_call_async,
+)
+from sagacity.model import (
+    ApprovalDecision,
+    ApprovalRequest,
+    CompensationContext,
+    Entry,
+    Phase,
+    Reversibility,
+    SagaStatus,
+)
+from sagacity.tools import ToolRegistry, ToolSpec
+from sagacity.tools import registry as default_registry
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
+
+__all__ = [
+    "CheckResult",
+    "CheckView",
+    "GateView",
+    "StageContext",
+    "StageStatus",
+    "StageView",
+    "Workflow",
+    "WorkflowHandle",
+    "WorkflowResult",
+    "WorkflowView",
+    "continue_run",
+    "find_workflow",
+    "runs",
+    "workflow_of_run",
+]
+
+#: Journaled tool names: ``<workflow>/<stage>`` for a stage, ``<workflow>/<stage>#<check>`` for a
+#: check. Call ids: ``stage:<stage>`` and ``check:<stage>:<check>``.
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,80}$")
+_STAGE_ID, _CHECK_ID = "stage:", "check:"
+
+
+@dataclass(frozen=True, slots=True)
+class StageContext:
+    """What a stage's compensation receives: the stage's input and the output it journaled."""
+
+    run_id: str
+    workflow: str
+    stage: str
+    input: Any
+    output: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """A check's verdict; a check may also return ``True``/``None`` (pass) or ``False`` (fail)."""
+
+    passed: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _Gate:
+    approvals: int
+    ttl: timedelta | None
+    reason: str
+
+
+@dataclass(slots=True)
+class _Check:
+    name: str
+    fn: Callable[[Any], Any]
+    spec: ToolSpec | None = None
+
+
+class Stage:
+    """One declared stage (what ``@workflow.stage`` returns); ``.compensation`` declares its undo."""
+
+    def __init__(self, workflow: Workflow, name: str, fn: Callable[[Any], Any], gate: _Gate | None) -> None:
+        self.workflow = workflow
+        self.name = name
+        self.fn = fn
+        self.gate = gate
+        self.checks: list[_Check] = []
+        self.undo: Callable[[StageContext], Any] | None = None
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.version = workflow.version or _code_version(fn)
+        self.tool_name = f"{workflow.name}/{name}"
+        self.spec: ToolSpec = self._make_spec()
+        self.__wrapped__ = fn
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, value: Any) -> Any:
+        """The stage's function itself, outside any run (journals nothing)."""
+        return self.fn(value)
+
+    def compensation(self, fn: Callable[[StageContext], Any]) -> Callable[[StageContext], Any]:
+        """Declare what undoes this stage; it receives a :class:`StageContext`."""
+        if self.undo is not None:
+            raise WorkflowDefinitionError(
+                f"workflow {self.workflow.name!r}: stage {self.name!r} already has a compensation "
+                f"({_origin(self.undo)})"
+            )
+        if not callable(fn):
+            raise WorkflowDefinitionError(f"workflow {self.workflow.name!r}: a compensation must be callable")
+        self.undo = fn
+        self.spec = self._make_spec()
+        self.workflow.registry.register(self.spec)
+        return fn
+
+    def input_json(self, value: Any) -> str:
+        """The journaled input: the stage's definition (name, code version, gate reason) and its
+        input, so a gate's hash binds all of them."""
+        body: dict[str, Any] = {"workflow": self.workflow.name, "stage": self.name, "version": self.version}
+        if self.gate is not None and self.gate.reason:
+            body["gate"] = self.gate.reason
+        body["input"] = value
+        return _dumps(body, f"the input of stage {self.name!r}")
+
+    def _make_spec(self) -> ToolSpec:
+        stage = self
+
+        def output_of(value: Any) -> str:
+            return _dumps(value, f"the output of stage {stage.name!r}", output=True)
+
+        if self.is_async:
+
+            async def run_async(workflow: str, stage: str, version: str, input: Any, gate: str = "") -> str:
+                return output_of(await self.fn(input))
+
+            fn: Callable[..., Any] = run_async
+        else:
+
+            def run_sync(workflow: str, stage: str, version: str, input: Any, gate: str = "") -> str:
+                return output_of(self.fn(input))
+
+            fn = run_sync
+        fn.__name__ = fn.__qualname__ = f"stage_{self.name}"
+        fn.__module__ = _origin_module(self.fn)
+        fn.__qualname__ = f"{self.workflow.name}.{self.name}"
+        fn.__doc__ = self.fn.__doc__
+        gate = self.gate
+        return ToolSpec(
+            self.tool_name,
+            fn,
+            reversibility=Reversibility.IRREVERSIBLE if gate is not None else Reversibility.COMPENSATABLE,
+            approval_ttl=gate.ttl if gate is not None else None,
+            approvals_required=gate.approvals if gate is not None else 1,
+            compensation=self._compensate if self.undo is not None else None,
+        )
+
+    def _compensate(self, ctx: CompensationContext) -> Any:
+        assert self.undo is not None
+        given = json.loads(ctx.input)
+        output = json.loads(ctx.result) if ctx.result else None
+        return self.undo(StageContext(ctx.saga_id, self.workflow.name, self.name, given.get("input"), output))
+
+
+class Workflow:
+    """A workflow declaration: stages in the order they are declared, with gates and checks.
+
+    ``name`` names the workflow in the journal (letters, digits, ``_ . -``); ``version`` is the
+    code version every gate binds (default: a hash of each stage function's source, so changing a
+    stage's code after a gate was approved asks for a new approval). ``registry`` is where the
+    stages are registered as tools (the process-wide one by default).
+    """
+
+    _all: ClassVar[dict[str, Workflow]] = {}
+    _all_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(
+        self, name: str, *, version: str | None = None, registry: ToolRegistry | None = None
+    ) -> None:
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise WorkflowDefinitionError(
+                f"a workflow name is 1 to 80 letters, digits, '_', '.' or '-', got {name!r}"
+            )
+        if version is not None and (not isinstance(version, str) or not version or "\n" in version):
+            raise WorkflowDefinitionError(f"workflow {name!r}: version must be a one-line string")
+        self.name = name
+        self.version = version
+        self.registry = registry if registry is not None else default_registry
+        self.stages: list[Stage] = []
+        with Workflow._all_lock:
+            Workflow._all[name] = self
+
+    def __repr__(self) -> str:
+        return f"Workflow({self.name!r}, stages={[s.name for s in self.stages]})"
+
+    # -- declaring -----------------------------------------------------------------------------------
+    def stage(
+        self,
+        fn: Callable[[Any], Any] | None = None,
+        *,
+        name: str | None = None,
+        gate: bool = False,
+        approvals: int = 1,
+        ttl: timedelta | float | None = None,
+        reason: str = "",
+    ) -> Any:
+        """Declare the next stage (``@wf.stage`` or ``@wf.stage(gate=True, approvals=2, ...)``).
+
+        ``gate``: a human must approve the stage's exact input before it runs (``approvals``
+        distinct approvers, within ``ttl`` — a timedelta or seconds; ``reason`` is shown to them
+        and journaled with the input).
+        """
+        if gate:
+            if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 1:
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: approvals must be a whole number >= 1"
+                )
+            if reason and ("\n" in reason or not isinstance(reason, str)):
+                raise WorkflowDefinitionError(f"workflow {self.name!r}: a gate's reason is one line of text")
+            span = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
+            if span is not None and span <= timedelta(0):
+                raise WorkflowDefinitionError(f"workflow {self.name!r}: a gate's ttl must be positive")
+            the_gate: _Gate | None = _Gate(approvals, span, reason)
+        elif approvals != 1 or ttl is not None or reason:
+            raise WorkflowDefinitionError(
+                f"workflow {self.name!r}: approvals, ttl and reason belong to a gate (pass gate=True)"
+            )
+        else:
+            the_gate = None
+
+        def declare(func: Callable[[Any], Any]) -> Stage:
+            if not callable(func) or not hasattr(func, "__code__"):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: a stage must be a function, got {func!r}"
+                )
+            stage_name = name or func.__name__
+            if not _NAME.match(stage_name):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: stage name {stage_name!r} must be 1 to 80 letters, "
+                    "digits, '_', '.' or '-'"
+                )
+            if any(s.name == stage_name for s in self.stages):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r} already has a stage named {stage_name!r}"
+                )
+            declared = Stage(self, stage_name, func, the_gate)
+            self.registry.register(declared.spec)
+            self.stages.append(declared)
+            return declared
+
+        return declare(fn) if fn is not None else declare
+
+    def check(self, stage: str | Stage, *, name: str | None = None) -> Callable[[Callable[[Any], Any]], Any]:
+        """Declare a check that runs (journaled) before ``stage``, given the stage's input.
+
+        It returns ``True``/``None`` to pass, ``False`` or ``CheckResult(False, reason)`` to fail
+        the run (its completed stages are compensated).
+        """
+        target = self._stage(stage, "a check")
+
+        def declare(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+            check_name = str(name or getattr(fn, "__name__", ""))
+            if not _NAME.match(check_name):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: check name {check_name!r} is not valid"
+                )
+            if any(c.name == check_name for c in target.checks):
+                raise WorkflowDefinitionError(
+                    f"workflow {self.name!r}: stage {target.name!r} already has a check named {check_name!r}"
+                )
+            check = _Check(check_name, fn)
+            check.spec = _check_spec(self, target, check)
+            self.registry.register(check.spec)
+            target.checks.append(check)
+            return fn
+
+        return declare
+
+    def compensation(self, stage: str | Stage) -> Callable[[Callable[[StageContext], Any]], Any]:
+        """``@wf.compensation("draft")``: the same as ``@draft.compensation``, by name."""
+        return self._stage(stage, "a compensation").compensation
+
+    def _stage(self, stage: str | Stage, what: str) -> Stage:
+        name = stage.name if isinstance(stage, Stage) else stage
+        for declared in self.stages:
+            if declared.name == name:
+                return declared
+        known = ", ".join(s.name for s in self.stages) or "none yet"
+        raise WorkflowDefinitionError(
+            f"workflow {self.name!r} has no stage {name!r} for {what} (declared stages: {known}; "
+            "declare the stage first)"
+        )
+
+    # -- running -------------------------------------------------------------------------------------
+    def run(self, sg: Sagacity, run_id: str, input: Any = None) -> WorkflowResult:
+        """Run (or continue) ``run_id`` from its first stage not yet done; returns how it stands.
+
+        The run's input is journaled with its first stage; continuing a run that already has one
+        ignores ``input`` unless it differs, which is an error (a run has one input).
+        """
+        self._require_stages()
+        if any(s.is_async for s in self.stages):
+            raise SagaStateError(f"workflow {self.name!r} has async stages: use `await wf.run_async(...)`")
+        start = self._run_input(sg, run_id, input)
+        result = sg.run(run_id, self._drive, sg, run_id, start)
+        return self._result(sg, run_id, result.status, result.value, result.error, result.awaiting)
+
+    async def run_async(self, sg: Sagacity, run_id: str, input: Any = None) -> WorkflowResult:
+        """``run`` from a coroutine; stages may be ``async def``."""
+        self._require_stages()
+        start = await asyncio.to_thread(self._run_input, sg, run_id, input)
+        result = await sg.run_async(run_id, self._drive_async, sg, run_id, start)
+        return await asyncio.to_thread(
+            self._result, sg, run_id, result.status, result.value, result.error, result.awaiting
+        )
+
+    def resume(self, sg: Sagacity, run_id: str) -> WorkflowResult:
+        """Continue a run from its journal (after a gate was approved, or a restart)."""
+        if not sg.entries(run_id):
+            raise SagaNotFoundError(f"no workflow run {run_id!r}")
+        return self.run(sg, run_id, _JOURNALED)
+
+    async def resume_async(self, sg: Sagacity, run_id: str) -> WorkflowResult:
+        if not await sg.entries_async(run_id):
+            raise SagaNotFoundError(f"no workflow run {run_id!r}")
+        return await self.run_async(sg, run_id, _JOURNALED)
+
+    def start(self, sg: Sagacity, run_id: str, input: Any = None) -> WorkflowHandle:
+        """Start ``run`` in a background thread and return a handle to wait on or inspect."""
+        handle = WorkflowHandle(self, sg, run_id)
+
+        def target() -> None:
+            try:
+                handle._result = self.run(sg, run_id, input)
+            except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the handle
+                handle._error = exc
+
+        handle._thread = threading.Thread(target=target, name=f"workflow {self.name} {run_id}", daemon=True)
+        handle._thread.start()
+        return handle
+
+    def approve(self, sg: Sagacity, run_id: str, stage: str, approver: str) -> ApprovalDecision:
+        """Approve the open gate of ``stage`` in run ``run_id`` (approving is not running it:
+        :meth:`resume` does, in any process)."""
+        return sg.approve(run_id, self._open_gate(sg, run_id, stage), approver=approver)
+
+    def reject(self, sg: Sagacity, run_id: str, stage: str, approver: str, reason: str) -> ApprovalDecision:
+        """Reject the open gate of ``stage``: the run's completed stages are compensated here."""
+        return sg.reject(run_id, self._open_gate(sg, run_id, stage), approver=approver, reason=reason)
+
+    def _open_gate(self, sg: Sagacity, run_id: str, stage: str) -> int:
+        view = self.view(sg, run_id)
+        found = next((s for s in view.stages if s.name == stage), None)
+        if found is None:
+            raise SagaNotFoundError(f"workflow {self.name!r} has no stage {stage!r}")
+        if found.gate is None or found.status not in (StageStatus.AWAITING_APPROVAL, StageStatus.APPROVED):
+            raise ApprovalNotFoundError(
+                f"run {run_id!r} has no open gate before stage {stage!r} (the stage is {found.status})"
+            )
+        return found.gate.seq
+
+    def view(self, sg: Sagacity, run_id: str) -> WorkflowView:
+        """Where run ``run_id`` stands, stage by stage, from its journal. Read-only."""
+        entries = sg.entries(run_id)
+        if not entries or not self._owns(entries):
+            raise SagaNotFoundError(f"no run {run_id!r} of workflow {self.name!r}")
+        return _view(self, sg, run_id, entries)
+
+    def _require_stages(self) -> None:
+        if not self.stages:
+            raise WorkflowDefinitionError(f"workflow {self.name!r} has no stages")
+
+    def _owns(self, entries: Iterable[Entry]) -> bool:
+        return any(e.tool_name.startswith(self.name + "/") for e in entries)
+
+    def _run_input(self, sg: Sagacity, run_id: str, input: Any) -> Any:
+        """The run's input: the journaled one for a run that has started, else ``input``."""
+        journaled = _journaled_input(sg.entries(run_id), self)
+        if journaled is _NOTHING:
+            if input is _JOURNALED:
+                raise SagaNotFoundError(f"workflow run {run_id!r} has no journaled input to continue from")
+            _dumps(input, "the run's input")
+            return input
+        if input is not _JOURNALED and _dumps(input, "the run's input") != _dumps(journaled, "input"):
+            raise SagaStateError(
+                f"workflow run {run_id!r} started with another input; continue it with "
+                "`wf.resume(sg, run_id)` (a run has one input)"
+            )
+        return journaled
+
+    def _drive(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+        for stage in self.stages:
+            for check in stage.checks:
+                assert check.spec is not None
+                call_id = f"{_CHECK_ID}{stage.name}:{check.name}"
+                verdict = _journaled_result(sg, run_id, call_id)
+                if verdict is None:
+                    verdict = journaled_call(
+                        check.spec,
+                        _check_input(self, stage, check, value),
+                        call_id,
+                        partial(_run_check, check, value),
+                    )
+                _require_passed(self, stage, check, verdict)
+            call_id = f"{_STAGE_ID}{stage.name}"
+            outcome = _journaled_result(sg, run_id, call_id)
+            if outcome is None:
+                outcome = journaled_call(
+                    stage.spec,
+                    stage.input_json(value),
+                    call_id,
+                    partial(stage.spec.fn, self.name, stage.name, stage.version, value),
+                    edited=True,  # a changed definition supersedes a pending or approved gate
+                )
+            if isinstance(outcome, CallPending):
+                return _Paused(stage.name)
+            value = _stage_output(self, stage, outcome)
+        return value
+
+    async def _drive_async(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+        for stage in self.stages:
+            for check in stage.checks:
+                assert check.spec is not None
+                call_id = f"{_CHECK_ID}{stage.name}:{check.name}"
+                verdict = await asyncio.to_thread(_journaled_result, sg, run_id, call_id)
+                if verdict is None:
+                    verdict = await journaled_call_async(
+                        check.spec,
+                        _check_input(self, stage, check, value),
+                        call_id,
+                        partial(_run_check_async, check, value),
+                    )
+                _require_passed(self, stage, check, verdict)
+            call_id = f"{_STAGE_ID}{stage.name}"
+            outcome = await asyncio.to_thread(_journaled_result, sg, run_id, call_id)
+            if outcome is None:
+                outcome = await journaled_call_async(
+                    stage.spec,
+                    stage.input_json(value),
+                    call_id,
+                    partial(stage.spec.fn, self.name, stage.name, stage.version, value),
+                    edited=True,
+                )
+            if isinstance(outcome, CallPending):
+                return _Paused(stage.name)
+            value = _stage_output(self, stage, outcome)
+        return value
+
+    def _result(
+        self,
+        sg: Sagacity,
+        run_id: str,
+        status: SagaStatus,
+        value: Any,
+        error: BaseException | None,
+        awaiting: tuple[ApprovalRequest, ...],
+    ) -> WorkflowResult:
+        view = _view(self, sg, run_id, sg.entries(run_id))
+        output = None if isinstance(value, _Paused) or status is not SagaStatus.COMPLETED else value
+        return WorkflowResult(run_id, self.name, status, output, view.current_stage, error, awaiting, view)
+
+
+class WorkflowHandle:
+    """A run started in the background (:meth:`Workflow.start`)."""
+
+    def __init__(self, workflow: Workflow, sg: Sagacity, run_id: str) -> None:
+        self.workflow = workflow
+        self.run_id = run_id
+        self._sg = sg
+        self._thread: threading.Thread | None = None
+        self._result: WorkflowResult | None = None
+        self._error: BaseException | None = None
+
+    def done(self) -> bool:
+        return self._thread is not None and not self._thread.is_alive()
+
+    def result(self, timeout: float | None = None) -> WorkflowResult:
+        """Wait for the run to stop (done, compensated or at a gate) and return how it stands."""
+        assert self._thread is not None
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise TimeoutError(f"workflow run {self.run_id!r} still running after {timeout}s")
+        if self._error is not None:
+            raise self._error
+        assert self._result is not None
+        return self._result
+
+    def view(self) -> WorkflowView:
+        return self.workflow.view(self._sg, self.run_id)
+
+
+class StageStatus(StrEnum):
+    """Where one stage of a run stands."""
+
+    PENDING = "PENDING"  # not reached yet
+    RUNNING = "RUNNING"  # its INTENT has no outcome yet (running, or in doubt)
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    APPROVED = "APPROVED"  # approved, not yet run: continue the run
+    REJECTED = "REJECTED"  # its gate was rejected or expired
+    COMPLETED = "COMPLETED"
+    FAILED = "FAILED"  # the stage raised (or a check before it failed)
+    COMPENSATED = "COMPENSATED"
+    COMPENSATION_FAILED = "COMPENSATION_FAILED"
+
+
+@dataclass(frozen=True, slots=True)
+class GateView:
+    """A stage's gate: the approval request bound to the stage's definition and input."""
+
+    seq: int
+    approvals_required: int
+    approvers: tuple[str, ...]
+    reason: str
+    input: str
+    input_hash: str
+    rejected_by: str = ""
+    rejection_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckView:
+    name: str
+    status: str  # PENDING, PASSED, FAILED, RUNNING
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StageView:
+    name: str
+    status: StageStatus
+    gated: bool
+    input: Any = None
+    output: Any = None
+    gate: GateView | None = None
+    checks: tuple[CheckView, ...] = ()
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowView:
+    """A run as every surface shows it: its status, the stage it stands at, each stage's state."""
+
+    run_id: str
+    workflow: str
+    status: SagaStatus
+    current_stage: str | None
+    stages: tuple[StageView, ...]
+    started_at: datetime | None
+    updated_at: datetime | None
+    valid: bool
+
+
+@dataclass(frozen=True, slots=True)
+class WorkflowResult:
+    """How a run stands after ``run``/``resume``: ``output`` is the last stage's, once COMPLETED."""
+
+    run_id: str
+    workflow: str
+    status: SagaStatus
+    output: Any
+    stage: str | None
+    error: BaseException | None
+    awaiting: tuple[ApprovalRequest, ...]
+    view: WorkflowView
+
+    @property
+    def ok(self) -> bool:
+        return self.status is SagaStatus.COMPLETED
+
+
+def find_workflow(name: str) -> Workflow | None:
+    """The workflow declared under ``name`` in this process, if any."""
+    with Workflow._all_lock:
+        return Workflow._all.get(name)
+
+
+def runs(sg: Sagacity, *, workflow: str | None = None, limit: int | None = None) -> list[WorkflowView]:
+    """Runs of the workflows declared in this process (or of one), most recently updated first."""
+    with Workflow._all_lock:
+        known = dict(Workflow._all)
+    if workflow is not None:
+        known = {workflow: known[workflow]} if workflow in known else {}
+    found: list[WorkflowView] = []
+    for summary in sg.sagas():
+        entries = sg.entries(summary.saga_id)
+        name = _workflow_of(entries)
+        if name in known:
+            found.append(_view(known[name], sg, summary.saga_id, entries))
+            if limit is not None and len(found) >= limit:
+                break
+    return found
+
+
+def continue_run(sg: Sagacity, run_id: str) -> WorkflowResult:
+    """Continue run ``run_id`` with the workflow declared here that it belongs to."""
+    return workflow_of_run(sg, run_id).resume(sg, run_id)
+
+
+def workflow_of_run(sg: Sagacity, run_id: str) -> Workflow:
+    """The declared workflow that run ``run_id`` belongs to (``SagaNotFoundError`` if none here)."""
+    entries = sg.entries(run_id)
+    name = _workflow_of(entries)
+    found = find_workflow(name) if name else None
+    if found is None:
+        raise SagaNotFoundError(
+            f"no workflow run {run_id!r}" + (f" (workflow {name!r} is not declared here)" if name else "")
+        )
+    return found
+
+
+# -- internals ---------------------------------------------------------------------------------------
+class _Paused:
+    """What the driver returns when the run stops at a gate."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+
+_NOTHING: Any = object()
+_JOURNALED: Any = object()
+
+
+def _dumps(value: Any, what: str, *, output: bool = False) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        message = f"{what} is not JSON ({exc})"
+        if output:
+            raise StageOutputError(
+                message + "; a stage returns JSON values: dict, list, str, number, bool, None"
+            ) from exc
+        raise StageOutputError(message) from exc
+
+
+def _code_version(fn: Callable[..., Any]) -> str:
+    """A short hash of the function's source (or bytecode when the source is not at hand)."""
+    try:
+        text = inspect.getsource(fn).encode("utf-8")
+    except (OSError, TypeError):
+        code = getattr(fn, "__code__", None)
+        text = code.co_code if code is not None else repr(fn).encode()
+    return "sha256:" + hashlib.sha256(text).hexdigest()[:16]
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{_origin_module(fn)}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+def _origin_module(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__module__", None) or "__main__")
+
+
+def _check_spec(workflow: Workflow, stage: Stage, check: _Check) -> ToolSpec:
+    def run_check(workflow: str, stage: str, check: str, version: str, input: Any) -> str:
+        raise SagaStateError("a workflow check runs only inside its run")
+
+    run_check.__module__ = _origin_module(check.fn)
+    run_check.__qualname__ = f"{workflow.name}.{stage.name}.{check.name}"
+    return ToolSpec(f"{workflow.name}/{stage.name}#{check.name}", run_check)
+
+
+def _check_input(workflow: Workflow, stage: Stage, check: _Check, value: Any) -> str:
+    body = {
+        "workflow": workflow.name,
+        "stage": stage.name,
+        "check": check.name,
+        "version": stage.version,
+        "input": value,
+    }
+    return _dumps(body, f"the input of check {check.name!r}")
+
+
+def _verdict_json(result: Any, check: _Check) -> str:
+    if result is None or result is True:
+        return _dumps({"passed": True}, "a check's verdict")
+    if result is False:
+        return _dumps({"passed": False, "reason": f"check {check.name!r} failed"}, "a check's verdict")
+    if isinstance(result, CheckResult):
+        body: dict[str, Any] = {"passed": bool(result.passed)}
+        if result.reason:
+            body["reason"] = result.reason
+        return _dumps(body, "a check's verdict")
+    raise StageOutputError(
+        f"check {check.name!r} returned {type(result).__name__}; a check returns True, False, None "
+        "or CheckResult(passed, reason)"
+    )
+
+
+def _run_check(check: _Check, value: Any) -> str:
+    return _verdict_json(check.fn(value), check)
+
+
+async def _run_check_async(check: _Check, value: Any) -> str:
+    result = check.fn(value)
+    if inspect.isawaitable(result):
+        result = await result
+    return _verdict_json(result, check)
+
+
+def _require_passed(workflow: Workflow, stage: Stage, check: _Check, verdict: Any) -> None:
+    if isinstance(verdict, CallRefused | CallRejected | CallPending):
+        raise SagaStateError(
+            f"workflow {workflow.name!r} check {check.name!r}: {getattr(verdict, 'reason', verdict)}"
+        )
+    body = json.loads(verdict)
+    if not body.get("passed"):
+        raise CheckFailedError(
+            f"workflow {workflow.name!r}: check {check.name!r} before stage {stage.name!r} failed: "
+            f"{body.get('reason') or 'no reason given'}",
+            stage=stage.name,
+            check=check.name,
+            reason=str(body.get("reason") or ""),
+        )
+
+
+def _journaled_result(sg: Sagacity, run_id: str, call_id: str) -> str | None:
+    """The journaled result of a stage or check that already executed: replayed as it was,
+    whatever the definition in force now (only what has not run binds the current one)."""
+    record = find_call(sg, run_id, call_id)
+    if record is not None and record.status == str(Phase.EXECUTED):
+        return record.result
+    return None
+
+
+def _stage_output(workflow: Workflow, stage: Stage, outcome: Any) -> Any:
+    if isinstance(outcome, CallRefused):
+        raise SagaStateError(f"workflow {workflow.name!r} stage {stage.name!r}: {outcome.reason}")
+    if isinstance(outcome, CallRejected):
+        raise SagaStateError(
+            f"workflow {workflow.name!r} stage {stage.name!r} was rejected: {outcome.reason}"
+        )
+    return json.loads(outcome)
+
+
+def _body(entry: Entry) -> dict[str, Any]:
+    try:
+        body = json.loads(entry.input)
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _workflow_of(entries: Iterable[Entry]) -> str:
+    for entry in entries:
+        if "/" in entry.tool_name and entry.phase in (Phase.INTENT, Phase.AWAITING_APPROVAL):
+            body = _body(entry)
+            name = body.get("workflow")
+            if isinstance(name, str) and entry.tool_name.startswith(name + "/") and "stage" in body:
+                return name
+    return ""
+
+
+def _journaled_input(entries: Iterable[Entry], workflow: Workflow) -> Any:
+    first = workflow.stages[0]
+    for entry in entries:
+        if entry.tool_name in (first.tool_name, *(f"{first.tool_name}#{c.name}" for c in first.checks)):
+            body = _body(entry)
+            if "input" in body:
+                return body["input"]
+    return _NOTHING
+
+
+def _view(workflow: Workflow, sg: Sagacity, run_id: str, entries: list[Entry]) -> WorkflowView:
+    detail = sg.saga_detail(run_id)
+    by_tool: dict[str, list[Entry]] = {}
+    for entry in entries:
+        by_tool.setdefault(entry.tool_name, []).append(entry)
+    stages: list[StageView] = []
+    current: str | None = None
+    for stage in workflow.stages:
+        record = find_call(sg, run_id, f"{_STAGE_ID}{stage.name}")
+        checks = tuple(_check_view(sg, run_id, stage, c) for c in stage.checks)
+        view = _stage_view(stage, record, checks, by_tool.get(stage.tool_name, []))
+        stages.append(view)
+        if current is None and view.status not in _GOT_PAST:
+            current = stage.name
+    status = detail.status
+    return WorkflowView(
+        run_id,
+        workflow.name,
+        status,
+        current,
+        tuple(stages),
+        entries[0].timestamp if entries else None,
+        entries[-1].timestamp if entries else None,
+        detail.verification.valid,
+    )
+
+
+def _check_view(sg: Sagacity, run_id: str, stage: Stage, check: _Check) -> CheckView:
+    record = find_call(sg, run_id, f"{_CHECK_ID}{stage.name}:{check.name}")
+    if record is None:
+        return CheckView(check.name, "PENDING")
+    if record.status == str(Phase.EXECUTED) and record.result is not None:
+        body = json.loads(record.result)
+        return CheckView(
+            check.name, "PASSED" if body.get("passed") else "FAILED", str(body.get("reason") or "")
+        )
+    if record.status == str(Phase.FAILED):
+        return CheckView(check.name, "FAILED", "the check raised")
+    return CheckView(check.name, "RUNNING")
+
+
+def _stage_view(
+    stage: Stage, record: CallRecord | None, checks: tuple[CheckView, ...], entries: list[Entry]
+) -> StageView:
+    if record is None:
+        failed_check = any(c.status == "FAILED" for c in checks)
+        return StageView(
+            stage.name,
+            StageStatus.FAILED if failed_check else StageStatus.PENDING,
+            stage.gate is not None,
+            checks=checks,
+        )
+    body = json.loads(record.input) if record.input else {}
+    gate = None
+    if record.gate_seq is not None:
+        gate = GateView(
+            record.gate_seq,
+            stage.gate.approvals if stage.gate is not None else 1,
+            record.approvers,
+            str(body.get("gate", "")),
+            record.input,
+            record.input_hash,
+            record.rejected_by,
+            record.reason,
+        )
+    compensation = next(
+        (e for e in reversed(entries) if e.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)), None
+    )
+    status = _STATUS_OF.get(record.status, StageStatus.RUNNING)
+    if compensation is not None:
+        status = StageStatus(str(compensation.phase))
+    failure = next((e for e in entries if e.phase == Phase.FAILED), None)
+    started = next((e.timestamp for e in entries if e.phase == Phase.INTENT), None)
+    finished = next((e.timestamp for e in entries if e.phase in (Phase.EXECUTED, Phase.FAILED)), None)
+    output = json.loads(record.result) if record.result is not None else None
+    return StageView(
+        stage.name,
+        status,
+        stage.gate is not None,
+        body.get("input"),
+        output,
+        gate,
+        checks,
+        started,
+        finished,
+        failure.payload_text if failure is not None else "",
+    )
+
+
+#: Stages a run got past (done, and maybe undone since): the current stage is the first other one.
+_GOT_PAST = frozenset({StageStatus.COMPLETED, StageStatus.COMPENSATED, StageStatus.COMPENSATION_FAILED})
+
+_STATUS_OF: Mapping[str, StageStatus] = {
+    str(Phase.EXECUTED): StageStatus.COMPLETED,
+    str(Phase.FAILED): StageStatus.FAILED,
+    "RUNNING": StageStatus.RUNNING,
+    "PASSED": StageStatus.PENDING,
+    str(Phase.AWAITING_APPROVAL): StageStatus.AWAITING_APPROVAL,
+    "APPROVED": StageStatus.APPROVED,
+    str(Phase.REJECTED): StageStatus.REJECTED,
+}

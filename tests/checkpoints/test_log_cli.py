@@ -1,0 +1,141 @@
+"""The log end to end through the CLI: a witness process, cosigned checkpoints, an auditor's copy."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from sagacity import Phase, Sagacity
+from sagacity.cli import main
+
+from .conftest import RawSQL, rechain, stored_timestamp
+
+ORIGIN = "test.example/journal"
+
+
+@pytest.fixture
+def journal_url(sqlite_url: str) -> str:
+    """The CLI is store-agnostic; test_log.py covers PostgreSQL."""
+    return sqlite_url
+
+
+def _run(*args: str) -> Result:
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def keys(tmp_path: Path) -> dict[str, Path]:
+    assert _run("keys", "generate", "--out", str(tmp_path / "keys" / "acme")).exit_code == 0
+    made = _run(
+        "keys", "generate", "--witness", "--out", str(tmp_path / "keys" / "w1"), "--name", "w1.example"
+    )
+    assert made.exit_code == 0, made.output
+    return {name: tmp_path / "keys" / name for name in ("acme.key", "acme.pub", "w1.key", "w1.pub")}
+
+
+@pytest.fixture
+def witness_url(keys: dict[str, Path], tmp_path: Path) -> Iterator[str]:
+    """`sagacity witness` as its own process on a free loopback port."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "sagacity.cli",
+            "witness",
+            "--key",
+            str(keys["w1.key"]),
+            "--log",
+            f"{ORIGIN}/log",
+            str(keys["acme.pub"]),
+            "--state",
+            str(tmp_path / "witness"),
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert "/add-checkpoint" in line, line
+    yield line.split(" on ")[1].strip().removesuffix("/add-checkpoint")
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=30)
+    process.stdout.close()
+
+
+def _checkpoint(db: str, keys: dict[str, Path], anchor: Path, *extra: str) -> Result:
+    return _run(
+        "checkpoint",
+        "--db",
+        db,
+        "--key",
+        str(keys["acme.key"]),
+        "--origin",
+        ORIGIN,
+        "--out",
+        str(anchor),
+        *extra,
+    )
+
+
+def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_auditor(
+    sg: Sagacity,
+    journal_url: str,
+    keys: dict[str, Path],
+    witness_url: str,
+    tmp_path: Path,
+    raw_sql: RawSQL,
+) -> None:
+    anchor = tmp_path / "anchor"
+    witness = f"{witness_url}={keys['w1.pub']}"
+    made = _checkpoint(journal_url, keys, anchor, "--witness", witness)
+    assert made.exit_code == 0, made.output
+    assert "log of 15 entries" in made.output
+    assert "cosigned by 1 of 1" in made.output
+    kept = tmp_path / "auditor-copy.txt"
+    shutil.copy(anchor / (anchor / "log-latest").read_text().strip(), kept)
+
+    sg.journal.append("a", "tool", Phase.INTENT, "{}")
+    grown = _checkpoint(journal_url, keys, anchor, "--witness", witness)
+    assert grown.exit_code == 0, grown.output
+    verify = ["verify", "--db", journal_url, "--checkpoint", str(anchor), "--key", str(keys["acme.pub"])]
+    cosigned = [*verify, "--since", str(kept), "--witness-key", str(keys["w1.pub"])]
+    clean = _run(*cosigned)
+    assert clean.exit_code == 0, clean.output
+    assert "cosigned by w1.example" in clean.output
+
+    # The operator, holding the database, the anchor and the stolen signing key, rewrites saga b.
+    entries = sg.entries("b")
+    entries[1] = dataclasses.replace(entries[1], payload="a different result")
+    for e in rechain(entries):
+        raw_sql(
+            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
+            "WHERE saga_id = %s AND seq = %s",
+            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
+        )
+    raw_sql("DELETE FROM sagacity_log", ())
+    shutil.rmtree(anchor)
+    refused = _checkpoint(journal_url, keys, anchor, "--witness", witness)
+    assert refused.exit_code == 1
+    assert "refused (422)" in refused.output
+    assert "(a fork)" in refused.output
+    assert not list(anchor.glob("log-checkpoint-*"))
+    forged = _checkpoint(journal_url, keys, tmp_path / "anchor2")  # no witness asked
+    assert forged.exit_code == 0, forged.output
+
+    forged_verify = [*verify[:4], str(tmp_path / "anchor2"), *verify[5:]]
+    assert _run(*forged_verify).exit_code == 0  # the stolen key's own word is consistent
+    caught = _run(*forged_verify, "--since", str(kept), "--witness-key", str(keys["w1.pub"]))
+    assert caught.exit_code == 1
+    assert "LOG_MISMATCH" in caught.output
+    assert "UNWITNESSED" in caught.output

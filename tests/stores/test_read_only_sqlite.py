@@ -1,0 +1,189 @@
+"""A SQLite journal this process may not write: an auditor's read-only copy verifies and exports,
+and everything that would write says so as a ``StoreError`` (never a raw ``PermissionError``).
+
+Each check runs in a separate process that cannot write the copy: the permission bits say so,
+and a test running as root drops the capabilities that let root ignore them (``setpriv``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagacity import Sagacity, SagaStatus
+
+HERE = Path(__file__).parent
+CHILD = HERE / "read_only_child.py"
+
+
+def reader_prefix() -> list[str]:
+    """What makes a child obey permission bits: nothing for a normal user; for root, dropping
+    CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from its bounding set."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        pytest.skip("running as root without setpriv (util-linux): root would ignore the permission bits")
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search", "--"]
+
+
+def child(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*reader_prefix(), sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        check=False,
+    )
+
+
+def library(url: str, action: str) -> dict[str, object]:
+    done = child(str(CHILD), url, action)
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return child("-m", "sagacity.cli", *args)
+
+
+def seal(folder: Path) -> None:
+    """As an auditor receives a copy: every file 444, the folder 555."""
+    for path in folder.iterdir():
+        path.chmod(0o444)
+    folder.chmod(0o555)
+
+
+@pytest.fixture
+def copy_dir(tmp_path: Path) -> Iterator[Path]:
+    folder = tmp_path / "copy"
+    folder.mkdir()
+    yield folder
+    folder.chmod(0o755)  # so that pytest can clean up as any user
+    for path in folder.iterdir():
+        path.chmod(0o644)
+
+
+def journal_with_two_sagas(url: str) -> Sagacity:
+    """An open Sagacity whose journal holds a completed and a compensated saga."""
+    sys.path.insert(0, str(HERE))
+    try:
+        import read_only_child
+    finally:
+        sys.path.remove(str(HERE))
+    sg = Sagacity(url)
+    sg.run("done", read_only_child.book, "seat")
+
+    def agent() -> None:
+        read_only_child.book("room")
+        raise RuntimeError("no")
+
+    sg.run("undone", agent)
+    return sg
+
+
+def test_a_read_only_copy_verifies_and_exports(tmp_path: Path, copy_dir: Path) -> None:
+    """File 444, folder 555, no -wal/-shm beside it: `sagacity verify`, `sagacity export` and
+    `sg.verify` work, read exactly what was written, and leave nothing beside the copy."""
+    original = tmp_path / "journal.db"
+    with journal_with_two_sagas(f"sqlite:///{original}") as sg:
+        exported = {saga_id: list(sg.export(saga_id)) for saga_id in ("done", "undone")}
+    assert not (tmp_path / "journal.db-wal").exists()  # closed cleanly: every commit in the file
+    shutil.copy(original, copy_dir / "journal.db")
+    seal(copy_dir)
+    url = f"sqlite:///{copy_dir / 'journal.db'}"
+
+    assert library(url, "verify") == {"value": [["done", True, 2], ["undone", True, 6]]}
+    assert library(url, "export") == {"value": exported}
+    verified = cli("verify", "--db", url, "--json")
+    assert verified.returncode == 0, verified.stderr
+    assert '"valid": true' in verified.stdout.replace('"valid":true', '"valid": true')
+    out = cli("export", "undone", "--db", url)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == exported["undone"]
+    assert [p.name for p in copy_dir.iterdir()] == ["journal.db"]
+
+
+def test_a_read_only_copy_with_its_wal_reads_the_commits_in_it(tmp_path: Path, copy_dir: Path) -> None:
+    """A copy taken while the journal was open holds commits in its -wal: read through its -shm,
+    every entry is there."""
+    with journal_with_two_sagas(f"sqlite:///{tmp_path / 'journal.db'}") as sg:
+        assert (tmp_path / "journal.db-wal").stat().st_size > 0
+        for name in ("journal.db", "journal.db-wal", "journal.db-shm"):
+            shutil.copy(tmp_path / name, copy_dir / name)
+        expected = [[s, True, len(sg.entries(s))] for s in ("done", "undone")]
+    seal(copy_dir)
+    assert library(f"sqlite:///{copy_dir / 'journal.db'}", "verify") == {"value": expected}
+
+
+def test_a_read_only_copy_with_a_wal_but_no_shm_says_how_to_copy_it(tmp_path: Path, copy_dir: Path) -> None:
+    """The -wal's commits cannot be read without its -shm in a read-only folder: a clear error
+    naming the fix, not a silently shorter journal."""
+    with journal_with_two_sagas(f"sqlite:///{tmp_path / 'journal.db'}"):
+        for name in ("journal.db", "journal.db-wal"):
+            shutil.copy(tmp_path / name, copy_dir / name)
+    seal(copy_dir)
+    url = f"sqlite:///{copy_dir / 'journal.db'}"
+    result = library(url, "verify")
+    assert result["error"] == "StoreError"
+    assert "-wal" in str(result["message"])
+    assert "-shm" in str(result["message"])
+    assert ".backup" in str(result["message"])
+    verified = cli("verify", "--db", url)
+    assert verified.returncode == 2
+    assert "-shm is missing" in verified.stderr + verified.stdout
+
+
+@pytest.mark.parametrize("action", ["run", "fail", "list"])
+def test_what_would_write_a_read_only_copy_says_so(tmp_path: Path, copy_dir: Path, action: str) -> None:
+    """Running a saga (also one that fails and would compensate) or listing sagas (which catches
+    the saga index up) on a read-only copy is a StoreError saying it is read-only here."""
+    with journal_with_two_sagas(f"sqlite:///{tmp_path / 'journal.db'}"):
+        pass
+    shutil.copy(tmp_path / "journal.db", copy_dir / "journal.db")
+    seal(copy_dir)
+    result = library(f"sqlite:///{copy_dir / 'journal.db'}", action)
+    assert result["error"] == "StoreError", result
+    assert "cannot be written by this process" in str(result["message"])
+    assert "read-only here" in str(result["message"])
+    assert [p.name for p in copy_dir.iterdir()] == ["journal.db"]
+
+
+def test_a_writable_journal_in_a_read_only_folder_fails_with_a_store_error(tmp_path: Path) -> None:
+    """The journal and its -wal/-shm are writable but the folder is not, so the lease file a
+    compensation needs cannot be created: run() raises StoreError naming it (not PermissionError),
+    and once the folder is writable, recover() finishes the compensation."""
+    folder = tmp_path / "live"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'journal.db'}"
+    with Sagacity(url) as owner:  # keeps -wal and -shm in place while the worker runs
+        with sqlite3.connect(folder / "journal.db") as keep_open:
+            keep_open.execute("SELECT 1").fetchone()
+            folder.chmod(0o555)
+            try:
+                result = library(url, "fail")
+            finally:
+                folder.chmod(0o755)
+        assert result["error"] == "StoreError", result
+        assert "lease file" in str(result["message"])
+        assert "-sagacity-lease" in str(result["message"])
+        assert owner.status("failing") is SagaStatus.COMPENSATING
+    assert library(url, "verify") == {"value": [["failing", True, 4]]}
+    sys.path.insert(0, str(HERE))
+    try:
+        import read_only_child  # noqa: F401 - recover() finds the tool by name
+    finally:
+        sys.path.remove(str(HERE))
+    with Sagacity(url) as sg:
+        [recovered] = sg.recover()
+        assert recovered.status is SagaStatus.COMPENSATED

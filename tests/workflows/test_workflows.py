@@ -1,0 +1,335 @@
+"""Workflows on the journal: stages once, gates bound to what they approve, durable across
+processes, compensation of completed stages in reverse — through the public API."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from sagacity import Phase, Sagacity, SagaStatus
+from sagacity.errors import (
+    ApprovalError,
+    CheckFailedError,
+    SagaNotFoundError,
+    SagaStateError,
+    StageOutputError,
+    WorkflowDefinitionError,
+)
+from sagacity.tools import registry
+from sagacity.workflows import StageStatus, Workflow, find_workflow, runs
+
+HERE = Path(__file__).parent
+BRIEF = {"topic": "sagas for agents"}
+
+
+def effects() -> list[list[Any]]:
+    text = Path(os.environ["SAGACITY_WF_EFFECTS"]).read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def in_process(url: str, action: str, run_id: str, arg: str = "") -> dict[str, Any]:
+    """One action in a fresh Python process (its own Sagacity and connections)."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / "wf_app.py"), url, action, run_id, arg],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def statuses(view: Any) -> dict[str, StageStatus]:
+    return {s.name: s.status for s in view.stages}
+
+
+def test_a_run_stops_at_the_gate_and_continues_in_other_processes(wf: ModuleType, durable_url: str) -> None:
+    """Approved across process restarts: draft and format run once, publish once, the chain verifies."""
+    first = in_process(durable_url, "run", "article-1", json.dumps(BRIEF))
+    assert first == {"status": "AWAITING_APPROVAL", "stage": "publish", "output": None}
+    assert in_process(durable_url, "approve", "article-1", "lawyer@example.com")["approved"] > 0
+    done = in_process(durable_url, "resume", "article-1")
+    assert done == {
+        "status": "COMPLETED",
+        "stage": None,
+        "output": {"url": "https://news.example/sagas-for-agents"},
+    }
+    assert [e[0] for e in effects()] == ["draft", "format", "publish"]
+    again = in_process(durable_url, "resume", "article-1")  # a completed run replays, runs nothing
+    assert again["status"] == "COMPLETED"
+    assert [e[0] for e in effects()] == ["draft", "format", "publish"]
+    sg = Sagacity(durable_url)
+    try:
+        assert sg.verify("article-1").valid
+        view = wf.publishing.view(sg, "article-1")
+        assert statuses(view) == {"draft": "COMPLETED", "format": "COMPLETED", "publish": "COMPLETED"}
+        gate = view.stages[2].gate
+        assert gate is not None
+        assert gate.approvers == ("lawyer@example.com",)
+        assert gate.reason == "Legal must sign off before anything is published"
+        assert json.loads(gate.input)["input"]["html"] == "<h1>Sagas For Agents</h1>"
+        assert view.stages[2].checks[0].status == "PASSED"
+    finally:
+        sg.close()
+
+
+def test_the_gate_binds_the_stage_definition_and_input(wf: ModuleType, tmp_path: Path) -> None:
+    """The approval request's input holds the workflow, stage, code version and input."""
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    result = wf.publishing.run(sg, "article-2", BRIEF)
+    [request] = result.awaiting
+    body = json.loads(request.input)
+    assert body["workflow"] == "publish-article"
+    assert body["stage"] == "publish"
+    assert body["version"] == "1"
+    assert body["input"]["title"] == "Sagas For Agents"
+
+
+def test_a_changed_stage_definition_needs_a_new_approval(wf: ModuleType, tmp_path: Path) -> None:
+    """An approval of version 1 does not run version 2: the gate is superseded, still pending."""
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    [request] = wf.publishing.run(sg, "article-3", BRIEF).awaiting
+    sg.approve("article-3", request.journal_seq, approver="lawyer@example.com")
+    publish = wf.publishing.stages[2]
+    publish.version = "2"
+    try:
+        result = wf.publishing.resume(sg, "article-3")
+    finally:
+        publish.version = "1"
+    assert result.status is SagaStatus.AWAITING_APPROVAL
+    [again] = result.awaiting
+    assert again.journal_seq != request.journal_seq
+    assert json.loads(again.input)["version"] == "2"
+    assert "publish" not in [e[0] for e in effects()]
+
+
+def test_a_rejected_gate_compensates_completed_stages_in_reverse(wf: ModuleType, durable_url: str) -> None:
+    in_process(durable_url, "run", "article-4", json.dumps(BRIEF))
+    assert "rejected" in in_process(durable_url, "reject", "article-4", "lawyer@example.com")
+    after = in_process(durable_url, "resume", "article-4")
+    assert after["status"] == "COMPENSATED"
+    assert [e[0] for e in effects()] == ["draft", "format", "unformat", "discard_draft"]
+    sg = Sagacity(durable_url)
+    try:
+        view = wf.publishing.view(sg, "article-4")
+        assert statuses(view) == {"draft": "COMPENSATED", "format": "COMPENSATED", "publish": "REJECTED"}
+        rejected = view.stages[2].gate
+        assert rejected is not None
+        assert rejected.rejected_by == "lawyer@example.com"
+    finally:
+        sg.close()
+
+
+def test_a_failed_check_compensates_and_says_why(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    result = wf.publishing.run(sg, "article-5", {**BRIEF, "embargo": "2027-01-01"})
+    assert result.status is SagaStatus.COMPENSATED
+    assert isinstance(result.error, CheckFailedError)
+    assert result.error.reason == "embargoed until 2027-01-01"
+    assert result.error.check == "no_embargo"
+    assert [e[0] for e in effects()] == ["draft", "format", "unformat", "discard_draft"]
+    view = result.view
+    assert view.stages[2].checks[0].status == "FAILED"
+    assert view.stages[2].checks[0].reason == "embargoed until 2027-01-01"
+    assert sg.pending_approvals("article-5") == []
+
+
+def test_a_failed_stage_compensates_the_stages_before_it(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    result = wf.publishing.run(sg, "article-6", {**BRIEF, "fail_at": "format"})
+    assert result.status is SagaStatus.COMPENSATED
+    assert isinstance(result.error, RuntimeError)
+    assert [e[0] for e in effects()] == ["draft", "format", "discard_draft"]
+    assert statuses(result.view) == {"draft": "COMPENSATED", "format": "FAILED", "publish": "PENDING"}
+    assert "the typesetter is down" in result.view.stages[1].error
+
+
+def test_an_output_that_is_not_json_is_refused_before_it_is_journaled_done(
+    wf: ModuleType, tmp_path: Path
+) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    result = wf.publishing.run(sg, "article-7", {**BRIEF, "fail_at": "output"})
+    assert result.status is SagaStatus.COMPENSATED
+    assert isinstance(result.error, StageOutputError)
+    assert "output of stage 'format' is not JSON" in str(result.error)
+    formats = [e for e in sg.entries("article-7") if e.tool_name == "publish-article/format"]
+    assert [e.phase for e in formats] == [Phase.INTENT, Phase.FAILED]
+
+
+def test_an_expired_gate_compensates(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    [request] = wf.publishing.run(sg, "article-8", BRIEF).awaiting
+    assert request.expires_at is not None
+    expired = sg.expire_approvals(now=request.expires_at + timedelta(seconds=1))
+    assert [r.journal_seq for r in expired] == [request.journal_seq]
+    result = wf.publishing.resume(sg, "article-8")
+    assert result.status is SagaStatus.COMPENSATED
+    assert [e[0] for e in effects()] == ["draft", "format", "unformat", "discard_draft"]
+    assert result.view.stages[2].status is StageStatus.REJECTED
+
+
+def test_racing_approvals_of_one_gate_from_two_processes(wf: ModuleType, durable_url: str) -> None:
+    """Two approvers at once on a one-approver gate: one approval lands, the other is refused."""
+    in_process(durable_url, "run", "article-9", json.dumps(BRIEF))
+    outcomes = race(durable_url, "article-9", ["approve", "approve"], ["ann@example.com", "bob@example.com"])
+    assert sorted("approved" in o for o in outcomes) == [False, True]
+    [refused] = [o for o in outcomes if "error" in o]
+    assert refused["error"] == "ApprovalRefusedError"
+    sg = Sagacity(durable_url)
+    try:
+        approvals = [e for e in sg.entries("article-9") if e.phase == Phase.APPROVED]
+        assert len(approvals) == 1
+    finally:
+        sg.close()
+
+
+def test_racing_continues_run_the_gated_stage_once(wf: ModuleType, durable_url: str) -> None:
+    in_process(durable_url, "run", "article-10", json.dumps(BRIEF))
+    in_process(durable_url, "approve", "article-10", "lawyer@example.com")
+    outcomes = race(durable_url, "article-10", ["resume", "resume", "resume"], ["", "", ""])
+    assert any(o.get("status") == "COMPLETED" for o in outcomes)
+    assert [e[0] for e in effects()].count("publish") == 1
+
+
+def race(url: str, run_id: str, actions: list[str], args: list[str]) -> list[dict[str, Any]]:
+    """The actions in separate processes, released together."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(HERE / "wf_app.py"), url, "wait", run_id, arg],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for arg in args
+    ]
+    for proc in procs:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "ready"
+    for proc, action in zip(procs, actions, strict=True):
+        assert proc.stdin is not None
+        proc.stdin.write(action + "\n")
+        proc.stdin.flush()
+    outcomes = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, err
+        outcomes.append(json.loads(out.strip().splitlines()[-1]))
+    return outcomes
+
+
+def test_runs_are_listed_with_status_and_current_stage(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    wf.publishing.run(sg, "article-11", BRIEF)
+    wf.publishing.run(sg, "article-12", {**BRIEF, "fail_at": "format"})
+    listed = {v.run_id: (v.status, v.current_stage) for v in runs(sg)}
+    assert listed == {
+        "article-11": (SagaStatus.AWAITING_APPROVAL, "publish"),
+        "article-12": (SagaStatus.COMPENSATED, "format"),
+    }
+    assert find_workflow("publish-article") is wf.publishing
+
+
+def test_start_returns_a_handle(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    handle = wf.publishing.start(sg, "article-13", BRIEF)
+    result = handle.result(timeout=30)
+    assert handle.done()
+    assert result.status is SagaStatus.AWAITING_APPROVAL
+    assert handle.view().current_stage == "publish"
+
+
+def test_a_run_has_one_input(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    wf.publishing.run(sg, "article-14", BRIEF)
+    with pytest.raises(SagaStateError, match="started with another input"):
+        wf.publishing.run(sg, "article-14", {"topic": "something else"})
+    with pytest.raises(SagaNotFoundError):
+        wf.publishing.resume(sg, "no-such-run")
+
+
+def test_async_stages_run_with_run_async(tmp_path: Path) -> None:
+    import asyncio
+
+    with registry.isolated():
+        wf = Workflow("async-flow", version="1")
+        seen: list[str] = []
+
+        @wf.stage
+        async def fetch(n: int) -> int:
+            seen.append("fetch")
+            return n + 1
+
+        @wf.stage(gate=True)
+        async def send(n: int) -> dict[str, int]:
+            seen.append("send")
+            return {"sent": n}
+
+        sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+        with pytest.raises(SagaStateError, match="run_async"):
+            wf.run(sg, "a-1", 1)
+        first = asyncio.run(wf.run_async(sg, "a-1", 1))
+        assert first.status is SagaStatus.AWAITING_APPROVAL
+        sg.approve("a-1", first.awaiting[0].journal_seq, approver="ann@example.com")
+        done = asyncio.run(wf.resume_async(sg, "a-1"))
+        assert done.output == {"sent": 2}
+        assert seen == ["fetch", "send"]
+
+
+def test_definition_errors_are_raised_where_the_workflow_is_written() -> None:
+    with registry.isolated():
+        wf = Workflow("defs")
+
+        @wf.stage
+        def one(x: int) -> int:
+            return x
+
+        with pytest.raises(WorkflowDefinitionError, match="already has a stage named 'one'"):
+
+            @wf.stage(name="one")
+            def other(x: int) -> int:
+                return x
+
+        with pytest.raises(WorkflowDefinitionError, match="no stage 'two' for a check"):
+
+            @wf.check("two")
+            def early(x: int) -> bool:
+                return True
+
+        with pytest.raises(WorkflowDefinitionError, match="no stage 'nothing' for a compensation"):
+
+            @wf.compensation("nothing")
+            def undo(ctx: Any) -> None: ...
+
+        @one.compensation
+        def undo_one(ctx: Any) -> None: ...
+
+        with pytest.raises(WorkflowDefinitionError, match="already has a compensation"):
+
+            @one.compensation
+            def undo_again(ctx: Any) -> None: ...
+
+        with pytest.raises(WorkflowDefinitionError, match="belong to a gate"):
+            wf.stage(approvals=2)
+        with pytest.raises(WorkflowDefinitionError, match="approvals must be"):
+            wf.stage(gate=True, approvals=0)
+        with pytest.raises(WorkflowDefinitionError, match="workflow name"):
+            Workflow("has spaces")
+
+
+def test_a_rejection_is_refused_twice(wf: ModuleType, tmp_path: Path) -> None:
+    """Rejecting a compensated run's gate again is an error, not a second compensation."""
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    [request] = wf.publishing.run(sg, "article-15", BRIEF).awaiting
+    sg.reject("article-15", request.journal_seq, approver="lawyer@example.com", reason="no")
+    with pytest.raises(ApprovalError):
+        sg.reject("article-15", request.journal_seq, approver="lawyer@example.com", reason="no")
+    assert [e[0] for e in effects()].count("discard_draft") == 1

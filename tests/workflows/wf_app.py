@@ -1,0 +1,101 @@
+"""The test suite's workflow: draft -> format -> (legal gate) publish, with a check before publish.
+
+Every stage and compensation appends a line to the effects file named by
+``$SAGACITY_WF_EFFECTS``, so a test counts what ran across processes. Run as a script, it is one
+process of a test: ``wf_app.py URL ACTION RUN_ID [ARG]`` prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from datetime import timedelta
+from typing import Any
+
+from sagacity.workflows import CheckResult, StageContext, Workflow
+
+publishing = Workflow("publish-article", version="1")
+
+
+def effect(*parts: Any) -> None:
+    with open(os.environ["SAGACITY_WF_EFFECTS"], "a", encoding="utf-8") as f:
+        f.write(json.dumps(parts) + "\n")
+
+
+@publishing.stage
+def draft(brief: dict[str, Any]) -> dict[str, Any]:
+    """Write the article's first draft."""
+    effect("draft", brief["topic"])
+    return {"title": brief["topic"].title(), "fail_at": brief.get("fail_at"), "embargo": brief.get("embargo")}
+
+
+@draft.compensation
+def discard_draft(ctx: StageContext) -> None:
+    effect("discard_draft", ctx.input["topic"], ctx.output["title"])
+
+
+@publishing.stage(name="format")
+def format_article(article: dict[str, Any]) -> dict[str, Any]:
+    effect("format", article["title"])
+    if article.get("fail_at") == "format":
+        raise RuntimeError("the typesetter is down")
+    if article.get("fail_at") == "output":
+        return {"not json": {1, 2}}  # type: ignore[dict-item]
+    return {**article, "html": f"<h1>{article['title']}</h1>"}
+
+
+@publishing.compensation("format")
+def unformat(ctx: StageContext) -> None:
+    effect("unformat", ctx.output["html"])
+
+
+@publishing.stage(
+    gate=True, reason="Legal must sign off before anything is published", ttl=timedelta(hours=1)
+)
+def publish(article: dict[str, Any]) -> dict[str, Any]:
+    effect("publish", article["title"])
+    return {"url": "https://news.example/" + article["title"].replace(" ", "-").lower()}
+
+
+@publishing.check("publish")
+def no_embargo(article: dict[str, Any]) -> CheckResult:
+    if article.get("embargo"):
+        return CheckResult(False, f"embargoed until {article['embargo']}")
+    return CheckResult(True)
+
+
+def main() -> None:
+    from sagacity import Sagacity
+
+    url, action, run_id = sys.argv[1:4]
+    arg = sys.argv[4] if len(sys.argv) > 4 else ""
+    sg = Sagacity(url)
+    out: dict[str, Any] = {}
+    if action == "wait":  # racers: start together on a line from the test
+        sys.stdout.write("ready\n")
+        sys.stdout.flush()
+        action = sys.stdin.readline().strip()
+    try:
+        if action == "run":
+            result = publishing.run(sg, run_id, json.loads(arg))
+            out = {"status": str(result.status), "stage": result.stage, "output": result.output}
+        elif action == "resume":
+            result = publishing.resume(sg, run_id)
+            out = {"status": str(result.status), "stage": result.stage, "output": result.output}
+        elif action == "approve":
+            [request] = sg.pending_approvals(run_id)
+            sg.approve(run_id, request.journal_seq, approver=arg)
+            out = {"approved": request.journal_seq}
+        elif action == "reject":
+            [request] = sg.pending_approvals(run_id)
+            sg.reject(run_id, request.journal_seq, approver=arg, reason="not cleared by legal")
+            out = {"rejected": request.journal_seq}
+    except Exception as exc:  # the test reads what happened
+        out = {"error": type(exc).__name__, "message": str(exc)}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sg.close()
+
+
+if __name__ == "__main__":
+    main()
