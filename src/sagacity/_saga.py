@@ -102,6 +102,9 @@ class SagaRun:
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
         self._seen(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc)).seq)
+        guard = self.engine.guard
+        if guard is not None:
+            guard.record_outcome(self.saga_id, spec.name, self.principal, failed=True)
 
     def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
         """Journal EXECUTED with the tool's result."""
@@ -114,6 +117,9 @@ class SagaRun:
             self.latch(exc)
             raise
         self._seen(seq)
+        guard = self.engine.guard
+        if guard is not None:
+            guard.record_outcome(self.saga_id, spec.name, self.principal, failed=False)
 
     def _gate(self, spec: ToolSpec, input: str, verdict: Verdict | None = None) -> str:
         try:

@@ -25,7 +25,8 @@ def test_the_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     checked = CliRunner().invoke(main, ["policy", "check", "payments.toml"])
     assert checked.exit_code == 0, checked.output
     assert (
-        "payments.toml: ok, 9 rules (3 on history, 1 in shadow mode), default allow; sha256" in checked.output
+        "payments.toml: ok, 10 rules (4 on history, 1 in shadow mode), default allow; sha256"
+        in checked.output
     )
     namespace: dict[str, object] = {"__name__": "policies_doc"}
     for block in _blocks("python"):

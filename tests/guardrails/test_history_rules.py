@@ -193,3 +193,40 @@ def test_an_unreadable_meter_runs_nothing(sqlite_url: str, policy_file: Path) ->
         sg.run("d1", lambda: send_email("x"))
     assert sent == []
     sg.close()
+
+
+def test_not_more_than_n_failures_in_a_row(guarded: Guarded) -> None:
+    """A circuit breaker across sagas: after 2 failures in a row the tool is denied; a success
+    (before the limit) resets the count; each change of the count is journaled."""
+    sg = guarded(
+        """\
+[[rules]]
+id = "flaky-breaker"
+tool = "flaky"
+reason = "flaky failed twice in a row: a human looks first"
+[rules.failures]
+max_in_row = 2
+"""
+    )
+    fail = {"now": True}
+    ran: list[int] = []
+
+    @tool
+    def flaky(n: int) -> str:
+        ran.append(n)
+        if fail["now"]:
+            raise RuntimeError(f"down {n}")
+        return f"ok {n}"
+
+    assert sg.run("f1", flaky, 1).status is SagaStatus.COMPENSATED
+    fail["now"] = False
+    assert sg.run("f2", flaky, 2).value == "ok 2"  # resets the count
+    fail["now"] = True
+    sg.run("f3", flaky, 3)
+    sg.run("f4", flaky, 4)
+    denied = sg.run("f5", flaky, 5)
+    assert ran == [1, 2, 3, 4]  # the fifth never ran
+    assert str(denied.value).startswith("[DENIED]")
+    assert "failed twice in a row" in str(denied.value)
+    counts = [e.payload for e in sg.entries("sagacity:streak:flaky-breaker:global")]
+    assert counts == ["streak=1", "streak=0", "streak=1", "streak=2"]

@@ -40,7 +40,7 @@ from sagacity.guardrails._evaluate import (
     judge_arguments,
     strictest,
 )
-from sagacity.guardrails._meter import Meter, meter_id
+from sagacity.guardrails._meter import Meter, Streaks, meter_id, streak_id
 from sagacity.guardrails._parse import parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Mode, Policy, Rule
 from sagacity.guardrails._switch import KillSwitch, SwitchState
@@ -70,6 +70,7 @@ class Guard:
         self.poll = poll
         self.switch = KillSwitch(journal, poll)
         self.meter = Meter(journal)
+        self.streaks = Streaks(journal)
         self._lock = threading.Lock()
         self._path: Path | None = None
         self._stamp: tuple[int, int, int] | None = None
@@ -173,6 +174,7 @@ class Guard:
         principal, agent = facts.principal, facts.agent
         judgement = judge_arguments(policy, facts)
         self._check_requires(judgement, facts)
+        self._check_streaks(judgement, facts)
         decided = strictest(judgement.enforced)
         debits: tuple[Debit, ...] = ()
         if decided is None and irreversible and judgement.allowed_by is None:
@@ -278,6 +280,36 @@ class Guard:
                     judgement.add(rule, finding_of(rule, rule.reason or why))
             except ConditionError as exc:
                 judgement.add(rule, failed(rule, exc))
+
+    def _check_streaks(self, judgement: Judgement, facts: CallFacts) -> None:
+        for rule in judgement.history:
+            if rule.failures is None:
+                continue
+            try:
+                count = self.streaks.current(streak_id(rule, facts.tool, facts.principal, facts.agent))
+            except SagacityError as exc:
+                judgement.add(rule, failed(rule, exc))
+                continue
+            if count >= rule.failures.max_in_row:
+                why = f"{facts.tool} failed {count} times in a row (at most {rule.failures.max_in_row})"
+                judgement.add(rule, finding_of(rule, rule.reason or why))
+
+    def record_outcome(self, saga_id: str, tool: str, principal: str | None, *, failed: bool) -> None:
+        """Count a call's outcome on the ``failures`` rules of its tool (a success resets them).
+        A count that cannot be journaled is logged: the call has already run."""
+        policy = self._policy
+        if policy is None:
+            return
+        agent = current_agent()
+        for rule in policy.streak_rules(tool):
+            try:
+                self.streaks.record(
+                    streak_id(rule, tool, principal, agent),
+                    failed=failed,
+                    about={"saga": saga_id, "tool": tool},
+                )
+            except SagacityError as exc:
+                _log.error("could not count an outcome of %s for rule %s: %s", tool, rule.id, exc)
 
     def _take_budgets(
         self, judgement: Judgement, facts: CallFacts, *, force: bool, dry: bool = False

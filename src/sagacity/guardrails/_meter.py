@@ -37,24 +37,76 @@ from sagacity.guardrails._rules import Budget, Rule, Scope
 from sagacity.guardrails._verdict import DEBIT, Debit, parse_verdict
 from sagacity.model import Entry, Phase
 
-__all__ = ["DEBIT", "METER_PREFIX", "Meter", "MeterReading", "give_back_call", "meter_id"]
+__all__ = [
+    "DEBIT",
+    "METER_PREFIX",
+    "STREAK_PREFIX",
+    "Meter",
+    "MeterReading",
+    "Streaks",
+    "give_back_call",
+    "meter_id",
+    "streak_id",
+]
 
 METER_PREFIX = "sagacity:meter:"
+STREAK_PREFIX = "sagacity:streak:"
 SLICES = 60
 _log = logging.getLogger("sagacity.guardrails")
 _ZERO = Decimal(0)
 
 
+def _scope(per: Scope, tool: str, principal: str | None, agent: str | None) -> str:
+    if per is Scope.GLOBAL:
+        return "global"
+    value = {Scope.TOOL: tool, Scope.PRINCIPAL: principal, Scope.AGENT: agent}[per]
+    return f"{per}={value or '-'}"
+
+
 def meter_id(rule: Rule, tool: str, principal: str | None, agent: str | None) -> str:
     """The meter saga a call counts in under ``rule``'s budget."""
     assert rule.budget is not None
-    per = rule.budget.per
-    if per is Scope.GLOBAL:
-        scope = "global"
-    else:
-        value = {Scope.TOOL: tool, Scope.PRINCIPAL: principal, Scope.AGENT: agent}[per]
-        scope = f"{per}={value or '-'}"
-    return f"{METER_PREFIX}{rule.id}:{scope}"
+    return f"{METER_PREFIX}{rule.id}:{_scope(rule.budget.per, tool, principal, agent)}"
+
+
+def streak_id(rule: Rule, tool: str, principal: str | None, agent: str | None) -> str:
+    """The chain counting ``rule``'s failures in a row (``sagacity:streak:<rule>:<scope>``)."""
+    assert rule.failures is not None
+    return f"{STREAK_PREFIX}{rule.id}:{_scope(rule.failures.per, tool, principal, agent)}"
+
+
+class Streaks:
+    """Failures in a row, as chains of their own: an entry (tool ``saga``, EXECUTED, payload
+    ``streak=<n>``) whenever the count changes — each failure, and the first success after one —
+    appended after the tail it was read from (compare-and-append), so racing processes count
+    every outcome. Reading the count is one read of the tail."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+
+    def current(self, streak: str) -> int:
+        tail = self.journal.read(self.journal.store.tail, streak)
+        text = payload_attribute(tail.payload, "streak=") if tail is not None else None
+        return int(text) if text and text.isdigit() else 0
+
+    def record(self, streak: str, *, failed: bool, about: dict[str, str]) -> None:
+        for _ in range(self.journal.max_append_attempts):
+            tail = self.journal.read(self.journal.store.tail, streak)
+            text = payload_attribute(tail.payload, "streak=") if tail is not None else None
+            now = int(text) if text and text.isdigit() else 0
+            after = now + 1 if failed else 0
+            if after == now:
+                return  # a success after a success: nothing changes, nothing is written
+            row = (
+                SAGA_TOOL,
+                Phase.EXECUTED,
+                json.dumps(about, separators=(",", ":"), sort_keys=True),
+                f"streak={after}",
+            )
+            at = (tail.seq, tail.hash) if tail is not None else (0, GENESIS_HASH)
+            if self.journal.commit(streak, at, [row]) is not None:
+                return
+        raise AppendConflictError(f"{streak!r}: every attempt to count an outcome lost the race")
 
 
 def _now_micros() -> int:

@@ -21,7 +21,7 @@ from sagacity._json import kind_of
 from sagacity._toml_lines import LineIndex, duration_seconds
 from sagacity.errors import PolicyError
 from sagacity.guardrails._cel import RESULT_VARIABLES, ConditionError, compile_condition
-from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Requires, Rule, Scope
+from sagacity.guardrails._rules import Action, Budget, Failures, Mode, Policy, Requires, Rule, Scope
 
 __all__ = ["GATEWAY_TABLES", "load_policy", "parse_policy", "read_policy_text"]
 
@@ -42,7 +42,9 @@ _RULE = {
     "mode",
     "budget",
     "requires",
+    "failures",
 }
+_FAILURES = {"max_in_row", "per"}
 _BUDGET = {"limit", "window", "per"}
 _REQUIRES = {"tool", "result"}
 _RULE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -171,10 +173,11 @@ class _Parser:
         rule_id = self.string(body["id"], (*path, "id"))
         if not _RULE_ID.match(rule_id):
             raise self.fail((*path, "id"), f"rule id must be 1-64 letters, digits or _.- , not {rule_id!r}")
-        history = "budget" in body or "requires" in body
-        if "budget" in body and "requires" in body:
+        kinds = [k for k in ("budget", "requires", "failures") if k in body]
+        history = bool(kinds)
+        if len(kinds) > 1:
             raise self.fail(
-                (*path, "requires"), f"rule {rule_id!r} has both budget and requires; make two rules"
+                (*path, kinds[1]), f"rule {rule_id!r} has both {kinds[0]} and {kinds[1]}; make two rules"
             )
         if "action" not in body and not history:
             raise self.fail(path, f'rule {rule_id!r} needs action = "allow", "hold" or "deny"')
@@ -225,6 +228,7 @@ class _Parser:
             mode=Mode(self.choice(body.get("mode", "enforce"), (*path, "mode"), list(Mode))),
             budget=self.budget(body["budget"], (*path, "budget")) if "budget" in body else None,
             requires=self.requires(body["requires"], (*path, "requires")) if "requires" in body else None,
+            failures=self.failures(body["failures"], (*path, "failures")) if "failures" in body else None,
             line=self.index.line(path),
         )
 
@@ -249,6 +253,15 @@ class _Parser:
             window=self.duration(body["window"], (*path, "window")),
             per=Scope(self.choice(body.get("per", "global"), (*path, "per"), list(Scope))),
         )
+
+    def failures(self, value: Any, path: tuple[str, ...]) -> Failures:
+        body = self.table(value, path, _FAILURES, "[rules.failures]")
+        count = body.get("max_in_row")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise self.fail(
+                (*path, "max_in_row"), f"max_in_row must be a whole number of at least 1, not {count!r}"
+            )
+        return Failures(count, Scope(self.choice(body.get("per", "global"), (*path, "per"), list(Scope))))
 
     def requires(self, value: Any, path: tuple[str, ...]) -> Requires:
         body = self.table(value, path, _REQUIRES, "[rules.requires]")

@@ -8,7 +8,9 @@ the call's amount is above the threshold. What it does then depends on its kind:
 * a ``budget`` rule decides only when the call would take its meter (a count, or a sum of
   amounts, over a sliding window, per tool, principal, agent or for everyone) over the limit;
 * a ``requires`` rule decides only when no call of the required tool executed, and was not
-  compensated, earlier in the saga (optionally: whose result satisfies a condition).
+  compensated, earlier in the saga (optionally: whose result satisfies a condition);
+* a ``failures`` rule decides only when the tool's last ``max_in_row`` outcomes (across sagas,
+  per tool, principal, agent or for everyone) were all failures: a circuit breaker.
 
 In ``shadow`` mode a rule is evaluated and what it would have decided is journaled; it never
 holds or denies anything. Among the rules in force that decide, the strictest wins (deny, then
@@ -25,7 +27,7 @@ from enum import StrEnum
 
 from sagacity.guardrails._cel import Condition
 
-__all__ = ["Action", "Budget", "Mode", "Policy", "Requires", "Rule", "Scope"]
+__all__ = ["Action", "Budget", "Failures", "Mode", "Policy", "Requires", "Rule", "Scope"]
 
 
 class Action(StrEnum):
@@ -60,6 +62,14 @@ class Budget:
 
 
 @dataclass(frozen=True, slots=True)
+class Failures:
+    """Not more than ``max_in_row`` failures of the tool in a row (per ``per``), across sagas."""
+
+    max_in_row: int
+    per: Scope = Scope.GLOBAL
+
+
+@dataclass(frozen=True, slots=True)
 class Requires:
     """A call of ``tool`` executed and not compensated earlier in this saga (and ``result`` holds)."""
 
@@ -83,12 +93,13 @@ class Rule:
     mode: Mode = Mode.ENFORCE
     budget: Budget | None = None
     requires: Requires | None = None
+    failures: Failures | None = None
     line: int | None = None
 
     @property
     def history(self) -> bool:
         """Whether the rule reads history (a meter or the saga's journal), not only the call."""
-        return self.budget is not None or self.requires is not None
+        return self.budget is not None or self.requires is not None or self.failures is not None
 
     def describe(self) -> str:
         return self.reason or f"rule {self.id} ({self.action})"
@@ -107,6 +118,7 @@ class Policy:
     source: str = "policy"
     sha256: str = ""
     _by_tool: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _streaks: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha256", hashlib.sha256(self.text.encode("utf-8")).hexdigest())
@@ -121,3 +133,10 @@ class Policy:
     @property
     def has_history(self) -> bool:
         return any(r.history for r in self.rules)
+
+    def streak_rules(self, tool: str) -> tuple[Rule, ...]:
+        """The ``failures`` rules counting ``tool``'s outcomes (cached per tool)."""
+        found = self._streaks.get(tool)
+        if found is None:
+            found = self._streaks[tool] = tuple(r for r in self.rules_for(tool) if r.failures is not None)
+        return found

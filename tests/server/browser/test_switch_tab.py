@@ -16,7 +16,9 @@ from .conftest import ADMIN, off_loop, sign_in
 pytestmark = pytest.mark.browser
 
 
-def test_an_admin_halts_a_tool_and_lifts_it(served: tuple[str, Sagacity], page: Any, playwright_api: Any) -> None:
+def test_an_admin_halts_a_tool_and_lifts_it(
+    served: tuple[str, Sagacity], page: Any, playwright_api: Any
+) -> None:
     url, sg = served
     expect = playwright_api.expect
     sign_in(page, url, ADMIN)
