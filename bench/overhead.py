@@ -323,6 +323,8 @@ def main_policy(args: argparse.Namespace) -> int:
     )
     print(POLICY_HEADER)
     lines: list[str] = []
+    if "memory" in args.stores.split(","):  # all CPU: the policy's own cost, with no disk to hide it
+        lines.append(bench_policy("memory://", "memory", args.rounds, args.calls, args.saga_calls))
     with chosen_targets(args) as targets:
         for make in targets:
             with make() as target:

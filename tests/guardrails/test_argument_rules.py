@@ -204,3 +204,32 @@ def test_the_policy_is_journaled_once_and_a_change_is_picked_up(guarded: Guarded
     assert sg.entries(POLICY_SAGA)[-1].payload.startswith("refused=")
     policy_file.write_text(PAYMENTS, encoding="utf-8")
     assert sg.run("s9", lambda: lookup("d")).value == "order d"  # type: ignore[operator]
+
+
+def test_a_condition_that_errs_denies_and_the_others_still_count(guarded: Guarded) -> None:
+    """Fail closed per rule: a CEL condition that errs on this call (a missing key) denies, naming
+    the rule; the other conditions of the same tool are still evaluated (a shadow one journals)."""
+    sg = guarded(
+        """\
+[[rules]]
+id = "watch"
+tool = "lookup"
+when = 'args.order == "o-1"'
+action = "deny"
+mode = "shadow"
+
+[[rules]]
+id = "sized"
+tool = "lookup"
+when = "args.size > 100"
+action = "hold"
+"""
+    )
+    _, lookup = _tools()
+    out: list[str] = []
+    sg.run("e1", lambda: out.append(lookup("o-1")))  # type: ignore[operator]
+    assert out[0].startswith("[DENIED]")
+    assert "rule sized could not be evaluated" in out[0]
+    verdict = parse_verdict(sg.entries("e1")[0].payload)
+    assert verdict is not None
+    assert [f.rule for f in verdict.shadow] == ["watch"]

@@ -13,12 +13,12 @@ The runtime is the ``policy`` extra; a policy with conditions names it when it i
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sagacity.errors import ConfigurationError
 
-__all__ = ["CALL_VARIABLES", "RESULT_VARIABLES", "Condition", "ConditionError", "compile_condition"]
+__all__ = ["CALL_VARIABLES", "RESULT_VARIABLES", "Bundle", "Condition", "ConditionError", "compile_condition"]
 
 #: What a call's condition may name.
 CALL_VARIABLES = ("tool", "args", "principal", "agent", "saga")
@@ -107,3 +107,64 @@ def compile_condition(text: str, variables: tuple[str, ...] = CALL_VARIABLES) ->
         raise ConditionError(f"{text!r} is {returns.name()}, not a condition (true or false)")
     mentioned = set(_IDENTIFIER.findall(text))
     return Condition(text, expression, cel.Type.ERROR, tuple(n for n in variables if n in mentioned))
+
+
+class Bundle:
+    """Every ``when`` condition that may apply to one tool's calls, evaluated in one go.
+
+    The runtime's cost is mostly per evaluation (converting the variables, running the program),
+    not per condition, so the conditions are compiled into one CEL list and evaluated once per
+    call. A condition is a pure function of the variables it names, so the list's value is kept
+    for the last few thousand distinct values of the variables it names (the arguments by their
+    JSON text):
+    a repeated identical call does not evaluate again. If the list errs, each condition is
+    evaluated alone, so that only the one that errs fails closed.
+    """
+
+    __slots__ = ("_error", "_expression", "_memo", "conditions", "names")
+
+    _MEMO_SIZE = 4096
+
+    def __init__(self, conditions: tuple[Condition, ...]) -> None:
+        cel = _runtime()
+        self.conditions = conditions
+        mentioned = {name for c in conditions for name in c.names}
+        self.names = tuple(n for n in CALL_VARIABLES if n in mentioned)
+        text = "[" + ", ".join(f"({c.text})" for c in conditions) + "]"
+        self._expression = _env(CALL_VARIABLES).compile(text)
+        self._error = cel.Type.ERROR
+        self._memo: dict[tuple[str, ...], tuple[bool | ConditionError, ...]] = {}
+
+    def evaluate(
+        self,
+        key: Callable[[tuple[str, ...]], tuple[str, ...]],
+        data: Callable[[tuple[str, ...]], Mapping[str, Any]],
+    ) -> tuple[bool | ConditionError, ...]:
+        """Each condition's value (or the ``ConditionError`` it raised), in order; ``key(names)``
+        is what the named variables hold (the memo's key), ``data(names)`` the variables."""
+        memo_key = key(self.names)
+        found = self._memo.get(memo_key)
+        if found is not None:
+            return found
+        variables = data(self.names)
+        try:
+            value = self._expression.eval(data=variables)
+            results: Any = None if value.type() == self._error else value.plain_value()
+        except Exception:  # noqa: BLE001 - evaluated one by one below, failing closed where due
+            results = None
+        if not isinstance(results, list) or not all(type(r) is bool for r in results):
+            results = [self._one(c, data) for c in self.conditions]
+        answer = tuple(results)
+        if len(self._memo) >= self._MEMO_SIZE:
+            self._memo.clear()
+        self._memo[memo_key] = answer
+        return answer
+
+    @staticmethod
+    def _one(
+        condition: Condition, data: Callable[[tuple[str, ...]], Mapping[str, Any]]
+    ) -> bool | ConditionError:
+        try:
+            return condition.holds(data(condition.names))
+        except ConditionError as exc:
+            return exc

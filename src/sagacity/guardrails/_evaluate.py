@@ -41,6 +41,10 @@ class CallFacts:
             self._args = value if isinstance(value, dict) else {"value": value}
         return self._args  # type: ignore[no-any-return]
 
+    def key(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """What the variables ``names`` hold, as text (the arguments as their JSON text)."""
+        return tuple(self.input if name == "args" else self._variable(name) for name in names)
+
     def data(self, names: tuple[str, ...]) -> dict[str, Any]:
         """The CEL variables ``names`` of a call's condition."""
         return {name: self._variable(name) for name in names}
@@ -107,10 +111,16 @@ def failed(rule: Rule, error: Exception) -> Finding:
     )
 
 
-def applies(rule: Rule, facts: CallFacts) -> bool:
-    """Whether the rule's filter (``when``, ``amount`` over ``over``) matches; may raise ConditionError."""
-    if rule.when is not None and not rule.when.holds(facts.data(rule.when.names)):
-        return False
+def applies(rule: Rule, facts: CallFacts, when: bool | ConditionError | None = None) -> bool:
+    """Whether the rule's filter (``when``, ``amount`` over ``over``) matches; may raise
+    ConditionError. ``when``: the condition's value if already evaluated (``Policy.bundle_for``)."""
+    if rule.when is not None:
+        if when is None:
+            when = rule.when.holds(facts.data(rule.when.names))
+        if isinstance(when, ConditionError):
+            raise when
+        if not when:
+            return False
     if rule.over is not None:
         assert rule.amount is not None
         return facts.amount(rule.amount) > rule.over
@@ -120,9 +130,12 @@ def applies(rule: Rule, facts: CallFacts) -> bool:
 def judge_arguments(policy: Policy, facts: CallFacts) -> Judgement:
     """Evaluate every rule for the call's tool; history rules that apply are left in ``history``."""
     judgement = Judgement()
+    bundle = policy.bundle_for(facts.tool)
+    values = iter(bundle.evaluate(facts.key, facts.data) if bundle is not None else ())
     for rule in policy.rules_for(facts.tool):
+        when = next(values) if rule.when is not None else None
         try:
-            if not applies(rule, facts):
+            if not applies(rule, facts, when):
                 continue
         except ConditionError as exc:
             judgement.add(rule, failed(rule, exc))

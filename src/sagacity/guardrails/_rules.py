@@ -25,7 +25,7 @@ from datetime import timedelta
 from decimal import Decimal
 from enum import StrEnum
 
-from sagacity.guardrails._cel import Condition
+from sagacity.guardrails._cel import Bundle, Condition
 
 __all__ = ["Action", "Budget", "Failures", "Mode", "Policy", "Requires", "Rule", "Scope"]
 
@@ -119,6 +119,7 @@ class Policy:
     sha256: str = ""
     _by_tool: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
     _streaks: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
+    _bundles: dict[str, Bundle | None] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha256", hashlib.sha256(self.text.encode("utf-8")).hexdigest())
@@ -129,6 +130,13 @@ class Policy:
         if found is None:
             found = self._by_tool[tool] = tuple(r for r in self.rules if r.tools is None or tool in r.tools)
         return found
+
+    def bundle_for(self, tool: str) -> Bundle | None:
+        """The ``when`` conditions of ``tool``'s rules compiled into one (None: there are none)."""
+        if tool not in self._bundles:
+            conditions = tuple(r.when for r in self.rules_for(tool) if r.when is not None)
+            self._bundles[tool] = Bundle(conditions) if conditions else None
+        return self._bundles[tool]
 
     @property
     def has_history(self) -> bool:
