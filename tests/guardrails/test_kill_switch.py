@@ -116,3 +116,23 @@ def test_the_switch_from_the_cli(sqlite_url: str) -> None:
     assert "is off" in runner.invoke(main, ["switch", "status", *db]).output
     assert len(sg.entries(SWITCH_SAGA)) == 2
     sg.close()
+
+
+def test_a_halt_refuses_resumes_and_keeps_the_request(guarded: Guarded) -> None:
+    """An approved call is not run while everything is halted; lifted, it resumes."""
+    sg = guarded(EMPTY)
+    from sagacity import Reversibility
+
+    @tool(reversibility=Reversibility.IRREVERSIBLE)
+    def wire(amount: str) -> str:
+        return f"wired {amount}"
+
+    sg.run("k8", lambda: wire("5.00"))
+    [request] = sg.pending_approvals("k8")
+    sg.approve("k8", request.journal_seq, "alice@example.com")
+    sg.kill_switch.set("halt", by="ops@example.com", reason="incident")
+    with pytest.raises(HaltedError, match="resume refused"):
+        sg.resume("k8", request.journal_seq, request.input)
+    assert sg.pending_approvals("k8") == [request]
+    sg.kill_switch.set("lift", by="ops@example.com")
+    assert sg.resume("k8", request.journal_seq, request.input).status is SagaStatus.COMPLETED
