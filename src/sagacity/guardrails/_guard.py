@@ -103,18 +103,20 @@ class Guard:
         with self._lock:
             self._checked = now
             try:
-                info = self._path.stat()
-                stamp = (info.st_mtime_ns, info.st_size, info.st_ino)
+                stamp = _stamp_of(self._path)
             except OSError as exc:
                 self._fail(f"cannot read the policy {self._path}: {exc.strerror or exc}", "")
                 return
             if stamp == self._stamp and not force:
                 return
-            self._stamp = stamp
             try:
                 text = read_policy_text(self._path)
+                if _stamp_of(self._path) != stamp:
+                    return  # written to while we read it: read it whole next time, never half
+                self._stamp = stamp
                 policy = parse_policy(text, source=str(self._path))
             except PolicyError as exc:
+                self._stamp = stamp
                 digest = hashlib.sha256(_text_or_empty(self._path).encode("utf-8")).hexdigest()
                 self._fail(str(exc), digest)
                 return
@@ -380,6 +382,12 @@ def _result_value(text: str) -> object:
         return json.loads(text)
     except ValueError:
         return text
+
+
+def _stamp_of(path: Path) -> tuple[int, int, int]:
+    """What tells a changed file (modification time, size, inode: a rename into place too)."""
+    info = path.stat()
+    return (info.st_mtime_ns, info.st_size, info.st_ino)
 
 
 def _window(window: timedelta) -> str:
