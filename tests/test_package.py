@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import venv
@@ -45,4 +46,6 @@ def test_wheel_installs_and_runs_the_demo(tmp_path: Path) -> None:
         timeout=120,
     )
     assert verify.returncode == 0, verify.stderr
-    assert verify.stdout.count('"valid": true') == 4
+    document = json.loads(verify.stdout)
+    assert (document["valid"], document["checked"]) == (True, 4)
+    assert [v["valid"] for v in document["sagas"]] == [True] * 4

@@ -22,7 +22,12 @@ from typing import TYPE_CHECKING
 
 from sagacity._journal import Journal
 from sagacity._state import SagaState, fold
-from sagacity.errors import AppendConflictError, ApprovalNotFoundError, InvalidValueError
+from sagacity.errors import (
+    AppendConflictError,
+    ApprovalNotFoundError,
+    InvalidValueError,
+    StoreUnavailableError,
+)
 from sagacity.model import ApprovalRequest, Entry, Phase
 from sagacity.stores.base import Store
 from sagacity.tools import ToolRegistry
@@ -93,8 +98,23 @@ class Engine:
         return self.journal.read(self.store.get_approval_request, saga_id, seq)
 
     def drop_request(self, saga_id: str, seq: int) -> bool:
-        """Delete a request row (working state); True for the one caller that deleted it."""
-        return self.journal.read(self.store.delete_approval_request, saga_id, seq)
+        """Delete a request row (working state); True for the one caller that deleted it.
+
+        Also True when a delete met a lost connection (a failover, a killed backend) and the
+        retry found the row gone: that delete may have committed unheard, and refusing then
+        would leave the gate approved with no request anyone could resume. The fenced entry
+        the caller appends next decides between racers, as it always does.
+        """
+        unheard: list[StoreUnavailableError] = []
+
+        def delete() -> bool:
+            try:
+                return self.store.delete_approval_request(saga_id, seq)
+            except StoreUnavailableError as exc:
+                unheard.append(exc)
+                raise
+
+        return self.journal.read(delete) or bool(unheard)
 
     # -- writing ----------------------------------------------------------------------------------
     def decide(self, state: SagaState, choose: Callable[[SagaState], list[Row]]) -> list[Entry]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
+from itertools import groupby
 from typing import Any
 
 from sagacity import chain
@@ -50,20 +51,26 @@ def parse_line(line: str) -> Entry:
     )
 
 
-def verify_lines(lines: Iterable[str]) -> chain.Verification:
-    """Verify one saga's export offline, streaming. Blank lines are ignored; a line that is not a
-    well-formed entry is a break at its position, like an entry whose hash is wrong."""
-    malformed: list[str] = []
-
-    def entries() -> Iterator[Entry]:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
+def _parsed(lines: Iterable[str]) -> Iterator[Entry | str]:
+    """Each non-blank line as an :class:`Entry`, or as what is wrong with it (``line N: ...``)."""
+    for number, line in enumerate(lines, start=1):
+        if line.strip():
             try:
                 yield parse_line(line)
             except ValueError as exc:
-                malformed.append(f"line {number}: {exc}")
+                yield f"line {number}: {exc}"
+
+
+def _verified(items: Iterable[Entry | str]) -> chain.Verification:
+    """One saga's chain; a malformed line is a break at its position, and the end of reading."""
+    malformed: list[str] = []
+
+    def entries() -> Iterator[Entry]:
+        for item in items:
+            if isinstance(item, str):
+                malformed.append(item)
                 return
+            yield item
 
     result = chain.verify(entries())
     if malformed and result.valid:
@@ -71,3 +78,28 @@ def verify_lines(lines: Iterable[str]) -> chain.Verification:
         count = result.entry_count
         return chain.Verification(False, count + 1, count, malformed[0])
     return result
+
+
+def verify_lines(lines: Iterable[str]) -> chain.Verification:
+    """Verify one saga's export offline, streaming. Blank lines are ignored; a line that is not a
+    well-formed entry is a break at its position, like an entry whose hash is wrong."""
+    return _verified(_parsed(lines))
+
+
+def verify_sagas(lines: Iterable[str]) -> Iterator[tuple[str, chain.Verification]]:
+    """Verify an export of one or several sagas offline, saga by saga, streaming.
+
+    ``sagacity export A B`` writes each saga's lines together, in seq order; a saga whose lines
+    are split apart (or a line whose saga id was changed) shows as a chain that does not start
+    at seq 1. A malformed line breaks the saga it is in (the rest of that saga's lines are not
+    read); the sagas after it are verified as usual.
+    """
+    saga = [""]
+
+    def saga_of(item: Entry | str) -> str:
+        if isinstance(item, Entry):
+            saga[0] = item.saga_id
+        return saga[0]
+
+    for saga_id, items in groupby(_parsed(lines), key=saga_of):
+        yield saga_id, _verified(items)

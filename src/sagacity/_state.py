@@ -142,6 +142,15 @@ def held_approvals(payload: str) -> int:
     return int(match.group(1)) if match is not None else 0
 
 
+def required_reason(text: str) -> str:
+    """Why a person rejects: one line of text that is not blank, stripped. The CLI, the HTTP API
+    and the dashboard require one; a rejection nobody can explain later is no evidence."""
+    one_line("reason", text)
+    if not text.strip():
+        raise InvalidValueError("a reason is required to reject: say why, in one line")
+    return text.strip()
+
+
 def _quoted(text: str) -> str:
     """``text`` as the escape prefix and a JSON string literal that is one line of storable text."""
     literal = json.dumps(text, ensure_ascii=False)  # escapes C0 controls, quotes and backslashes
@@ -332,6 +341,11 @@ class SagaState:
     resolving: dict[int, str] = field(default_factory=dict)
     #: A framework's call id -> the latest call or gate journaled under it.
     keyed: dict[str, Call | Gate] = field(default_factory=dict)
+
+    @property
+    def principal(self) -> str | None:
+        """Who the saga belongs to: the principal its start facts name (None: nobody in particular)."""
+        return None
 
     @property
     def executed(self) -> list[Call]:

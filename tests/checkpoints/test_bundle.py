@@ -11,7 +11,15 @@ import pytest
 
 from sagacity import Phase, Sagacity
 from sagacity import verify_bundle as standalone
-from sagacity.checkpoints import Checkpoint, SigningKey, create_checkpoint, write_bundle
+from sagacity.checkpoints import (
+    Checkpoint,
+    SigningKey,
+    _note,
+    checkpoint_log,
+    create_checkpoint,
+    open_log_checkpoint,
+    write_bundle,
+)
 from sagacity.errors import CheckpointError, JournalIntegrityError
 
 
@@ -140,3 +148,96 @@ def test_copied_out_verifier_runs_as_a_script(bundle: Path, pub: Path, tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("bundle verified\n")
+
+
+# -- bundles carrying the log checkpoint ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def witness_key() -> SigningKey:
+    return SigningKey.generate("witness.example", witness=True)
+
+
+@pytest.fixture
+def log_bundle(
+    journal: Sagacity, checkpoint: Checkpoint, key: SigningKey, witness_key: SigningKey, tmp_path: Path
+) -> tuple[Path, Path, Path]:
+    """Saga 3 bundled with a cosigned log checkpoint that extends an older one the auditor kept.
+
+    Returns the bundle, the auditor's older log checkpoint and the witness's public key file.
+    """
+    older = checkpoint_log(journal, key, "test.example/journal")
+    journal.journal.append("order 3/ü", "tool", Phase.INTENT, "{}")
+    newer = checkpoint_log(journal, key, "test.example/journal", previous=older)
+    newer = newer.with_signatures([_note.cosign(newer.text, witness_key, 1_800_000_000)])
+    kept = tmp_path / "kept-log-checkpoint.txt"
+    kept.write_text(older.note)
+    wpub = tmp_path / "witness.pub"
+    wpub.write_text(witness_key.verifier.to_text() + "\n")
+    made = write_bundle(journal, ["order 3/ü"], checkpoint, tmp_path / "bundle", log=newer, since=[older])
+    return made, kept, wpub
+
+
+def _verify_log(bundle: Path, pub: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    return _verify_args([str(bundle), "--key", str(pub), *extra], capsys)
+
+
+def _verify_args(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = standalone.main(args)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_log_bundle_verifies_inclusion_consistency_and_cosignatures(
+    log_bundle: tuple[Path, Path, Path], pub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, kept, wpub = log_bundle
+    code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(wpub), "--since", str(kept))
+    assert code == 0, output
+    assert "log checkpoint test.example/journal/log: 16 entries, cosigned by witness.example" in output
+    assert "extends your log checkpoint(s) of size 15" in output
+    assert "entry #4 is log entry 15 of 16" in output  # the entry appended after the older one
+    assert _verify_log(bundle, pub, capsys)[0] == 0  # the log key alone: no witness demanded
+
+
+def test_log_bundle_fails_on_every_changed_byte(
+    log_bundle: tuple[Path, Path, Path], pub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, kept, wpub = log_bundle
+    # the saga files and checkpoint.txt are what test_every_changed_byte_fails flips already
+    files = [bundle / "log-checkpoint.txt", bundle / "bundle.json"]
+    args = [str(bundle), "--key", str(pub), "--witness-key", str(wpub), "--since", str(kept)]
+    for path in files:
+        original = path.read_bytes()
+        for offset in range(len(original)):
+            altered = bytearray(original)
+            altered[offset] ^= 0x01
+            path.write_bytes(bytes(altered))
+            code, output = _verify_args(args, capsys)
+            assert code == 1, f"{path.name} byte {offset} changed, still verified: {output}"
+        path.write_bytes(original)
+    assert _verify_args(args, capsys)[0] == 0
+
+
+def test_log_bundle_refuses_a_fork_and_a_missing_quorum(
+    log_bundle: tuple[Path, Path, Path],
+    pub: Path,
+    key: SigningKey,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bundle, kept, wpub = log_bundle
+    older = open_log_checkpoint(kept.read_text(), key.verifier)
+    other_root = _note.b64(bytes(32))
+    text = f"{older.origin}\n{older.size}\n{other_root}\n"
+    forked = tmp_path / "forked.txt"
+    forked.write_text(_note.join_note(text, [_note.sign_text(text, key)]))
+    code, output = _verify_log(bundle, pub, capsys, "--since", str(forked))
+    assert code == 1
+    assert "a different root at that size is a fork" in output
+    stranger = tmp_path / "stranger.pub"
+    stranger.write_text(SigningKey.generate("witness.example", witness=True).verifier.to_text())
+    code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(stranger))
+    assert code == 1
+    assert "0 valid cosignature(s)" in output
+    code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(wpub), "--quorum", "2")
+    assert code == 1
+    assert "needs 2 witness keys" in output

@@ -113,6 +113,41 @@ def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_audito
     clean = _run(*cosigned)
     assert clean.exit_code == 0, clean.output
     assert "cosigned by w1.example" in clean.output
+    bundle = tmp_path / "bundle"
+    exported = _run(
+        "export",
+        "a",
+        "--db",
+        journal_url,
+        "--bundle",
+        str(bundle),
+        "--checkpoint",
+        str(anchor),
+        "--key",
+        str(keys["acme.pub"]),
+        "--since",
+        str(kept),
+    )
+    assert exported.exit_code == 0, exported.output
+    offline = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sagacity.verify_bundle",
+            str(bundle),
+            "--key",
+            str(keys["acme.pub"]),
+            "--witness-key",
+            str(keys["w1.pub"]),
+            "--since",
+            str(kept),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert offline.returncode == 0, offline.stderr
+    assert "extends your log checkpoint(s) of size 15" in offline.stdout
 
     # The operator, holding the database, the anchor and the stolen signing key, rewrites saga b.
     entries = sg.entries("b")
@@ -139,3 +174,29 @@ def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_audito
     assert caught.exit_code == 1
     assert "LOG_MISMATCH" in caught.output
     assert "UNWITNESSED" in caught.output
+
+
+def test_doctor_reports_how_far_the_journal_runs_ahead_of_the_last_cosigned_checkpoint(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], witness_url: str, tmp_path: Path
+) -> None:
+    anchor = tmp_path / "anchor"
+    assert (
+        _checkpoint(journal_url, keys, anchor, "--witness", f"{witness_url}={keys['w1.pub']}").exit_code == 0
+    )
+    assert _checkpoint(journal_url, keys, anchor).exit_code == 0  # signed, not cosigned
+    for _ in range(3):
+        sg.journal.append("a", "tool", Phase.INTENT, "{}")
+    doctor = ["doctor", "--db", journal_url, "--anchor", str(anchor), "--key", str(keys["acme.pub"])]
+    within = _run(*doctor, "--witness-key", str(keys["w1.pub"]), "--max-lag", "3")
+    assert within.exit_code == 0, within.output
+    assert "18 entries, 3 ahead of the last cosigned log checkpoint (15 entries)" in within.output
+    past = _run(*doctor, "--witness-key", str(keys["w1.pub"]), "--max-lag", "2", "--json")
+    assert past.exit_code == 1
+    assert '"checkpoint_lag"' in past.output
+    unwitnessed = _run(*doctor, "--witness-key", str(keys["acme.pub"]), "--max-lag", "0")
+    assert unwitnessed.exit_code == 2  # the log's own key is not a witness key
+    stranger = tmp_path / "stranger"
+    assert _run("keys", "generate", "--witness", "--out", str(stranger)).exit_code == 0
+    none = _run(*doctor, "--witness-key", f"{stranger}.pub", "--max-lag", "17")
+    assert none.exit_code == 1  # no checkpoint that stranger cosigned: all 18 entries are ahead
+    assert "18 ahead" in none.output

@@ -177,10 +177,24 @@ async def test_reject_compensates_and_journals_principal_and_reason(
     assert body["status"] == "COMPENSATED"
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
     assert (await decisions(sg, "order-1", Phase.REJECTED)) == ["approver=bob@example.com\nreason=wrong IBAN"]
-    twice = await client.post(f"/sagacity/reject/order-1/{seq}", headers=BOB)
+    twice = await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": "again"}, headers=BOB)
     assert twice.status_code in {404, 409}
     assert twice.json()["sagaId"] == "order-1"
     assert tools.EFFECTS.count("released SKU-1") == 1
+
+
+@pytest.mark.parametrize("body", [{}, {"reason": ""}, {"reason": "   "}, {"reason": None}])
+async def test_reject_needs_a_reason_that_is_not_blank(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any], body: dict[str, Any]
+) -> None:
+    """A rejection without a reason (missing, empty, blank) is a 400; nothing is journaled."""
+    seq = await gate("order-1")
+    before = len(await sg.entries_async("order-1"))
+    response = await client.post(f"/sagacity/reject/order-1/{seq}", json=body, headers=BOB)
+    assert response.status_code == 400
+    assert "reason is required" in response.json()["error"]
+    assert len(await sg.entries_async("order-1")) == before
+    assert [r.journal_seq for r in await sg.pending_approvals_async("order-1")] == [seq]
 
 
 async def test_four_eyes_needs_two_distinct_principals(
@@ -293,7 +307,7 @@ async def test_decisions_on_unknown_saga_or_seq_are_404(
     seq = await gate("order-1")
     for saga_id, n in [("ghost", 1), ("order-1", seq + 7)]:
         response = await client.post(
-            f"/sagacity/{action}/{saga_id}/{n}", json={"payload": PAYLOAD}, headers=ALICE
+            f"/sagacity/{action}/{saga_id}/{n}", json={"payload": PAYLOAD, "reason": "no"}, headers=ALICE
         )
         assert response.status_code == 404, response.text
         body = response.json()
@@ -327,7 +341,7 @@ async def test_decision_on_a_compensated_saga_is_409(
 ) -> None:
     """A request voided by compensation cannot be approved: 404 or 409, never a second compensation."""
     seq = await gate("order-1")
-    await client.post(f"/sagacity/reject/order-1/{seq}", headers=ALICE)
+    await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": "no"}, headers=ALICE)
     response = await client.post(f"/sagacity/approve/order-1/{seq}", headers=BOB)
     assert response.status_code in {404, 409}
     assert (await sg.status_async("order-1")) is SagaStatus.COMPENSATED
@@ -368,7 +382,7 @@ async def test_sagas_are_paginated_and_filtered_by_status(
     for n in range(3):
         await gate(f"order-{n}")
     seq = 3
-    await client.post(f"/sagacity/reject/order-1/{seq}", headers=ALICE)
+    await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": "no"}, headers=ALICE)
     page = (await client.get("/sagacity/sagas", params={"limit": 2}, headers=CAROL)).json()
     assert page["limit"] == 2
     assert len(page["sagas"]) == 2

@@ -182,7 +182,7 @@ async def test_postgres_where_nothing_listens_answers_503_with_a_clear_message(n
         for url in READS:
             assert_unavailable(await c.get(url, headers=ROOT))
         for action in ("approve", "reject"):
-            response = await c.post(f"/sagacity/{action}/pay-1/3", headers=ROOT)
+            response = await c.post(f"/sagacity/{action}/pay-1/3", json={"reason": "no"}, headers=ROOT)
             assert_unavailable(response)
             assert (response.json()["sagaId"], response.json()["journalSeq"]) == ("pay-1", 3)
         detail = (await c.get("/sagacity/approvals", headers=ROOT)).json()["error"]

@@ -60,19 +60,24 @@ def test_verify_all_sagas_intact(db: str) -> None:
 
 
 def test_verify_one_saga_as_json(db: str) -> None:
-    """``verify SAGA --json`` prints one JSON object with the SPEC §7 verification fields."""
+    """``verify SAGA --json`` prints one JSON document: the verdict, and per saga the SPEC §7
+    verification fields."""
     result = _run("verify", "order-1", "--json", "--db", db)
     assert result.exit_code == 0, result.output
-    lines = result.stdout.strip().splitlines()
-    assert [json.loads(line) for line in lines] == [
-        {
-            "sagaId": "order-1",
-            "valid": True,
-            "entryCount": 3,
-            "breakAtIndex": -1,
-            "message": "chain intact: 3 entries",
-        }
-    ]
+    assert json.loads(result.stdout) == {
+        "valid": True,
+        "checked": 1,
+        "broken": 0,
+        "sagas": [
+            {
+                "sagaId": "order-1",
+                "valid": True,
+                "entryCount": 3,
+                "breakAtIndex": -1,
+                "message": "chain intact: 3 entries",
+            }
+        ],
+    }
 
 
 def test_verify_tampered_journal_exits_1(db: str) -> None:
@@ -83,7 +88,9 @@ def test_verify_tampered_journal_exits_1(db: str) -> None:
     assert "BROKEN at index 1" in result.output
     as_json = _run("verify", "--json", "--db", db)
     assert as_json.exit_code == 1
-    verdicts = {v["sagaId"]: v for v in map(json.loads, as_json.stdout.strip().splitlines())}
+    document = json.loads(as_json.stdout)
+    assert (document["valid"], document["checked"], document["broken"]) == (False, 2, 1)
+    verdicts = {v["sagaId"]: v for v in document["sagas"]}
     assert (verdicts["order-1"]["valid"], verdicts["order-1"]["breakAtIndex"]) == (False, 1)
     assert verdicts["order-2"]["valid"] is True
     only_intact = _run("verify", "order-2", "--db", db)
@@ -110,7 +117,8 @@ def test_export_to_file_then_verify_offline(db: str, tmp_path: Path) -> None:
     Path(path_from_url(db)).unlink()  # offline: the database is gone
     checked = _run("verify", "--export", str(out), "--json")
     assert checked.exit_code == 0, checked.output
-    verdict = json.loads(checked.stdout)
+    [verdict] = json.loads(checked.stdout)["sagas"]
+    assert verdict["sagaId"] == "order-1"
     assert (verdict["valid"], verdict["entryCount"], verdict["breakAtIndex"]) == (True, 3, -1)
 
 
@@ -126,7 +134,7 @@ def test_export_with_one_byte_changed_fails_offline(db: str, tmp_path: Path) -> 
     out.write_bytes(changed)
     result = _run("verify", "--export", str(out), "--json")
     assert result.exit_code == 1
-    verdict = json.loads(result.stdout)
+    [verdict] = json.loads(result.stdout)["sagas"]
     assert (verdict["valid"], verdict["breakAtIndex"]) == (False, 1)
 
 

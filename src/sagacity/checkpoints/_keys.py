@@ -225,6 +225,14 @@ def load_verifier_key(path: str | os.PathLike[str]) -> VerifierKey:
     return VerifierKey.from_text(text)
 
 
+def load_witness_key(path: str | os.PathLike[str]) -> VerifierKey:
+    """Read a witness's ``.pub`` file; a log's own (type 0x01) key is refused, it cosigns nothing."""
+    key = load_verifier_key(path)
+    if not key.is_witness:
+        raise CheckpointError(f"{path} is not a witness key (type 0x04, `sagacity keys generate --witness`)")
+    return key
+
+
 def _read(path: str | os.PathLike[str], what: str) -> str:
     try:
         return Path(path).read_text(encoding="ascii")

@@ -84,6 +84,10 @@ class EntryLog(Protocol):
         """How many entries the journal holds now, logged or not."""
         ...
 
+    def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
+        """The saga's entry with the highest seq among log indexes below ``below``."""
+        ...
+
 
 def subtrees(log: EntryLog, *, as_journal: bool) -> _merkle.Subtree:
     """Subtree roots of the log's tree, streamed from its rows."""
@@ -216,6 +220,19 @@ class SQLEntryLog:
             cur.execute(f"SELECT COUNT(*) FROM {JOURNAL}")
             return int(cur.fetchone()[0])
 
+    def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
+        self._ensure()
+        with self._store._cursor() as cur:
+            cur.execute(
+                self._store._sql(
+                    f"SELECT log_index FROM {LOG} WHERE saga_id = ? AND log_index < ? "
+                    "ORDER BY seq DESC LIMIT 1"
+                ),
+                (saga_id, below),
+            )
+            row = cur.fetchone()
+        return None if row is None else next(self.leaves(int(row[0]), int(row[0]) + 1))
+
 
 class ProcessEntryLog:
     """The log of a store without SQL, held in this process (as ``memory://`` holds its journal)."""
@@ -246,6 +263,10 @@ class ProcessEntryLog:
 
     def journal_entries(self) -> int:
         return sum(len(self._store.read_entries(saga_id)) for saga_id in self._store.saga_ids())
+
+    def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
+        found = [i for i, row in enumerate(self._rows[:below]) if row[0] == saga_id]
+        return next(self.leaves(found[-1], found[-1] + 1)) if found else None
 
 
 _process_logs: weakref.WeakKeyDictionary[Store, ProcessEntryLog] = weakref.WeakKeyDictionary()

@@ -6,6 +6,7 @@ validates them the same way.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import importlib
 import json
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 import click
 
 from sagacity._approvals import require_identity
-from sagacity._state import one_line
+from sagacity._state import one_line, required_reason
 from sagacity._toml_lines import duration_seconds
 from sagacity.cli._common import CommandError
 from sagacity.errors import InvalidValueError
@@ -93,6 +94,14 @@ def one_line_option(name: str, text: str) -> str:
         raise CommandError(f"{exc}; nothing was journaled") from exc
 
 
+def reason_option(text: str) -> str:
+    """``--reason`` of a rejection as journaled: one line, not blank; else exit 2, nothing journaled."""
+    try:
+        return required_reason(text)
+    except InvalidValueError as exc:
+        raise CommandError(f"--reason: {exc}; nothing was journaled") from exc
+
+
 def _import_modules(ctx: click.Context, param: click.Parameter, modules: tuple[str, ...]) -> tuple[str, ...]:
     """Import the user's tool modules so their tools (and compensations) are registered here.
 
@@ -134,3 +143,44 @@ def parse_duration(ctx: click.Context, param: click.Parameter, value: str) -> ti
 def echo_json(value: Any) -> None:
     """JSON for scripts: UTF-8 as is, indented, one document."""
     click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def output_option(*, ids: str | None = None) -> Callable[[F], F]:
+    """``-o/--output table|wide|csv|json`` with ``--json`` (= ``-o json``), ``--no-trunc``
+    (= ``-o wide``) and, when ``ids`` says what an id line is, ``-q/--quiet`` (ids only, one a
+    line, for pipes). The command receives the choice as ``output``."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def resolved(
+            *args: Any, json_flag: bool, no_trunc: bool, ids_only: bool = False, **kwargs: Any
+        ) -> Any:
+            chosen = kwargs.pop("output")
+            wanted = {
+                name for name, on in (("json", json_flag), ("wide", no_trunc), ("ids", ids_only)) if on
+            } | ({chosen} if chosen is not None else set())
+            if len(wanted) > 1:
+                raise click.UsageError(f"choose one output: {', '.join(sorted(wanted))} were asked for")
+            return fn(*args, output=wanted.pop() if wanted else "table", **kwargs)
+
+        options = [
+            click.option(
+                "-o",
+                "--output",
+                type=click.Choice(["table", "wide", "csv", "json"]),
+                help="table (long inputs cut to fit), wide (nothing cut), csv (with a header line) "
+                "or json (one document, the HTTP API's fields).",
+            ),
+            click.option("--json", "json_flag", is_flag=True, help="Same as -o json."),
+            click.option("--no-trunc", "no_trunc", is_flag=True, help="Same as -o wide."),
+        ]
+        if ids is not None:
+            options.append(
+                click.option("-q", "--quiet", "ids_only", is_flag=True, help=f"Print only {ids}, one a line.")
+            )
+        decorated: Any = resolved
+        for option in reversed(options):
+            decorated = option(decorated)
+        return decorated  # type: ignore[no-any-return]
+
+    return decorate

@@ -32,16 +32,27 @@ from sagacity.cli._options import (
     identity_option,
     import_option,
     json_option,
-    one_line_option,
+    output_option,
+    reason_option,
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import cells, journal_table, shorten, status_text, until, when
+from sagacity.cli._render import IDS, JSON, Column, cells, show_journal, show_rows, status_text, until, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import PendingApproval, SagaDetail, SagaResult, SagaStatus
 
 SAGA = click.argument("saga_id", metavar="SAGA_ID")
 SEQ = seq_argument
+_REQUEST_COLUMNS = (
+    Column("saga"),
+    Column("seq", right=True),
+    Column("tool"),
+    Column("input", cut=True),
+    Column("requested by"),
+    Column("waited"),
+    Column("expires"),
+    Column("approved by"),
+)
 
 
 @click.group()
@@ -93,47 +104,51 @@ def requester_text(pending: PendingApproval) -> str:
 
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
-@json_option
+@output_option(ids="saga ids and seqs (tab-separated)")
 @db_option
-def list_(saga_id: str | None, as_json: bool, db_url: str) -> None:
+def list_(saga_id: str | None, output: str, db_url: str) -> None:
     """Requests waiting for a decision or a resume, oldest first. Read-only.
 
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
     """
     with open_sagacity(db_url) as sg:
         pending = sg.approvals(saga_id)
-    if as_json:
+    if output == JSON:
         echo_json([approval_json(p) for p in pending])
         return
-    out = console()
-    if not pending:
-        out.print("no pending approval requests")
+    if output == IDS:
+        for p in pending:
+            click.echo(f"{p.request.saga_id}\t{p.request.journal_seq}")
         return
-    table = Table("saga", "seq", "tool", "input", "requested by", "waited", "expires", "approved by")
+    if not pending:
+        console().print("no pending approval requests")
+        return
     now = utc_now()
-    for p in pending:
-        r = p.request
-        table.add_row(
-            *cells(
-                r.saga_id,
-                str(r.journal_seq),
-                r.tool_name,
-                shorten(r.input, 40),
+    show_rows(
+        _REQUEST_COLUMNS,
+        [
+            (
+                p.request.saga_id,
+                str(p.request.journal_seq),
+                p.request.tool_name,
+                p.request.input,
                 p.requester or "-",
                 human_duration(p.waiting),
-                until(r.expires_at, now),
+                until(p.request.expires_at, now),
                 ", ".join(p.approvers) or "-",
             )
-        )
-    out.print(table)
+            for p in pending
+        ],
+        output=output,
+    )
 
 
 @approvals.command()
 @SAGA
 @SEQ
-@json_option
+@output_option()
 @db_option
-def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
+def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     """One request in full: the exact payload and its SHA-256, its times, the saga's journal so far.
 
     Read-only. Shows the payload as journaled; a request row that disagrees with the journal is
@@ -142,8 +157,11 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
     with open_sagacity(db_url) as sg:
         saga = sg.saga_detail(saga_id)
     pending = find_request(saga, seq)
-    if as_json:
+    if output == JSON:
         echo_json(request_detail_json(pending, saga))
+        return
+    if output == "csv":
+        show_journal(saga.entries, output=output)
         return
     request, verification = pending.request, saga.verification
     now = utc_now()
@@ -180,7 +198,7 @@ def show(saga_id: str, seq: int, as_json: bool, db_url: str) -> None:
             expand=False,
         )
     )
-    out.print(journal_table(saga.entries, title="journal so far"))
+    show_journal(saga.entries, title="journal so far", output=output, out=out)
 
 
 @approvals.command()
@@ -219,7 +237,9 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
 @approvals.command()
 @SAGA
 @SEQ
-@click.option("--reason", required=True, help="Why: journaled with the rejection.")
+@click.option(
+    "--reason", required=True, help="Why, in one line (required, not blank): journaled with the rejection."
+)
 @identity_option
 @import_option
 @json_option
@@ -232,7 +252,7 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     or is in doubt).
     """
     approver = resolve_identity(identity)
-    reason = one_line_option("--reason", reason)
+    reason = reason_option(reason)
     with open_sagacity(db_url) as sg:
         find_request(sg.saga_detail(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)

@@ -30,7 +30,7 @@ from sagacity.checkpoints import (
     cosign_with_quorum,
     create_checkpoint,
     load_signing_key,
-    load_verifier_key,
+    load_witness_key,
     log_consistency_proof,
 )
 from sagacity.checkpoints._scan import Progress as ProgressCallback
@@ -181,7 +181,7 @@ def _witness(spec: str) -> Witness:
     if not sep or not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--witness {spec!r}: expected URL=PUB, e.g. http://witness:7380=w.pub")
     try:
-        return Witness(url, load_verifier_key(pub))
+        return Witness(url, load_witness_key(pub))
     except SagacityError as exc:
         raise CommandError(f"--witness {spec!r}: {exc}") from exc
 

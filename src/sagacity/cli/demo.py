@@ -9,7 +9,7 @@ from rich.markup import escape
 
 from sagacity._sagacity import Sagacity
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console
-from sagacity.cli._render import journal_table
+from sagacity.cli._render import show_journal
 from sagacity.model import SagaStatus
 
 DEMO_URL = "sqlite:///sagacity-demo.db"
@@ -56,8 +56,8 @@ def demo(db_url: str) -> None:
                 out.print(f"  compensation of seq {step.seq} ({step.tool_name}): {step.outcome}")
             verification = sg.verify(scene.saga_id)
             broken += not verification.valid
-            out.print(
-                journal_table(sg.entries(scene.saga_id), title=f"journal of {scene.saga_id}", with_time=False)
+            show_journal(
+                sg.entries(scene.saga_id), title=f"journal of {scene.saga_id}", with_time=False, out=out
             )
             mark = "[green]✔[/]" if verification.valid else "[red]✘[/]"
             out.print(f"{mark} {verification.message}; status from the journal: {sg.status(scene.saga_id)}\n")

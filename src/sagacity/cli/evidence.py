@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -12,11 +11,10 @@ from pathlib import Path
 from typing import IO, Any
 
 import click
-from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn
-from rich.table import Table
+from rich.text import Text
 
-from sagacity._export import verify_lines
+from sagacity._export import verify_sagas
 from sagacity._sagacity import Sagacity
 from sagacity._wire import verification_json
 from sagacity.chain import Verification
@@ -28,6 +26,7 @@ from sagacity.checkpoints import (
     LogCheckpoint,
     VerifierKey,
     load_verifier_key,
+    load_witness_key,
     read_checkpoint,
     read_log_checkpoint,
     verify_against_checkpoint,
@@ -36,13 +35,11 @@ from sagacity.checkpoints import (
 )
 from sagacity.checkpoints._format import Checkpoint
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
-from sagacity.cli._options import Digits, parse_duration
+from sagacity.cli._options import Digits, echo_json, output_option, parse_duration
+from sagacity.cli._render import CSV, JSON, Column, show_rows
 from sagacity.cli.checkpoint import findings_table, scan_progress
 from sagacity.errors import SagacityError, SagaNotFoundError
-
-
-def _verification_json(saga_id: str, result: Verification) -> str:
-    return json.dumps({"sagaId": saga_id, **verification_json(result)}, ensure_ascii=False)
+from sagacity.stores import safe_url
 
 
 def _verify_all(
@@ -115,8 +112,8 @@ def _verify_all(
     type=Digits(min=1),
     help="With --witness-key: cosignatures each log checkpoint needs (default: every witness key).",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per saga instead of a table.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only broken chains.")
+@output_option()
 @db_option
 def verify(
     saga_ids: tuple[str, ...],
@@ -127,8 +124,8 @@ def verify(
     since_paths: tuple[str, ...],
     witness_key_paths: tuple[str, ...],
     quorum: int | None,
-    as_json: bool,
     quiet: bool,
+    output: str,
     db_url: str,
 ) -> None:
     """Recompute hash chains: the named sagas, or every saga in the journal.
@@ -141,15 +138,20 @@ def verify(
     no two may differ at one size (FORKED), and with --witness-key each needs its quorum of
     cosignatures (UNWITNESSED).
 
+    --json prints one document: {"valid", "checked", "broken", "sagas": [one verdict per saga]}
+    (with --checkpoint, the checkpoint report). A journal with no sagas says so and exits 0:
+    there is nothing to check (a checkpoint is what notices sagas that went missing).
+
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
     """
+    as_json = output == JSON
     if checkpoint_path is not None:
         if saga_ids or export_file is not None:
             raise click.UsageError("--checkpoint checks the whole journal; do not name sagas or --export")
         if key_path is None:
             raise click.UsageError("--checkpoint needs --key PUB, the signer's public key")
-        witness_keys = [_load_key(path) for path in witness_key_paths]
+        witness_keys = [_load_key(path, witness=True) for path in witness_key_paths]
         needed = len(witness_keys) if quorum is None else quorum
         if needed > len(witness_keys):
             raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
@@ -161,17 +163,21 @@ def verify(
     if export_file is not None:
         if saga_ids:
             raise click.UsageError("--export verifies the file it is given; do not name sagas too")
-        results: Iterable[tuple[str, Verification]] = [
-            (export_file.name, verify_lines(line.rstrip("\n") for line in export_file))
-        ]
-        _report(results, as_json=as_json, quiet=quiet)
+        results = list(verify_sagas(line.rstrip("\n") for line in export_file))
+        if not results:
+            raise CommandError(f"{export_file.name} holds no journal entries")
+        _report(results, output=output, quiet=quiet)
         return
     with open_sagacity(db_url) as sg:
         ids: list[str] = list(saga_ids) or sg.saga_ids()
         if not ids:
-            raise CommandError(f"the journal at {sg.url} has no sagas")
+            if as_json:
+                echo_json({"valid": True, "checked": 0, "broken": 0, "sagas": []})
+            else:
+                console().print(f"the journal at {safe_url(sg.url)} holds no sagas: nothing to verify")
+            return
         try:
-            _report(_verify_all(sg, ids, len(ids)), as_json=as_json, quiet=quiet)
+            _report(_verify_all(sg, ids, len(ids)), output=output, quiet=quiet)
         except SagaNotFoundError as exc:
             raise CommandError(str(exc)) from exc
 
@@ -184,9 +190,9 @@ def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _load_key(path: str) -> VerifierKey:
+def _load_key(path: str, *, witness: bool = False) -> VerifierKey:
     try:
-        return load_verifier_key(path)
+        return load_witness_key(path) if witness else load_verifier_key(path)
     except SagacityError as exc:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -241,7 +247,7 @@ def _verify_checkpoint(
         log_findings += _unwitnessed(logs, policy)
     report = dataclasses.replace(report, findings=report.findings + tuple(log_findings))
     if as_json:
-        click.echo(json.dumps(_report_json(checkpoint, report, logs), ensure_ascii=False, indent=2))
+        echo_json(_report_json(checkpoint, report, logs))
     else:
         out = console()
         out.print(
@@ -302,31 +308,38 @@ def _report_json(
     }
 
 
-def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet: bool) -> None:
-    out = console()
-    table = Table("saga", "entries", "chain", "detail", title=None)
-    broken = 0
+_VERDICT_COLUMNS = (
+    Column("saga"),
+    Column("entries", right=True),
+    Column("chain"),
+    Column("detail", cut=True),
+)
+
+
+def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: bool) -> None:
+    """The verdicts as a table or CSV (``--quiet``: broken ones only) or one JSON document."""
+    verdicts: list[dict[str, Any]] = []
+    rows: list[tuple[str | Text, ...]] = []
+    checked = broken = 0
     for saga_id, result in results:
+        checked += 1
         broken += not result.valid
         if quiet and result.valid:
             continue
-        if as_json:
-            click.echo(_verification_json(saga_id, result))
-        else:
-            verdict = (
-                "[green]intact[/]" if result.valid else f"[red]BROKEN at index {result.break_at_index}[/]"
-            )
-            table.add_row(
-                escape(saga_id),
-                str(result.entry_count),
-                verdict,
-                "" if result.valid else escape(result.message),
-            )
-    if not as_json and table.row_count:
-        out.print(table)
+        verdicts.append({"sagaId": saga_id, **verification_json(result)})
+        chain = (
+            Text("intact", style="green")
+            if result.valid
+            else Text(f"BROKEN at index {result.break_at_index}", style="red")
+        )
+        rows.append((saga_id, str(result.entry_count), chain, "" if result.valid else result.message))
+    if output == JSON:
+        echo_json({"valid": not broken, "checked": checked, "broken": broken, "sagas": verdicts})
+    elif rows:
+        show_rows(_VERDICT_COLUMNS, rows, output=output)
     if broken:
-        if not as_json:
-            out.print(f"[red]{broken} broken chain(s)[/]")
+        if output not in (JSON, CSV):
+            console().print(f"[red]{broken} broken chain(s)[/]")
         sys.exit(EXIT_FINDINGS)
 
 
@@ -357,6 +370,14 @@ def _report(results: Iterable[tuple[str, Verification]], *, as_json: bool, quiet
     type=click.Path(dir_okay=False),
     help="With --bundle: the signer's public key (NAME.pub).",
 )
+@click.option(
+    "--since",
+    "since_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --bundle from an anchor directory: also prove its newest log checkpoint extends this "
+    "older one (an auditor's copy). Repeatable.",
+)
 @db_option
 def export(
     saga_ids: tuple[str, ...],
@@ -364,22 +385,38 @@ def export(
     bundle_dir: str | None,
     checkpoint_path: str | None,
     key_path: str | None,
+    since_paths: tuple[str, ...],
     db_url: str,
 ) -> None:
-    """Write one saga's journal as JSON Lines (one entry per line, in seq order).
+    """Write sagas' journals as JSON Lines (one entry per line; each saga's in seq order, the
+    sagas in the order named).
 
     The export is streamed, so it works for sagas of any length; check it anywhere with
-    ``sagacity verify --export FILE``. With --bundle, write one or more sagas as an evidence
+    ``sagacity verify --export FILE`` (saga by saga). With --bundle, write one or more sagas as an evidence
     bundle that anyone can check offline with the public key alone:
-    ``python -m sagacity.verify_bundle DIR --key NAME.pub``.
+    ``python -m sagacity.verify_bundle DIR --key NAME.pub``. From an anchor directory the bundle
+    also carries its newest log checkpoint, with its cosignatures, and each saga's log inclusion
+    proof.
     """
     if bundle_dir is not None:
         if checkpoint_path is None or key_path is None:
             raise click.UsageError("--bundle needs --checkpoint FILE|DIR and --key PUB")
         checkpoint = _load_checkpoint(checkpoint_path, key_path)
+        verifier = _load_key(key_path)
+        try:
+            log = (
+                DirectorySink(checkpoint_path).latest_log(verifier)
+                if Path(checkpoint_path).is_dir()
+                else None
+            )
+            since = [read_log_checkpoint(path, verifier) for path in since_paths]
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        if since and log is None:
+            raise click.UsageError("--since needs --checkpoint DIR, an anchor holding log checkpoints")
         with open_sagacity(db_url) as sg:
             try:
-                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir)
+                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir, log=log, since=since)
             except SagacityError as exc:
                 raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         console().print(
@@ -388,14 +425,13 @@ def export(
             markup=False,
         )
         return
-    if checkpoint_path is not None or key_path is not None:
-        raise click.UsageError("--checkpoint and --key go with --bundle")
-    if len(saga_ids) != 1:
-        raise click.UsageError("JSON Lines export takes one saga; use --bundle for several")
+    if checkpoint_path is not None or key_path is not None or since_paths:
+        raise click.UsageError("--checkpoint, --key and --since go with --bundle")
     with open_sagacity(db_url) as sg:
-        try:
-            lines = sg.export(saga_ids[0])
+        try:  # every saga is found (export raises at once) before a line is written
+            streams = [sg.export(saga_id) for saga_id in dict.fromkeys(saga_ids)]
         except SagaNotFoundError as exc:
             raise CommandError(str(exc)) from exc
-        for line in lines:
-            output.write(line + "\n")
+        for lines in streams:
+            for line in lines:
+                output.write(line + "\n")

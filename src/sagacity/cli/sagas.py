@@ -13,7 +13,6 @@ from shlex import quote
 
 import click
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from sagacity._doctor import human_duration
@@ -27,14 +26,33 @@ from sagacity.cli._options import (
     import_option,
     json_option,
     one_line_option,
+    output_option,
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import cells, journal_table, shorten, status_text, when
+from sagacity.cli._render import IDS, JSON, Column, show_journal, show_rows, status_text, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import SagaStatus
 
 _STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
+_SAGA_COLUMNS = (
+    Column("saga"),
+    Column("status"),
+    Column("entries", right=True),
+    Column("started (UTC)"),
+    Column("updated (UTC)"),
+    Column("awaiting", right=True),
+    Column("in doubt", right=True),
+)
+_IN_DOUBT_COLUMNS = (
+    Column("saga"),
+    Column("seq", right=True),
+    Column("kind"),
+    Column("tool"),
+    Column("input", cut=True),
+    Column("started"),
+    Column("age"),
+)
 
 
 @click.group()
@@ -54,9 +72,9 @@ def sagas() -> None:
     metavar="CURSOR",
     help='Go on after this cursor: the next page (printed under a full page, or --json\'s "next").',
 )
-@json_option
+@output_option(ids="saga ids")
 @db_option
-def list_(status: str | None, limit: int, after: str | None, as_json: bool, db_url: str) -> None:
+def list_(status: str | None, limit: int, after: str | None, output: str, db_url: str) -> None:
     """Sagas with their status, most recently updated first, a page at a time. Read-only.
 
     Read from the saga index, so a page takes the same time however many sagas there are.
@@ -64,17 +82,21 @@ def list_(status: str | None, limit: int, after: str | None, as_json: bool, db_u
     with open_sagacity(db_url) as sg:
         summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after)
     page = saga_page_json(summaries, limit)
-    if as_json:
+    if output == JSON:
         echo_json(page)
+        return
+    if output == IDS:
+        for s in summaries:
+            click.echo(s.saga_id)
         return
     out = console()
     if not summaries:
         out.print("no sagas" + (f" with status {status.upper()}" if status else ""))
         return
-    table = Table("saga", "status", "entries", "started (UTC)", "updated (UTC)", "awaiting", "in doubt")
-    for s in summaries:
-        table.add_row(
-            *cells(
+    show_rows(
+        _SAGA_COLUMNS,
+        [
+            (
                 s.saga_id,
                 status_text(s.status),
                 str(s.entry_count),
@@ -83,9 +105,11 @@ def list_(status: str | None, limit: int, after: str | None, as_json: bool, db_u
                 str(s.awaiting_approval or ""),
                 str(s.in_doubt or ""),
             )
-        )
-    out.print(table)
-    if page["next"] is not None:
+            for s in summaries
+        ],
+        output=output,
+    )
+    if page["next"] is not None and output != "csv":
         out.print(
             f"next page: sagacity sagas list --after {page['next']}"
             + (f" --status {status}" if status else "")
@@ -94,9 +118,9 @@ def list_(status: str | None, limit: int, after: str | None, as_json: bool, db_u
 
 @sagas.command()
 @click.argument("saga_id", metavar="SAGA_ID")
-@json_option
+@output_option()
 @db_option
-def show(saga_id: str, as_json: bool, db_url: str) -> None:
+def show(saga_id: str, output: str, db_url: str) -> None:
     """One saga's journal with its status and chain verification. Read-only.
 
     Exit status 1 when the hash chain is broken, 2 for an unknown saga.
@@ -104,11 +128,13 @@ def show(saga_id: str, as_json: bool, db_url: str) -> None:
     with open_sagacity(db_url) as sg:
         saga = sg.saga_detail(saga_id)
     status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
-    if as_json:
+    if output == JSON:
         echo_json(saga_json(saga))
+    elif output == "csv":
+        show_journal(entries, output=output)
     else:
         out = console()
-        out.print(journal_table(entries, title=f"saga {saga_id}"))
+        show_journal(entries, title=f"saga {saga_id}", output=output, out=out)
         out.print(Text.assemble("status: ", status_text(status)))
         if verification.valid:
             out.print(f"chain: [green]intact[/] ({verification.entry_count} entries)")
@@ -129,9 +155,9 @@ def show(saga_id: str, as_json: bool, db_url: str) -> None:
 
 @sagas.command("in-doubt")
 @click.argument("saga_id", metavar="[SAGA_ID]", required=False)
-@json_option
+@output_option(ids="saga ids and seqs (tab-separated)")
 @db_option
-def in_doubt(saga_id: str | None, as_json: bool, db_url: str) -> None:
+def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
     """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
 
     Their effect is unknown: check the outside world, then `sagacity sagas resolve`. A call still
@@ -139,26 +165,30 @@ def in_doubt(saga_id: str | None, as_json: bool, db_url: str) -> None:
     """
     with open_sagacity(db_url) as sg:
         calls = sg.in_doubt(saga_id)
-    if as_json:
+    if output == JSON:
         echo_json([in_doubt_json(c) for c in calls])
+    elif output == IDS:
+        for c in calls:
+            click.echo(f"{c.saga_id}\t{c.seq}")
     elif not calls:
         console().print("no in-doubt calls")
     else:
-        table = Table("saga", "seq", "kind", "tool", "input", "started", "age")
-        for c in calls:
-            kind = c.kind if c.compensates_seq is None else f"{c.kind} of seq {c.compensates_seq}"
-            table.add_row(
-                *cells(
+        show_rows(
+            _IN_DOUBT_COLUMNS,
+            [
+                (
                     c.saga_id,
                     str(c.seq),
-                    kind,
+                    c.kind if c.compensates_seq is None else f"{c.kind} of seq {c.compensates_seq}",
                     c.tool_name,
-                    shorten(c.input, 40),
+                    c.input,
                     when(c.started_at),
                     human_duration(c.age),
                 )
-            )
-        console().print(table)
+                for c in calls
+            ],
+            output=output,
+        )
     if calls:
         sys.exit(EXIT_FINDINGS)
 
@@ -235,9 +265,9 @@ def resolve(
 @sagas.command()
 @click.argument("saga_id", metavar="[SAGA_ID]", required=False)
 @import_option
-@json_option
+@output_option()
 @db_option
-def recover(saga_id: str | None, as_json: bool, db_url: str) -> None:
+def recover(saga_id: str | None, output: str, db_url: str) -> None:
     """Finish compensations a crash interrupted, from the journal alone (one saga or all).
 
     Run it where no other process works on those sagas, e.g. at start-up, with --import for the
@@ -268,14 +298,15 @@ def recover(saga_id: str | None, as_json: bool, db_url: str) -> None:
                 steps = ", ".join(f"seq {s.seq} {s.outcome}" for s in result.report)
                 rows.append({"sagaId": sid, "status": str(result.status), "detail": steps or "finished"})
     unfinished = [r for r in rows if r["status"] != SagaStatus.COMPENSATED]
-    if as_json:
+    if output == JSON:
         echo_json(rows)
     elif not rows:
         console().print("nothing to recover")
     else:
-        table = Table("saga", "status", "detail")
-        for r in rows:
-            table.add_row(*cells(str(r["sagaId"]), status_text(str(r["status"])), str(r["detail"])))
-        console().print(table)
+        show_rows(
+            (Column("saga"), Column("status"), Column("detail", cut=True)),
+            [(str(r["sagaId"]), status_text(str(r["status"])), str(r["detail"])) for r in rows],
+            output=output,
+        )
     if unfinished:
         sys.exit(EXIT_FINDINGS)

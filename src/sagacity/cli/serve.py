@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from sagacity.cli._common import CommandError, db_option, open_sagacity
+from sagacity.cli._common import CommandError, db_url_option, open_sagacity, store_timeout_callback
 from sagacity.cli._options import Digits, import_option
 from sagacity.errors import ConfigurationError
 from sagacity.stores import safe_url
@@ -24,7 +24,7 @@ INSECURE_FLAG = "--insecure-no-auth-i-know-what-i-am-doing"
 
 
 @click.command()
-@db_option
+@db_url_option
 @import_option
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=8000, show_default=True, type=Digits(0, 65535), help="Port.")
@@ -68,6 +68,7 @@ INSECURE_FLAG = "--insecure-no-auth-i-know-what-i-am-doing"
     default=5.0,
     show_default=True,
     metavar="SECONDS",
+    callback=store_timeout_callback,
     help="Answer 503 when the database has not answered a request within this many seconds "
     "(retries included), instead of waiting as long as the library does.",
 )

@@ -22,7 +22,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from sagacity import Sagacity, SagaResult, SagaStatus
+from sagacity import Sagacity, SagaResult, SagaStatus, acting_as
 from sagacity.errors import (
     ApprovalError,
     InvalidValueError,
@@ -40,6 +40,7 @@ from sagacity.errors import (
 )
 from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
+from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
 from sagacity.mcp._gates import GateView, gate_views
 from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
@@ -59,6 +60,15 @@ PROXY_TOOLS = (STATUS_TOOL, COMMIT_TOOL, ROLLBACK_TOOL)
 #: Who the journal says asked for an approved call's execution.
 RESUMED_BY = "sagacity-mcp-proxy"
 _OPEN = (SagaStatus.COMPLETED, SagaStatus.AWAITING_APPROVAL)
+#: The scope each of the proxy's own tools needs; every upstream tool needs ``SCOPE_CALL``.
+_SCOPES = {STATUS_TOOL: SCOPE_CALL, COMMIT_TOOL: SCOPE_COMMIT, ROLLBACK_TOOL: SCOPE_ROLLBACK}
+
+
+def _acting(caller: Caller) -> AbstractContextManager[None]:
+    """The caller's principal for the sagas the block starts: they belong to it, gates name it."""
+    if caller.principal is None:
+        return nullcontext()
+    return acting_as(caller.principal, admin=caller.admin)
 
 
 class RollbackRequested(Exception):
@@ -209,8 +219,35 @@ class Gateway:
         return next((t.input_schema for t in _proxy_tools() if t.name == name), None)
 
     # -- calls ----------------------------------------------------------------------------------------
-    async def dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Answer one ``tools/call`` for saga ``book``."""
+    async def dispatch(
+        self, book: SagaBook, name: str, arguments: dict[str, Any], caller: Caller | None = None
+    ) -> types.CallToolResult:
+        """Answer one ``tools/call`` for saga ``book`` from ``caller`` (nobody in particular when
+        None): refused, with nothing journaled, when its token lacks the scope the call needs or
+        the saga is another principal's (which is told "no such saga", not "forbidden")."""
+        caller = caller if caller is not None else Caller(None)
+        missing = caller.missing(_SCOPES.get(name, SCOPE_CALL))
+        if missing is not None:
+            return answers.refused(missing)
+        if not await self._belongs(book, caller):
+            return answers.refused(
+                f"no such saga {book.saga_id!r} for this client: nothing was done; name a saga of "
+                "your own (or none, to start a new one)"
+            )
+        with _acting(caller):
+            return await self._dispatch(book, name, arguments)
+
+    async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
+        """Whether ``caller`` may act on the saga: it is theirs (the journal's start facts say
+        whose, else whoever's call this proxy saw first), it has no principal, or they are admin."""
+        if caller.admin or caller.principal is None:
+            return True
+        owner = await asyncio.to_thread(self.sagacity.principal_of, book.saga_id)
+        if owner is None:
+            owner = book.owner
+        return owner is None or owner == caller.principal
+
+    async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == STATUS_TOOL:
             return await self.status(book)
         if name == COMMIT_TOOL:

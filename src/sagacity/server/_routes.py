@@ -26,6 +26,7 @@ from sagacity._doctor import DEFAULT_OLDER_THAN
 from sagacity._json import kind_of, require_storable
 from sagacity._reads import pending_at
 from sagacity._sagacity import Sagacity
+from sagacity._state import required_reason
 from sagacity._wire import (
     approval_json,
     decision_json,
@@ -240,9 +241,13 @@ async def approve(
     summary="Journal REJECTED by the authenticated principal and compensate the saga",
     openapi_extra=_body_schema(
         {
-            "reason": {"type": "string", "description": "Journaled with the decision."},
+            "reason": {
+                "type": "string",
+                "description": "Why, in one line (required, not blank): journaled with the decision.",
+            },
             "approver": _IGNORED_APPROVER,
-        }
+        },
+        ["reason"],
     ),
 )
 async def reject(
@@ -250,6 +255,10 @@ async def reject(
 ) -> dict[str, Any]:
     saga_id = _saga_id(sagaId)
     reason = _text_field(await _json_object(request), "reason", meaning="why it is rejected") or ""
+    try:
+        reason = required_reason(reason)
+    except InvalidValueError as exc:
+        raise about(saga_id, seq, exc) from exc
     try:
         decision = await run_in_threadpool(sg.reject, saga_id, seq, who.name, reason)
     except SagacityError as exc:

@@ -122,6 +122,7 @@ class PostgresStore(SQLStore):
             raise ConfigurationError("connect_timeout and reconnect_timeout must be positive seconds")
         self.url = url
         self._connect_timeout = connect_timeout
+        self._reconnect_timeout = reconnect_timeout
         # libpq takes whole seconds, at least 2 (it reads 1 as 2); a URL's own value wins.
         self._connect_kwargs: dict[str, Any] = (
             {}
@@ -238,7 +239,7 @@ class PostgresStore(SQLStore):
                 return
             key = lease_key(saga_id)
             delay = 0.005
-            while not self._lease_call("SELECT pg_try_advisory_lock(%s)", key):
+            while not self._try_lease(key):
                 if not wait:
                     yield False
                     return
@@ -251,6 +252,23 @@ class PostgresStore(SQLStore):
                     self._lease_call("SELECT pg_advisory_unlock(%s)", key)
                 except StoreError:
                     pass  # a dead session has released every lock it held
+
+    def _try_lease(self, key: int) -> bool:
+        """``pg_try_advisory_lock`` on the lease session, reconnecting for up to
+        ``reconnect_timeout`` seconds when that session is lost (a failover, a terminated
+        backend): a dead session holds no lock, so taking it on a new one is safe, and a
+        compensation about to start is not given up for a connection that a retry gets back."""
+        deadline = time.monotonic() + self._reconnect_timeout
+        attempt = 0
+        while True:
+            try:
+                return self._lease_call("SELECT pg_try_advisory_lock(%s)", key)
+            except StoreUnavailableError:
+                attempt += 1
+                pause = min(2.0, 0.05 * 2**attempt)
+                if time.monotonic() + pause >= deadline:
+                    raise
+                time.sleep(pause)
 
     def _lease_call(self, statement: str, key: int) -> bool:
         with self._lease_lock:

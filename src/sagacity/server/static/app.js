@@ -223,7 +223,8 @@ function confirmDecision(item, kind, done) {
   const error = h("p", { class: "notice bad", id: "confirm-error", hidden: true });
   const reason = approving ? null : h("input", {
     type: "text", id: "confirm-reason", class: "reason", autocomplete: "off", maxlength: 1000,
-    placeholder: "Reason (journaled, one line)", "aria-label": "Reason for rejecting",
+    placeholder: "Reason (required, journaled, one line)", "aria-label": "Reason for rejecting",
+    "aria-required": "true",
   });
   const confirm = h("button", { class: `btn ${kind}`, type: "submit", id: "confirm-ok" },
     approving ? "Approve this payload" : "Reject and compensate");
@@ -231,6 +232,12 @@ function confirmDecision(item, kind, done) {
   const form = h("form", {
     onsubmit: async (event) => {
       event.preventDefault();
+      if (reason && !reason.value.trim()) { // a rejection nobody can explain later is no evidence
+        error.textContent = "A reason is required: say why, in one line.";
+        error.hidden = false;
+        reason.focus();
+        return;
+      }
       confirm.disabled = true;
       error.hidden = true;
       try {
