@@ -408,7 +408,10 @@ class SagaRun:
         if failure is None and visible and not unknown:
             failure = self._closed_elsewhere()
         if failure is None:
-            return self._settled(value, visible)
+            settled = self._settled(value, visible)
+            if settled is not None:
+                return settled
+            failure = SagaClosedError(f"saga {self.saga_id!r} was compensated by another process")
         run = yield from compensate(self.engine, self.saga_id, describe(failure))
         assert run is not None  # a waiting run always gets the lease
         with self._lock:
@@ -431,11 +434,26 @@ class SagaRun:
             return SagaClosedError(f"saga {self.saga_id!r} was compensated by another process")
         return None
 
-    def _settled(self, value: Any, visible: bool) -> SagaResult:
+    def _settled(self, value: Any, visible: bool) -> SagaResult | None:
+        """The result of a run that did not fail; None if the saga turns out to be closing.
+
+        Whether it awaits approval is read from the request rows, but a gate this run opened
+        whose row is gone was decided meanwhile by another process (a reject drops the row just
+        before it journals REJECTED): then the journal, read again, says what the saga is, so a
+        saga being compensated is never reported COMPLETED.
+        """
         pending: tuple[ApprovalRequest, ...] = ()
         if visible:
             pending = tuple(self.journal.read(self.engine.store.list_approval_requests, self.saga_id))
-        status = SagaStatus.AWAITING_APPROVAL if pending else SagaStatus.COMPLETED
+        opened = {gate.journal_seq for gate in self.gates}
+        if opened - {request.journal_seq for request in pending}:
+            state = self.engine.snapshot(self.saga_id)
+            if state.closed:
+                return None
+            waiting = bool(state.open_gates)
+        else:
+            waiting = bool(pending)
+        status = SagaStatus.AWAITING_APPROVAL if waiting else SagaStatus.COMPLETED
         return SagaResult(self.saga_id, status, value, None, (), pending)
 
 
