@@ -43,6 +43,7 @@ class FindingKind(StrEnum):
     STUCK_COMPENSATING = "stuck_compensating"
     COMPENSATION_FAILED = "compensation_failed"
     GATE_WITHOUT_REQUEST = "gate_without_request"
+    CHECKPOINT_LAG = "checkpoint_lag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +120,25 @@ def in_doubt_findings(calls: Iterable[InDoubtCall], older_than: timedelta) -> tu
                 )
             )
     return findings, recent
+
+
+def lag_finding(journal_entries: int, cosigned: int, max_lag: int) -> Finding | None:
+    """The journal running more than ``max_lag`` entries ahead of the last cosigned log checkpoint.
+
+    Entries past that checkpoint are the window in which a forged saga would only look "added";
+    a growing lag means the checkpointer or its witnesses stopped.
+    """
+    ahead = journal_entries - cosigned
+    if ahead <= max_lag:
+        return None
+    return Finding(
+        FindingKind.CHECKPOINT_LAG,
+        "",
+        None,
+        f"the journal holds {journal_entries} entries, the last cosigned log checkpoint covers {cosigned}: "
+        f"{ahead} ahead, more than the bound of {max_lag}",
+        "check that `sagacity checkpoint` runs and that its witnesses answer (its log says why not)",
+    )
 
 
 def expired_findings(requests: Iterable[ApprovalRequest], now: datetime) -> list[Finding]:

@@ -18,13 +18,22 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sagacity._journal import Journal
 from sagacity._state import SagaState, fold
-from sagacity.errors import AppendConflictError, ApprovalNotFoundError, InvalidValueError
+from sagacity.errors import (
+    AppendConflictError,
+    ApprovalNotFoundError,
+    InvalidValueError,
+    StoreUnavailableError,
+)
 from sagacity.model import ApprovalRequest, Entry, Phase
 from sagacity.stores.base import Store
 from sagacity.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from sagacity.guardrails import Guard
 
 #: One entry a decision appends: (tool_name, phase, input, payload).
 Row = tuple[str, Phase, str, str]
@@ -61,6 +70,8 @@ class Engine:
         self.journal = journal
         self.registry = registry
         self.approval_ttl = approval_ttl
+        #: The guardrails policy every call is judged by (``sagacity.guardrails``), if any.
+        self.guard: Guard | None = None
         # Sagas running in this process: only for ``status`` (RUNNING) and for leaving them out
         # of this process's own ``recover``; other processes are told apart by the journal.
         self._live: dict[str, int] = {}
@@ -87,8 +98,23 @@ class Engine:
         return self.journal.read(self.store.get_approval_request, saga_id, seq)
 
     def drop_request(self, saga_id: str, seq: int) -> bool:
-        """Delete a request row (working state); True for the one caller that deleted it."""
-        return self.journal.read(self.store.delete_approval_request, saga_id, seq)
+        """Delete a request row (working state); True for the one caller that deleted it.
+
+        Also True when a delete met a lost connection (a failover, a killed backend) and the
+        retry found the row gone: that delete may have committed unheard, and refusing then
+        would leave the gate approved with no request anyone could resume. The fenced entry
+        the caller appends next decides between racers, as it always does.
+        """
+        unheard: list[StoreUnavailableError] = []
+
+        def delete() -> bool:
+            try:
+                return self.store.delete_approval_request(saga_id, seq)
+            except StoreUnavailableError as exc:
+                unheard.append(exc)
+                raise
+
+        return self.journal.read(delete) or bool(unheard)
 
     # -- writing ----------------------------------------------------------------------------------
     def decide(self, state: SagaState, choose: Callable[[SagaState], list[Row]]) -> list[Entry]:

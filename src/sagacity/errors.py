@@ -4,6 +4,7 @@
 
     SagacityError
     ├── ConfigurationError          bad URL, unknown scheme, missing extra, bad option
+    │   └── PolicyError             a policy file does not parse or validate (names the line)
     ├── InvalidValueError           (also ValueError) a value no journal can hold, bad arguments
     ├── StoreError                  the database failed; the driver's error is chained (``from``)
     │   ├── StoreUnavailableError   connection refused or lost and not recovered within the bound
@@ -15,11 +16,13 @@
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
     │   ├── SagaClosedError         its compensation started (maybe in another process): no new call
-    │   └── SagaExistsError         a saga started under an id that already has a journal
+    │   ├── SagaExistsError         a saga started under an id that already has a journal
+    │   └── HaltedError             the kill switch (or a policy halt) refuses it; the saga compensates
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
-    │   ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
+    │   │                           (none made, or already resumed, rejected or voided)
+    │   ├── ApprovalRefusedError    not approved in the journal, approved twice by one person, expired
     │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
     ├── WorkflowError
     │   ├── WorkflowDefinitionError a workflow declared wrongly (caught where it is written)
@@ -50,10 +53,12 @@ __all__ = [
     "CheckFailedError",
     "CheckpointError",
     "ConfigurationError",
+    "HaltedError",
     "InvalidValueError",
     "IrreversibleToolError",
     "JournalIntegrityError",
     "PayloadMismatchError",
+    "PolicyError",
     "SagaClosedError",
     "SagaExistsError",
     "SagaNotFoundError",
@@ -77,6 +82,10 @@ class SagacityError(Exception):
 
 class ConfigurationError(SagacityError):
     """Sagacity was set up wrongly: a bad URL, an unknown scheme, a missing optional extra."""
+
+
+class PolicyError(ConfigurationError):
+    """A guardrails or gateway policy is malformed; the message names the file and line."""
 
 
 class InvalidValueError(SagacityError, ValueError):
@@ -128,6 +137,10 @@ class SagaExistsError(SagaStateError):
     """A saga was started (``sg.run``, ``sg.saga``) under an id whose journal already has entries:
     a saga id names one run. Refused before anything is journaled or any tool runs; continue a
     saga on purpose with ``sg.saga(saga_id, continue_existing=True)``."""
+
+
+class HaltedError(SagaStateError):
+    """The kill switch refuses this saga or call (halt or drain); a refused call compensates."""
 
 
 class ApprovalError(SagacityError):

@@ -1,10 +1,15 @@
 """Verify a Sagacity evidence bundle offline: ``python -m sagacity.verify_bundle BUNDLE --key PUB``.
 
+With ``--witness-key W.pub`` (repeatable) and ``--quorum N`` the bundle's log checkpoint must
+carry N valid witness cosignatures; with ``--since OLD.txt`` (a log checkpoint you kept) the
+bundle must prove its log checkpoint extends that one; with ``--tsa-cert ROOT.pem`` its RFC 3161
+timestamp token must verify up to that root (this one check also needs ``rfc3161-client``).
+
 This file stands alone on purpose. It depends on the standard library and ``cryptography`` only,
 and imports nothing else from Sagacity, so an auditor can read all of it, copy it out of the
 package and run it (``python verify_bundle.py BUNDLE --key PUB``) without trusting the rest of
 the library that wrote the evidence. That is why the chain rule (SPEC §3), the Merkle rules and
-the signed-note parsing are *duplicated* here from ``sagacity.chain`` and
+the signed-note, cosignature and consistency-proof rules are *duplicated* here from ``sagacity.chain`` and
 ``sagacity.checkpoints``: the one deliberate duplication in the code base. The test suite checks
 both copies against the same bundles. Format: ``docs/checkpoints.md``.
 
@@ -28,7 +33,7 @@ from typing import Any
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-BUNDLE_FORMAT = "sagacity-bundle/v1"
+BUNDLE_FORMATS = ("sagacity-bundle/v1", "sagacity-bundle/v2")
 GENESIS = "0" * 64
 PHASES = frozenset(
     {
@@ -106,9 +111,10 @@ def parse_entry(line: str, where: str) -> dict[str, Any]:
     return entry
 
 
-def verify_chain(path: Path, saga_id: str, count: int, head: str) -> int:
-    """Check one saga's export; return its entry count. Entry ``count`` must hash to ``head``."""
+def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
+    """Check one saga's export; return its hashes in seq order. Entry ``count`` must hash to ``head``."""
     prev, seen, attested = GENESIS, 0, None
+    hashes: list[str] = []
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(_nonblank(lines), start=1):
             where = f"{path.name} entry {number}"
@@ -128,11 +134,12 @@ def verify_chain(path: Path, saga_id: str, count: int, head: str) -> int:
             if number == count:
                 attested = entry["hash"]
             prev, seen = entry["hash"], number
+            hashes.append(prev)
     if seen < count:
         raise BundleError(f"saga {saga_id!r}: {seen} entries, the checkpoint attests {count}: truncated")
     if attested != head:
         raise BundleError(f"saga {saga_id!r}: entry #{count} is not the head the checkpoint attests")
-    return seen
+    return hashes
 
 
 def _nonblank(lines: Iterator[str]) -> Iterator[str]:
@@ -169,9 +176,40 @@ def verify_inclusion(leaf: bytes, index: int, size: int, proof: Sequence[bytes],
     return sn == 0 and digest == root
 
 
+def verify_consistency(old: int, new: int, old_root: bytes, new_root: bytes, proof: Sequence[bytes]) -> bool:
+    """RFC 9162 §2.1.4.2: the tree ``new_root`` of ``new`` leaves extends ``old_root`` of ``old``."""
+    if not 0 <= old <= new or len(proof) > 63:
+        return False
+    if old == new:
+        return not proof and old_root == new_root
+    if old == 0:
+        return not proof
+    if not proof:
+        return False
+    path = [old_root, *proof] if old & (old - 1) == 0 else list(proof)
+    fn, sn = old - 1, new - 1
+    while fn & 1:
+        fn, sn = fn >> 1, sn >> 1
+    first = second = path[0]
+    for sibling in path[1:]:
+        if sn == 0:
+            return False
+        if fn & 1 or fn == sn:
+            first, second = node_hash(sibling, first), node_hash(sibling, second)
+            while not fn & 1 and fn != 0:
+                fn, sn = fn >> 1, sn >> 1
+        else:
+            second = node_hash(second, sibling)
+        fn, sn = fn >> 1, sn >> 1
+    return sn == 0 and first == old_root and second == new_root
+
+
 # -- keys and the signed note (C2SP signed-note, tlog-checkpoint) ----------------------------------
-def read_verifier_key(text: str) -> tuple[str, bytes, bytes]:
-    """``<name>+<hex key id>+<base64(0x01 || key)>`` -> (name, key id, public key)."""
+def read_verifier_key(text: str, kind: int = 1) -> tuple[str, bytes, bytes]:
+    """``<name>+<hex key id>+<base64(type || key)>`` -> (name, key id, public key).
+
+    ``kind`` 1: a log's Ed25519 note key; 4: a witness's cosignature/v1 key.
+    """
     parts = text.strip().split("+", 2)
     if len(parts) != 3 or parts[0] == "PRIVATE":
         raise BundleError("the key must be a verifier key line <name>+<key id>+<base64> (the .pub file)")
@@ -180,8 +218,9 @@ def read_verifier_key(text: str) -> tuple[str, bytes, bytes]:
         raw = b64decode_canonical(encoded)
     except (binascii.Error, ValueError) as exc:
         raise BundleError("the verifier key is not base64") from exc
-    if len(raw) != 33 or raw[0] != 1:
-        raise BundleError("the verifier key is not an Ed25519 key")
+    if len(raw) != 33 or raw[0] != kind:
+        what = "an Ed25519 note key (type 0x01)" if kind == 1 else "a witness cosignature/v1 key (type 0x04)"
+        raise BundleError(f"the key {name!r} is not {what}")
     key_id = hashlib.sha256(name.encode("utf-8") + b"\n" + raw).digest()[:4]
     if key_id.hex() != id_hex.lower():
         raise BundleError("the verifier key's id does not match its name and key")
@@ -220,6 +259,181 @@ def open_note(note: str, name: str, key_id: bytes, public_key: bytes) -> tuple[s
     raise BundleError(f"the checkpoint is not signed by {name} ({key_id.hex()})")
 
 
+def open_log_note(note: str, name: str, key_id: bytes, public_key: bytes) -> tuple[str, str, int, bytes]:
+    """A C2SP tlog-checkpoint signed by the key: (signed text, origin, size, root). Strict: every
+    signature line must be well formed, so no byte of the note goes unchecked."""
+    split = note.rfind("\n\n")
+    if split < 0 or not note.endswith("\n"):
+        raise BundleError("the log checkpoint is not a signed note")
+    text, signed = note[: split + 1], False
+    for signer, raw in signature_lines(note[split + 2 :]):
+        if signer == name and raw[:4] == key_id:
+            try:
+                Ed25519PublicKey.from_public_bytes(public_key).verify(raw[4:], text.encode("utf-8"))
+            except InvalidSignature as exc:
+                raise BundleError(f"the log checkpoint's signature by {name} does not verify") from exc
+            signed = True
+    if not signed:
+        raise BundleError(f"the log checkpoint is not signed by {name} ({key_id.hex()})")
+    lines = text.removesuffix("\n").split("\n")
+    if len(lines) < 3 or not (lines[1].isascii() and lines[1].isdigit()) or str(int(lines[1])) != lines[1]:
+        raise BundleError("the log checkpoint lacks origin, size and root")
+    try:
+        root = b64decode_canonical(lines[2])
+    except (binascii.Error, ValueError) as exc:
+        raise BundleError("the log checkpoint's root is not base64") from exc
+    if len(root) != 32:
+        raise BundleError("the log checkpoint's root is not 32 bytes")
+    return text, lines[0], int(lines[1]), root
+
+
+def signature_lines(block: str) -> Iterator[tuple[str, bytes]]:
+    # split on "\n" alone: str.splitlines() also splits on other control characters
+    for line in block.removesuffix("\n").split("\n"):
+        signer, _, token = line.removeprefix("\N{EM DASH} ").partition(" ")
+        try:
+            raw = b64decode_canonical(token)
+        except (binascii.Error, ValueError) as exc:
+            raise BundleError(f"malformed signature line {line!r}") from exc
+        if not line.startswith("\N{EM DASH} ") or not signer or len(raw) < 5:
+            raise BundleError(f"malformed signature line {line!r}")
+        yield signer, raw
+
+
+def cosigners(note: str, text: str, witnesses: Sequence[tuple[str, bytes, bytes]]) -> list[str]:
+    """Names of ``witnesses`` with a valid cosignature/v1 (timestamped Ed25519) on the note's text."""
+    found = []
+    lines = list(signature_lines(note[note.rfind("\n\n") + 2 :]))
+    for name, key_id, public_key in witnesses:
+        for signer, raw in lines:
+            if signer != name or raw[:4] != key_id or len(raw) != 76:
+                continue
+            timestamp = int.from_bytes(raw[4:12], "big")
+            message = f"cosignature/v1\ntime {timestamp}\n{text}".encode()
+            try:
+                Ed25519PublicKey.from_public_bytes(public_key).verify(raw[12:], message)
+            except InvalidSignature:
+                continue
+            if 0 < timestamp < 2**63:
+                found.append(name)
+                break
+    return found
+
+
+def proof_list(value: object, what: str) -> list[bytes]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise BundleError(f"{what} is not a list of base64 hashes")
+    try:
+        hashes = [b64decode_canonical(item) for item in value]
+    except (binascii.Error, ValueError) as exc:
+        raise BundleError(f"{what} is not canonical base64") from exc
+    if any(len(h) != 32 for h in hashes):
+        raise BundleError(f"{what} holds a hash that is not 32 bytes")
+    return hashes
+
+
+def number(value: object, what: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise BundleError(f"{what} is not a whole number")
+    return value
+
+
+def verify_timestamp(token: bytes, message: bytes, root_pem: bytes) -> str:
+    """The RFC 3161 token's time, if it covers ``message`` and chains to ``root_pem``."""
+    try:
+        import rfc3161_client
+        from cryptography import x509
+    except ImportError as exc:
+        raise BundleError("checking a timestamp needs rfc3161-client: pip install rfc3161-client") from exc
+    try:
+        response = rfc3161_client.decode_timestamp_response(token)
+        builder = rfc3161_client.VerifierBuilder()
+        for root in x509.load_pem_x509_certificates(root_pem):
+            builder = builder.add_root_certificate(root)
+        builder.build().verify_message(response, message)
+    except (ValueError, rfc3161_client.VerificationError) as exc:
+        raise BundleError(f"the log checkpoint's timestamp token does not verify: {exc}") from exc
+    return f"{response.tst_info.gen_time:%Y-%m-%dT%H:%M:%SZ}"
+
+
+class LogView:
+    """The bundle's log checkpoint, verified: what each saga's log proof is checked against."""
+
+    def __init__(
+        self,
+        bundle: Path,
+        section: object,
+        key: tuple[str, bytes, bytes],
+        witnesses: Sequence[tuple[str, bytes, bytes]],
+        quorum: int,
+        since: Sequence[str],
+        tsa_root: bytes | None,
+    ) -> None:
+        if not isinstance(section, dict):
+            raise BundleError("the manifest's log section is malformed")
+        try:
+            note = inside(bundle, section.get("checkpoint")).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BundleError(f"cannot read the log checkpoint: {exc}") from exc
+        text, self.origin, self.size, self.root = open_log_note(note, *key)
+        self.timestamped = ""
+        if tsa_root is not None:
+            if "timestamp" not in section:
+                raise BundleError("the bundle has no timestamp token on its log checkpoint")
+            try:
+                token = inside(bundle, section["timestamp"]).read_bytes()
+            except OSError as exc:
+                raise BundleError(f"cannot read the timestamp token: {exc}") from exc
+            self.timestamped = verify_timestamp(token, text.encode("utf-8"), tsa_root)
+        self.cosigned = cosigners(note, text, witnesses)
+        if len(self.cosigned) < quorum:
+            raise BundleError(
+                f"the log checkpoint has {len(self.cosigned)} valid cosignature(s) by the witness keys "
+                f"given, the quorum is {quorum}"
+            )
+        proofs = section.get("since")
+        if not isinstance(proofs, list):
+            raise BundleError("the manifest's log section has no 'since' list")
+        offered: dict[int, tuple[bytes, list[bytes]]] = {}
+        for item in proofs:
+            if not isinstance(item, dict) or not isinstance(item.get("root"), str):
+                raise BundleError("a consistency proof in the manifest is malformed")
+            size = number(item.get("size"), "a consistency proof's size")
+            try:
+                old_root = b64decode_canonical(item["root"])
+            except (binascii.Error, ValueError) as exc:
+                raise BundleError("a consistency proof's root is not canonical base64") from exc
+            old_proof = proof_list(item.get("consistencyProof"), f"the consistency proof from {size}")
+            if not verify_consistency(size, self.size, old_root, self.root, old_proof):
+                raise BundleError(f"the consistency proof from size {size} to {self.size} does not verify")
+            offered[size] = (old_root, old_proof)
+        self.extends: list[int] = []
+        for old_note in since:
+            _, origin, size, old_root = open_log_note(old_note, *key)
+            if origin != self.origin:
+                raise BundleError(f"--since checkpoint is of log {origin!r}, the bundle's is {self.origin!r}")
+            if size not in offered or offered[size][0] != old_root:
+                raise BundleError(
+                    f"the bundle proves no consistency from your log checkpoint of size {size} "
+                    "(a different root at that size is a fork)"
+                )
+            self.extends.append(size)
+
+    def check_saga(self, saga_id: str, proof: object, hashes: list[str]) -> str:
+        if not isinstance(proof, dict):
+            raise BundleError(f"saga {saga_id!r}: no log proof in a bundle with a log checkpoint")
+        seq = number(proof.get("seq"), "a log proof's seq")
+        index = number(proof.get("leafIndex"), "a log proof's leafIndex")
+        path = proof_list(proof.get("inclusionProof"), "a log inclusion proof")
+        if not 1 <= seq <= len(hashes):
+            raise BundleError(f"saga {saga_id!r}: the log proves entry #{seq}, the export has {len(hashes)}")
+        if not verify_inclusion(leaf_hash(saga_id, seq, hashes[seq - 1]), index, self.size, path, self.root):
+            raise BundleError(
+                f"saga {saga_id!r}: entry #{seq} is not at log index {index} under the log root"
+            )
+        return f"; entry #{seq} is log entry {index} of {self.size}"
+
+
 # -- the bundle -----------------------------------------------------------------------------------
 def inside(bundle: Path, relative: object) -> Path:
     """A path named by the manifest, refused if it leaves the bundle directory."""
@@ -231,18 +445,46 @@ def inside(bundle: Path, relative: object) -> Path:
     return path
 
 
-def verify_bundle(bundle: Path, key_text: str) -> list[str]:
+def verify_bundle(
+    bundle: Path,
+    key_text: str,
+    witness_texts: Sequence[str] = (),
+    quorum: int | None = None,
+    since: Sequence[str] = (),
+    tsa_root: bytes | None = None,
+) -> list[str]:
     """Verify everything; the report lines. Raises ``BundleError`` on the first failure."""
     name, key_id, public_key = read_verifier_key(key_text)
+    witnesses = [read_verifier_key(text, kind=4) for text in witness_texts]
+    needed = len(witnesses) if quorum is None else quorum
+    if needed > len(witnesses):
+        raise BundleError(f"a quorum of {needed} needs {needed} witness keys")
     try:
         manifest = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))
-        if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
-            raise BundleError(f"bundle.json is not a {BUNDLE_FORMAT} manifest")
+        if not isinstance(manifest, dict) or manifest.get("format") not in BUNDLE_FORMATS:
+            raise BundleError(f"bundle.json is not a {' or '.join(BUNDLE_FORMATS)} manifest")
         note = inside(bundle, manifest.get("checkpoint")).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"cannot read the bundle: {exc}") from exc
     origin, size, root, time = open_note(note, name, key_id, public_key)
     report = [f"checkpoint {origin} at {time}: {size} sagas, signed by {name} ({key_id.hex()})"]
+    log = None
+    if "log" in manifest:
+        log = LogView(bundle, manifest["log"], (name, key_id, public_key), witnesses, needed, since, tsa_root)
+        report.append(
+            f"log checkpoint {log.origin}: {log.size} entries, cosigned by "
+            f"{', '.join(log.cosigned) or 'no witness key given'}"
+            + (
+                f"; extends your log checkpoint(s) of size {', '.join(map(str, log.extends))}"
+                if log.extends
+                else ""
+            )
+            + (f"; timestamped {log.timestamped} by the TSA" if log.timestamped else "")
+        )
+    elif witnesses or since or tsa_root is not None:
+        raise BundleError(
+            "the bundle has no log checkpoint to check cosignatures, consistency or a timestamp on"
+        )
     sagas = manifest.get("sagas")
     if not isinstance(sagas, list) or not sagas:
         raise BundleError("the manifest lists no sagas")
@@ -262,15 +504,19 @@ def verify_bundle(bundle: Path, key_text: str) -> list[str]:
         if not verify_inclusion(leaf_hash(saga_id, count, head), index, size, proof, root):
             raise BundleError(f"saga {saga_id!r}: its inclusion proof does not lead to the signed root")
         try:
-            entries = verify_chain(inside(bundle, saga.get("file")), saga_id, count, head)
+            hashes = verify_chain(inside(bundle, saga.get("file")), saga_id, count, head)
         except (OSError, UnicodeDecodeError) as exc:
             raise BundleError(f"saga {saga_id!r}: cannot read its file ({exc})") from exc
+        entries = len(hashes)
+        logged = log.check_saga(saga_id, saga.get("log"), hashes) if log is not None else ""
         later = (
             f"; {entries - count} later entries chain correctly but are not attested"
             if entries > count
             else ""
         )
-        report.append(f"OK {saga_id}: {count} entries attested by the checkpoint, chain intact{later}")
+        report.append(
+            f"OK {saga_id}: {count} entries attested by the checkpoint, chain intact{later}{logged}"
+        )
     return report
 
 
@@ -281,12 +527,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("bundle", type=Path, help="the bundle directory (holds bundle.json)")
     parser.add_argument("--key", required=True, type=Path, help="the signer's public key file (NAME.pub)")
+    parser.add_argument(
+        "--witness-key", action="append", default=[], type=Path, help="a witness's public key (repeatable)"
+    )
+    parser.add_argument("--quorum", type=int, help="cosignatures needed (default: every --witness-key)")
+    parser.add_argument(
+        "--since",
+        action="append",
+        default=[],
+        type=Path,
+        help="an older log checkpoint you kept (repeatable)",
+    )
+    parser.add_argument("--tsa-cert", type=Path, help="the time-stamping authority's root certificate (PEM)")
     args = parser.parse_args(argv)
     try:
         key_text = args.key.read_text(encoding="ascii")
-        lines = verify_bundle(args.bundle, key_text)
+        witness_texts = [path.read_text(encoding="ascii") for path in args.witness_key]
+        since = [path.read_text(encoding="utf-8") for path in args.since]
+        tsa_root = args.tsa_cert.read_bytes() if args.tsa_cert is not None else None
+        lines = verify_bundle(args.bundle, key_text, witness_texts, args.quorum, since, tsa_root)
     except (OSError, UnicodeDecodeError) as exc:
-        print(f"FAILED: cannot read the key: {exc}", file=sys.stderr)
+        print(f"FAILED: cannot read a key or checkpoint file: {exc}", file=sys.stderr)
         return 1
     except BundleError as exc:
         print(f"FAILED: {exc}", file=sys.stderr)

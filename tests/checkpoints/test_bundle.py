@@ -11,8 +11,19 @@ import pytest
 
 from sagacity import Phase, Sagacity
 from sagacity import verify_bundle as standalone
-from sagacity.checkpoints import Checkpoint, SigningKey, create_checkpoint, write_bundle
+from sagacity.checkpoints import (
+    Checkpoint,
+    SigningKey,
+    _note,
+    checkpoint_log,
+    create_checkpoint,
+    open_log_checkpoint,
+    write_bundle,
+)
+from sagacity.checkpoints._timestamp import request_timestamp
 from sagacity.errors import CheckpointError, JournalIntegrityError
+
+from .tsa import LocalTSA, serve
 
 
 @pytest.fixture
@@ -115,7 +126,8 @@ def test_refuses_a_saga_that_no_longer_extends_the_checkpoint(key: SigningKey, t
 
 
 def test_standalone_verifier_imports_nothing_from_sagacity() -> None:
-    """verify_bundle.py depends only on the standard library and cryptography, so it can be copied out."""
+    """verify_bundle.py depends only on the standard library and cryptography (and, for --tsa-cert
+    alone, rfc3161-client), so it can be copied out."""
     tree = ast.parse(Path(standalone.__file__).read_text(encoding="utf-8"))
     roots = {
         (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
@@ -123,7 +135,7 @@ def test_standalone_verifier_imports_nothing_from_sagacity() -> None:
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     }
-    assert roots - set(sys.stdlib_module_names) == {"cryptography"}
+    assert roots - set(sys.stdlib_module_names) == {"cryptography", "rfc3161_client"}
 
 
 def test_copied_out_verifier_runs_as_a_script(bundle: Path, pub: Path, tmp_path: Path) -> None:
@@ -140,3 +152,143 @@ def test_copied_out_verifier_runs_as_a_script(bundle: Path, pub: Path, tmp_path:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.endswith("bundle verified\n")
+
+
+# -- bundles carrying the log checkpoint ----------------------------------------------------------
+@pytest.fixture(scope="module")
+def witness_key() -> SigningKey:
+    return SigningKey.generate("witness.example", witness=True)
+
+
+@pytest.fixture
+def log_bundle(
+    journal: Sagacity, checkpoint: Checkpoint, key: SigningKey, witness_key: SigningKey, tmp_path: Path
+) -> tuple[Path, Path, Path]:
+    """Saga 3 bundled with a cosigned log checkpoint that extends an older one the auditor kept.
+
+    Returns the bundle, the auditor's older log checkpoint and the witness's public key file.
+    """
+    older = checkpoint_log(journal, key, "test.example/journal")
+    journal.journal.append("order 3/ü", "tool", Phase.INTENT, "{}")
+    newer = checkpoint_log(journal, key, "test.example/journal", previous=older)
+    newer = newer.with_signatures([_note.cosign(newer.text, witness_key, 1_800_000_000)])
+    kept = tmp_path / "kept-log-checkpoint.txt"
+    kept.write_text(older.note)
+    wpub = tmp_path / "witness.pub"
+    wpub.write_text(witness_key.verifier.to_text() + "\n")
+    made = write_bundle(journal, ["order 3/ü"], checkpoint, tmp_path / "bundle", log=newer, since=[older])
+    return made, kept, wpub
+
+
+def _verify_log(bundle: Path, pub: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    return _verify_args([str(bundle), "--key", str(pub), *extra], capsys)
+
+
+def _verify_args(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = standalone.main(args)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_log_bundle_verifies_inclusion_consistency_and_cosignatures(
+    log_bundle: tuple[Path, Path, Path], pub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, kept, wpub = log_bundle
+    code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(wpub), "--since", str(kept))
+    assert code == 0, output
+    assert "log checkpoint test.example/journal/log: 16 entries, cosigned by witness.example" in output
+    assert "extends your log checkpoint(s) of size 15" in output
+    assert "entry #4 is log entry 15 of 16" in output  # the entry appended after the older one
+    assert _verify_log(bundle, pub, capsys)[0] == 0  # the log key alone: no witness demanded
+
+
+def test_log_bundle_fails_on_every_changed_byte(
+    log_bundle: tuple[Path, Path, Path], pub: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bundle, kept, wpub = log_bundle
+    # the saga files and checkpoint.txt are what test_every_changed_byte_fails flips already
+    files = [bundle / "log-checkpoint.txt", bundle / "bundle.json"]
+    args = [str(bundle), "--key", str(pub), "--witness-key", str(wpub), "--since", str(kept)]
+    for path in files:
+        original = path.read_bytes()
+        for offset in range(len(original)):
+            altered = bytearray(original)
+            altered[offset] ^= 0x01
+            path.write_bytes(bytes(altered))
+            code, output = _verify_args(args, capsys)
+            assert code == 1, f"{path.name} byte {offset} changed, still verified: {output}"
+        path.write_bytes(original)
+    assert _verify_args(args, capsys)[0] == 0
+
+
+def test_log_bundle_refuses_a_fork_and_a_missing_quorum(
+    log_bundle: tuple[Path, Path, Path],
+    pub: Path,
+    key: SigningKey,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    bundle, kept, wpub = log_bundle
+    older = open_log_checkpoint(kept.read_text(), key.verifier)
+    other_root = _note.b64(bytes(32))
+    text = f"{older.origin}\n{older.size}\n{other_root}\n"
+    forked = tmp_path / "forked.txt"
+    forked.write_text(_note.join_note(text, [_note.sign_text(text, key)]))
+    code, output = _verify_log(bundle, pub, capsys, "--since", str(forked))
+    assert code == 1
+    assert "a different root at that size is a fork" in output
+    stranger = tmp_path / "stranger.pub"
+    stranger.write_text(SigningKey.generate("witness.example", witness=True).verifier.to_text())
+    code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(stranger))
+    assert code == 1
+    assert "0 valid cosignature(s)" in output
+    code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(wpub), "--quorum", "2")
+    assert code == 1
+    assert "needs 2 witness keys" in output
+
+
+# -- RFC 3161 timestamps, from a local TSA the test starts ------------------------------------------
+def test_timestamped_log_bundle_verifies_offline_against_the_tsa_root(
+    journal: Sagacity,
+    checkpoint: Checkpoint,
+    key: SigningKey,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tsa = LocalTSA()
+    log = checkpoint_log(journal, key, "test.example/journal")
+    with serve(tsa) as url:
+        token = request_timestamp(url, log.text.encode())
+    made = write_bundle(journal, ["order 3/ü"], checkpoint, tmp_path / "bundle", log=log, log_timestamp=token)
+    root = tmp_path / "tsa-root.pem"
+    root.write_bytes(tsa.root_pem)
+    pub = tmp_path / "test.pub"
+    pub.write_text(key.verifier.to_text())
+    args = [str(made), "--key", str(pub), "--tsa-cert", str(root)]
+    code, output = _verify_args(args, capsys)
+    assert code == 0, output
+    assert "timestamped 20" in output
+    other = tmp_path / "other-root.pem"
+    other.write_bytes(LocalTSA().root_pem)
+    code, output = _verify_args([*args[:-1], str(other)], capsys)
+    assert code == 1
+    assert "timestamp token does not verify" in output
+    # the token covers this checkpoint's text: moved onto another checkpoint it fails
+    (made / "log-checkpoint.tsr").write_bytes(token[:-1] + bytes([token[-1] ^ 1]))  # the TSA's signature
+    assert _verify_args(args, capsys)[0] == 1
+    with serve(tsa) as url:
+        (made / "log-checkpoint.tsr").write_bytes(request_timestamp(url, b"another checkpoint\n"))
+    code, output = _verify_args(args, capsys)
+    assert code == 1
+    assert "Mismatch between messages" in output
+    (made / "log-checkpoint.tsr").unlink()
+    assert "cannot read the timestamp token" in _verify_args(args, capsys)[1]
+
+
+def test_a_tsa_that_is_down_or_answers_garbage_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="did not answer"):
+        request_timestamp("http://127.0.0.1:9/", b"x", timeout=5)
+    garbage = LocalTSA()
+    garbage.respond = lambda request: b"\x30\x03\x02\x01\x02"  # type: ignore[method-assign]
+    with serve(garbage) as url, pytest.raises(CheckpointError, match=r"not a TimeStampResp|refused"):
+        request_timestamp(url, b"x")

@@ -16,7 +16,8 @@ from click.testing import CliRunner, Result
 from sagacity import Phase, Sagacity
 from sagacity.cli import main
 
-from .conftest import RawSQL, rechain, stored_timestamp
+from .conftest import RawSQL, export_bundle, rechain, stored_timestamp, verify_offline
+from .tsa import LocalTSA, serve
 
 ORIGIN = "test.example/journal"
 
@@ -113,6 +114,14 @@ def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_audito
     clean = _run(*cosigned)
     assert clean.exit_code == 0, clean.output
     assert "cosigned by w1.example" in clean.output
+    bundle = tmp_path / "bundle"
+    exported = export_bundle(journal_url, ["a"], bundle, anchor, keys["acme.pub"], "--since", str(kept))
+    assert exported.exit_code == 0, exported.output
+    offline = verify_offline(
+        bundle, keys["acme.pub"], "--witness-key", str(keys["w1.pub"]), "--since", str(kept)
+    )
+    assert offline.returncode == 0, offline.stderr
+    assert "extends your log checkpoint(s) of size 15" in offline.stdout
 
     # The operator, holding the database, the anchor and the stolen signing key, rewrites saga b.
     entries = sg.entries("b")
@@ -139,3 +148,52 @@ def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_audito
     assert caught.exit_code == 1
     assert "LOG_MISMATCH" in caught.output
     assert "UNWITNESSED" in caught.output
+
+
+def test_doctor_reports_how_far_the_journal_runs_ahead_of_the_last_cosigned_checkpoint(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], witness_url: str, tmp_path: Path
+) -> None:
+    anchor = tmp_path / "anchor"
+    assert (
+        _checkpoint(journal_url, keys, anchor, "--witness", f"{witness_url}={keys['w1.pub']}").exit_code == 0
+    )
+    assert _checkpoint(journal_url, keys, anchor).exit_code == 0  # signed, not cosigned
+    for _ in range(3):
+        sg.journal.append("a", "tool", Phase.INTENT, "{}")
+    doctor = ["doctor", "--db", journal_url, "--anchor", str(anchor), "--key", str(keys["acme.pub"])]
+    within = _run(*doctor, "--witness-key", str(keys["w1.pub"]), "--max-lag", "3")
+    assert within.exit_code == 0, within.output
+    assert "18 entries, 3 ahead of the last cosigned log checkpoint (15 entries)" in within.output
+    past = _run(*doctor, "--witness-key", str(keys["w1.pub"]), "--max-lag", "2", "--json")
+    assert past.exit_code == 1
+    assert '"checkpoint_lag"' in past.output
+    unwitnessed = _run(*doctor, "--witness-key", str(keys["acme.pub"]), "--max-lag", "0")
+    assert unwitnessed.exit_code == 2  # the log's own key is not a witness key
+    stranger = tmp_path / "stranger"
+    assert _run("keys", "generate", "--witness", "--out", str(stranger)).exit_code == 0
+    none = _run(*doctor, "--witness-key", f"{stranger}.pub", "--max-lag", "17")
+    assert none.exit_code == 1  # no checkpoint that stranger cosigned: all 18 entries are ahead
+    assert "18 ahead" in none.output
+
+
+def test_checkpoint_tsa_timestamps_the_log_checkpoint_and_the_bundle_carries_it(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], tmp_path: Path
+) -> None:
+    tsa = LocalTSA()
+    root = tmp_path / "tsa-root.pem"
+    root.write_bytes(tsa.root_pem)
+    anchor = tmp_path / "anchor"
+    with serve(tsa) as url:
+        made = _checkpoint(journal_url, keys, anchor, "--tsa", url)
+    assert made.exit_code == 0, made.output
+    assert "timestamped" in made.output
+    assert len(list(anchor.glob("log-checkpoint-*.tsr"))) == 1
+    bundle = tmp_path / "bundle"
+    exported = export_bundle(journal_url, ["b"], bundle, anchor, keys["acme.pub"])
+    assert exported.exit_code == 0, exported.output
+    offline = verify_offline(bundle, keys["acme.pub"], "--tsa-cert", str(root))
+    assert offline.returncode == 0, offline.stderr
+    assert "by the TSA" in offline.stdout
+    down = _checkpoint(journal_url, keys, tmp_path / "other", "--tsa", "http://127.0.0.1:9/")
+    assert down.exit_code == 2
+    assert "did not answer" in down.output

@@ -11,8 +11,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -29,6 +29,16 @@ SAGA_KEY = "io.sagacity/saga"
 SAGACITY = shutil.which("sagacity", path=str(Path(sys.executable).parent)) or "sagacity"
 TOKEN = "mcp-approver-token-0123456789"
 TOKENS = {"tokens": {TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]}}}
+#: The agents' static bearer token for the proxy's --listen endpoint (every scope but admin).
+AGENT_TOKEN = "mcp-agent-token-0123456789abc"
+AGENT_TOKENS = {
+    "tokens": {
+        AGENT_TOKEN: {
+            "name": "agent-a",
+            "scopes": ["sagacity:call", "sagacity:commit", "sagacity:rollback"],
+        }
+    }
+}
 
 POLICY = """\
 # The tests' policy: charges and tickets are undone through the server's own tools; payouts (and
@@ -108,6 +118,7 @@ class Setup:
     policy: Path
     ledger: Ledger
     tokens: Path
+    agent_tokens: Path
 
     @property
     def env(self) -> dict[str, str]:
@@ -119,12 +130,14 @@ def make_setup(tmp: Path, db_url: str | None = None, policy: str = POLICY) -> Se
     tmp.mkdir(parents=True, exist_ok=True)
     (tmp / "policy.toml").write_text(policy)
     (tmp / "tokens.json").write_text(json.dumps(TOKENS))
+    (tmp / "agent-tokens.json").write_text(json.dumps(AGENT_TOKENS))
     return Setup(
         tmp,
         db_url or f"sqlite:///{tmp}/journal.db",
         tmp / "policy.toml",
         Ledger(tmp / "ledger.jsonl"),
         tmp / "tokens.json",
+        tmp / "agent-tokens.json",
     )
 
 
@@ -135,12 +148,24 @@ def proxy_args(setup: Setup, *extra: str, upstream: list[str] | None = None) -> 
 
 
 @contextmanager
-def http_proxy(setup: Setup, *extra: str, upstream: list[str] | None = None) -> Iterator[tuple[str, int]]:
-    """The proxy as a real process serving streamable HTTP (and its API under /sagacity)."""
+def http_proxy(
+    setup: Setup, *extra: str, upstream: list[str] | None = None, agent_auth: tuple[str, ...] | None = None
+) -> Iterator[tuple[str, int]]:
+    """The proxy as a real process serving streamable HTTP (and its API under /sagacity); agents
+    authenticate with ``agent_auth`` (default: the static ``AGENT_TOKEN``)."""
     port = free_port()
     env = {**os.environ, **setup.env}
+    auth = agent_auth if agent_auth is not None else ("--agent-tokens-file", str(setup.agent_tokens))
     args = proxy_args(
-        setup, "--listen", str(port), "--api", "--tokens-file", str(setup.tokens), *extra, upstream=upstream
+        setup,
+        "--listen",
+        str(port),
+        *auth,
+        "--api",
+        "--tokens-file",
+        str(setup.tokens),
+        *extra,
+        upstream=upstream,
     )
     with (setup.tmp / f"proxy-{port}.log").open("w") as log:
         proc = subprocess.Popen([SAGACITY, *args], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -188,15 +213,50 @@ class Agent:
 
 
 @contextmanager
-def agent(server: Any, mode: str) -> Iterator[Agent]:
+def agent(
+    server: Any, mode: str, token: str | None = AGENT_TOKEN, statuses: list[int] | None = None
+) -> Iterator[Agent]:
     """Connect the SDK client (``mode`` "legacy" = 2025-11-25, "auto" = 2026-07-28) to ``server``
-    (a URL or stdio parameters)."""
+    (a URL or stdio parameters); over HTTP it sends ``token`` as its bearer token (none: None),
+    and the HTTP status of every response it got is appended to ``statuses``."""
     from mcp import Client
 
     with start_blocking_portal() as portal:
+        if isinstance(server, str):
+            with portal.wrap_async_context_manager(http_client(server, mode, token, statuses=statuses)) as c:
+                yield Agent(portal, c)
+            return
         client = Client(server, mode=mode, read_timeout_seconds=60)
         with portal.wrap_async_context_manager(client):
             yield Agent(portal, client)
+
+
+@asynccontextmanager
+async def http_client(
+    url: str,
+    mode: str,
+    token: str | None = AGENT_TOKEN,
+    *,
+    statuses: list[int] | None = None,
+    read_timeout_seconds: float = 60,
+) -> AsyncIterator[Any]:
+    """The SDK's client over streamable HTTP, sending ``token`` as its bearer token (None: no
+    header); the HTTP status of every response it gets is appended to ``statuses``."""
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from mcp import Client
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"} if token else None)
+    if statuses is not None:
+
+        async def note(response: Any) -> None:
+            statuses.append(response.status_code)
+
+        http.event_hooks["response"].append(note)
+    transport = streamable_http_client(url, http_client=http)
+    async with http, Client(transport, mode=mode, read_timeout_seconds=read_timeout_seconds) as client:
+        yield client
 
 
 def text_of(result: Any) -> str:

@@ -40,6 +40,12 @@ def test_a_malformed_policy_is_refused_at_start_naming_the_line(tmp_path: Path) 
         (["--upstream-url", "http://127.0.0.1:1/mcp", *UPSTREAM], "not both"),
         (["--upstream-url", "file:///etc/passwd"], "http:// or https://"),
         (["--listen", "localhost:99999", *UPSTREAM], "is not [HOST:]PORT"),
+        (["--listen", "8765", *UPSTREAM], "--listen needs agent authentication"),
+        (["--listen", "8765", "--jwks-url", "https://a.example/jwks", *UPSTREAM], "need --issuer"),
+        (
+            ["--jwks-url", "https://a.example/jwks", "--issuer", "https://a.example", *UPSTREAM],
+            "apply to --listen",
+        ),
     ],
 )
 def test_bad_command_lines_are_refused(tmp_path: Path, args: list[str], message: str) -> None:

@@ -26,6 +26,7 @@ from mcp_tools import (
     Setup,
     agent,
     free_port,
+    http_client,
     http_proxy,
     make_setup,
     sagacity_cli,
@@ -171,11 +172,9 @@ def test_twenty_concurrent_sessions_land_gap_free(tmp_path: Path, journal_url: s
     setup = make_setup(tmp_path, db_url=journal_url)
 
     async def one(url: str, n: int) -> str:
-        from mcp import Client
-
         mode = "legacy" if n % 2 else "auto"
         meta = None if mode == "legacy" else {SAGA_KEY: f"many-{n}"}
-        async with Client(url, mode=mode, read_timeout_seconds=120) as client:
+        async with http_client(url, mode, read_timeout_seconds=120) as client:
             await client.call_tool("charge", {"customer": f"c{n}", "amount": n + 1}, meta=meta)
             await client.call_tool("create_ticket", {"title": f"t{n}"}, meta=meta)
             await client.call_tool("get_balance", {"account": f"a{n}"}, meta=meta)

@@ -25,6 +25,7 @@ from sagacity.checkpoints._keys import (
     VerifierKey,
     load_signing_key,
     load_verifier_key,
+    load_witness_key,
     write_key_pair,
 )
 from sagacity.checkpoints._scan import (
@@ -76,6 +77,7 @@ __all__ = [
     "create_checkpoint",
     "load_signing_key",
     "load_verifier_key",
+    "load_witness_key",
     "log_consistency_proof",
     "log_inclusion_proof",
     "log_origin",

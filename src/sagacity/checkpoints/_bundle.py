@@ -1,11 +1,15 @@
-"""Evidence bundles: sagas as JSON Lines, the signed checkpoint, and the Merkle proofs linking them.
+"""Evidence bundles: sagas as JSON Lines, the signed checkpoints, and the Merkle proofs linking them.
 
-A bundle is a directory an auditor can check offline with the public key and nothing else
+A bundle is a directory an auditor can check offline with the public keys and nothing else
 (``python -m sagacity.verify_bundle``)::
 
     bundle.json         manifest: format, and per saga its file, leaf index, attested count and
-                        head, and the inclusion proof of that leaf under the signed root
+                        head, and the inclusion proof of that leaf under the signed root; with a
+                        log checkpoint, per saga its last logged entry's log index and inclusion
+                        proof, and consistency proofs from older log checkpoints (``since``)
     checkpoint.txt      the signed note, verbatim
+    log-checkpoint.txt  the log's C2SP checkpoint with its witnesses' cosignatures (optional)
+    log-checkpoint.tsr  an RFC 3161 timestamp token over that checkpoint's text (optional)
     sagas/000001.jsonl  one saga's export (SPEC §7 lines), possibly longer than the checkpoint
 
 The checkpoint's leaves file is deliberately not included: the proofs show each bundled saga's
@@ -14,36 +18,47 @@ leaf is in the signed tree without revealing any other saga's id.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from sagacity import chain
 from sagacity._export import export_lines
 from sagacity._journal import Journal
-from sagacity.checkpoints import _merkle
+from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
 from sagacity.checkpoints._scan import DEFAULT_BATCH, Source, journal_of
+from sagacity.checkpoints._tlog import LogCheckpoint
 from sagacity.errors import CheckpointError, JournalIntegrityError
 from sagacity.model import Entry
 
-BUNDLE_FORMAT = "sagacity-bundle/v1"
+BUNDLE_FORMAT = "sagacity-bundle/v2"
 MANIFEST = "bundle.json"
 CHECKPOINT_FILE = "checkpoint.txt"
+LOG_CHECKPOINT_FILE = "log-checkpoint.txt"
+LOG_TIMESTAMP_FILE = "log-checkpoint.tsr"
 
 
 def write_bundle(
-    source: Source, saga_ids: Iterable[str], checkpoint: Checkpoint, directory: str | os.PathLike[str]
+    source: Source,
+    saga_ids: Iterable[str],
+    checkpoint: Checkpoint,
+    directory: str | os.PathLike[str],
+    *,
+    log: LogCheckpoint | None = None,
+    since: Sequence[LogCheckpoint] = (),
+    log_timestamp: bytes | None = None,
 ) -> Path:
     """Write the sagas, ``checkpoint`` and inclusion proofs to ``directory`` (new or empty).
 
     Each saga must be covered by the checkpoint, and its chain must be intact and still hold the
     attested head at the attested count: a bundle that would fail verification is not written.
     Entries appended after the checkpoint are exported too; they verify as a chain, but only the
-    first ``count`` are attested.
+    first ``count`` are attested. With ``log`` (a log checkpoint of this journal), each saga's last
+    entry in that log is proven included too, and for each of ``since`` (older log checkpoints)
+    a consistency proof to ``log`` is added, and ``log_timestamp`` (its RFC 3161 token) goes too.
     """
     journal = journal_of(source)
     target = Path(directory)
@@ -61,30 +76,73 @@ def write_bundle(
                 "UTC: take a new checkpoint first"
             )
         located.append(found)
+    entry_log = _log.entry_log(journal.store) if log is not None else None
+    if log is not None and entry_log is not None:
+        for old in since:
+            if old.size > log.size or old.origin != log.origin:
+                raise CheckpointError(
+                    f"the log checkpoint of size {old.size} is not an older one of {log.origin}"
+                )
     (target / "sagas").mkdir(parents=True, exist_ok=True)
     leaf_hashes = [leaf.leaf_hash() for leaf in checkpoint.leaves]
     sagas: list[dict[str, Any]] = []
     for number, (index, leaf) in enumerate(located, start=1):
         relative = f"sagas/{number:06d}.jsonl"
         _export_saga(journal, leaf, target / relative)
-        sagas.append(
-            {
-                "sagaId": leaf.saga_id,
-                "file": relative,
-                "leafIndex": index,
-                "count": leaf.count,
-                "head": leaf.head,
-                "inclusionProof": [
-                    base64.b64encode(h).decode("ascii") for h in _merkle.inclusion_proof(leaf_hashes, index)
-                ],
-            }
-        )
+        saga: dict[str, Any] = {
+            "sagaId": leaf.saga_id,
+            "file": relative,
+            "leafIndex": index,
+            "count": leaf.count,
+            "head": leaf.head,
+            "inclusionProof": [_note.b64(h) for h in _merkle.inclusion_proof(leaf_hashes, index)],
+        }
+        if log is not None and entry_log is not None:
+            saga["log"] = _log_proof(journal, entry_log, log, leaf.saga_id)
+        sagas.append(saga)
     (target / CHECKPOINT_FILE).write_text(checkpoint.note, encoding="utf-8", newline="\n")
-    manifest = {"format": BUNDLE_FORMAT, "checkpoint": CHECKPOINT_FILE, "sagas": sagas}
+    manifest: dict[str, Any] = {"format": BUNDLE_FORMAT, "checkpoint": CHECKPOINT_FILE, "sagas": sagas}
+    if log is not None and entry_log is not None:
+        (target / LOG_CHECKPOINT_FILE).write_text(log.note, encoding="utf-8", newline="\n")
+        subtrees = _log.subtrees(entry_log, as_journal=False)
+        if log_timestamp is not None:
+            (target / LOG_TIMESTAMP_FILE).write_bytes(log_timestamp)
+            manifest_timestamp = {"timestamp": LOG_TIMESTAMP_FILE}
+        else:
+            manifest_timestamp = {}
+        manifest["log"] = {
+            "checkpoint": LOG_CHECKPOINT_FILE,
+            **manifest_timestamp,
+            "since": [
+                {
+                    "size": old.size,
+                    "root": old.root_base64,
+                    "consistencyProof": [
+                        _note.b64(h) for h in _merkle.consistency_path(old.size, log.size, subtrees)
+                    ],
+                }
+                for old in since
+            ],
+        }
     (target / MANIFEST).write_text(
         json.dumps(manifest, ensure_ascii=False, indent=2) + "\n", encoding="utf-8", newline="\n"
     )
     return target
+
+
+def _log_proof(
+    journal: Journal, entry_log: _log.EntryLog, log: LogCheckpoint, saga_id: str
+) -> dict[str, Any]:
+    """The saga's last entry inside the log checkpoint, and the proof that it is there."""
+    leaf = entry_log.last_logged(saga_id, log.size)
+    if leaf is None:
+        raise CheckpointError(f"saga {saga_id!r} has no entry in the log checkpoint of size {log.size}")
+    if not leaf.intact:
+        raise JournalIntegrityError(f"saga {saga_id!r}: entry #{leaf.seq} is not as logged; not bundled")
+    path = _merkle.inclusion_path(leaf.index, log.size, _log.subtrees(entry_log, as_journal=False))
+    if not _merkle.verify_inclusion(leaf.leaf_hash(), leaf.index, log.size, path, log.root):
+        raise JournalIntegrityError(f"saga {saga_id!r}: the log no longer folds to the log checkpoint's root")
+    return {"seq": leaf.seq, "leafIndex": leaf.index, "inclusionProof": [_note.b64(h) for h in path]}
 
 
 def _export_saga(journal: Journal, leaf: Leaf, path: Path) -> None:

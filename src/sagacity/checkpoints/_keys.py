@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,15 +34,22 @@ _TYPES = {ED25519: "Ed25519", COSIGNATURE_V1: "cosignature/v1"}
 _PRIVATE_PREFIX = "PRIVATE+KEY+"
 
 
+def optional_module(name: str, needed_for: str, extra: str) -> ModuleType:
+    """Import ``name`` from an optional extra, or raise a ConfigurationError naming the extra."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # pragma: no cover - the dev environment has every extra
+        raise ConfigurationError(
+            f"{needed_for} needs the '{name.split('.', maxsplit=1)[0].replace('_', '-')}' package: "
+            f"pip install 'sagacity[{extra}]'"
+        ) from exc
+
+
 def _ed25519() -> ModuleType:
     """The ``cryptography`` Ed25519 module, or a ConfigurationError naming the extra."""
-    try:
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-    except ImportError as exc:  # pragma: no cover - the dev environment has the extra
-        raise ConfigurationError(
-            "signing checkpoints needs the 'cryptography' package: pip install 'sagacity[signing]'"
-        ) from exc
-    return ed25519
+    return optional_module(
+        "cryptography.hazmat.primitives.asymmetric.ed25519", "signing checkpoints", "signing"
+    )
 
 
 def b64decode_canonical(text: str) -> bytes:
@@ -223,6 +231,14 @@ def load_verifier_key(path: str | os.PathLike[str]) -> VerifierKey:
     if text.startswith(_PRIVATE_PREFIX):
         raise SignatureError(f"{path} is a private key: give the .pub file to verify")
     return VerifierKey.from_text(text)
+
+
+def load_witness_key(path: str | os.PathLike[str]) -> VerifierKey:
+    """Read a witness's ``.pub`` file; a log's own (type 0x01) key is refused, it cosigns nothing."""
+    key = load_verifier_key(path)
+    if not key.is_witness:
+        raise CheckpointError(f"{path} is not a witness key (type 0x04, `sagacity keys generate --witness`)")
+    return key
 
 
 def _read(path: str | os.PathLike[str], what: str) -> str:

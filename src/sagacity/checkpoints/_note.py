@@ -53,7 +53,8 @@ def split_note(note: str) -> tuple[str, list[SignatureLine]]:
     if split < 0 or not note.endswith("\n"):
         raise CheckpointError("not a signed note: no blank line before the signatures")
     text, lines = note[: split + 1], note[split + 2 :]
-    return text, [parse_signature_line(line) for line in lines.splitlines()]
+    # "\n" alone ends a line: str.splitlines() would also split on other control characters
+    return text, [parse_signature_line(line) for line in lines.removesuffix("\n").split("\n")]
 
 
 def parse_signature_line(line: str) -> SignatureLine:

@@ -101,7 +101,7 @@ def open_log_checkpoint(note: str, key: VerifierKey) -> LogCheckpoint:
 
 
 def parse_log_text(text: str, note: str) -> LogCheckpoint:
-    lines = text.splitlines()
+    lines = text.removesuffix("\n").split("\n")
     if len(lines) < 3 or any(not line for line in lines):
         raise CheckpointError("a log checkpoint needs origin, size and root lines, none empty")
     origin, size_text, root_text = lines[:3]
@@ -239,7 +239,16 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
     return findings
 
 
-def log_lag(source: Source, cosigned: LogCheckpoint | None) -> tuple[int, int]:
-    """(entries in the journal now, entries the newest cosigned checkpoint covers)."""
-    log = _log.entry_log(journal_of(source).store)
-    return log.journal_entries(), cosigned.size if cosigned is not None else 0
+def last_cosigned(
+    checkpoints: Sequence[LogCheckpoint], witnesses: Sequence[VerifierKey], quorum: int
+) -> LogCheckpoint | None:
+    """The largest of ``checkpoints`` with ``quorum`` valid cosignatures by ``witnesses``."""
+    for cp in sorted(checkpoints, key=lambda cp: cp.size, reverse=True):
+        if len(cp.cosigners(witnesses)) >= quorum:
+            return cp
+    return None
+
+
+def journal_entries(source: Source) -> int:
+    """How many entries the journal holds now (logged or not)."""
+    return _log.entry_log(journal_of(source).store).journal_entries()

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from datetime import timedelta
 
 import click
 
-from sagacity import FindingKind
-from sagacity._doctor import Finding
+from sagacity import FindingKind, Sagacity
+from sagacity._doctor import Finding, lag_finding
 from sagacity._wire import diagnosis_json
-from sagacity.cli._common import EXIT_FINDINGS, console, db_option, open_sagacity
-from sagacity.cli._options import echo_json, import_option, output_option, parse_duration
+from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
+from sagacity.cli._options import Digits, echo_json, import_option, output_option, parse_duration
 from sagacity.cli._render import JSON, Column, show_rows
+from sagacity.errors import SagacityError
 
 _FINDING_COLUMNS = (
     Column("kind"),
@@ -55,11 +57,43 @@ def _finding_row(f: Finding) -> tuple[str, ...]:
     "index flags: catches damage no trigger saw (a restored backup, a file edited in place). Takes "
     "time in proportion to the journal.",
 )
+@click.option(
+    "--anchor",
+    type=click.Path(file_okay=False),
+    help="The checkpoint anchor directory: report how far the journal runs ahead of its last "
+    "cosigned log checkpoint. Needs --key.",
+)
+@click.option("--key", "key_path", type=click.Path(dir_okay=False), help="With --anchor: the log's NAME.pub.")
+@click.option(
+    "--witness-key",
+    "witness_key_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --anchor: a witness's public key; only checkpoints with --quorum cosignatures count.",
+)
+@click.option("--quorum", type=Digits(min=1), help="With --witness-key: default every witness key.")
+@click.option(
+    "--max-lag",
+    type=Digits(min=0),
+    default=10000,
+    show_default=True,
+    help="With --anchor: a finding (checkpoint_lag) when the journal runs more entries ahead than this.",
+)
 @import_option
 @output_option()
 @db_option
 def doctor(
-    older_than: timedelta, expire: bool, ignore: tuple[str, ...], full: bool, output: str, db_url: str
+    older_than: timedelta,
+    expire: bool,
+    ignore: tuple[str, ...],
+    full: bool,
+    anchor: str | None,
+    key_path: str | None,
+    witness_key_paths: tuple[str, ...],
+    quorum: int | None,
+    max_lag: int,
+    output: str,
+    db_url: str,
 ) -> None:
     """Check every saga for what needs a human; exit 1 when anything does, 0 when all is well.
 
@@ -67,9 +101,20 @@ def doctor(
     stuck compensating, failed compensations, and gates whose request was lost, among the sagas
     the saga index flags (so a run takes the same time at any journal size; --full checks every
     saga). Read-only unless --expire. From cron: `sagacity doctor --expire --import myapp.tools || alert`.
+    With --anchor and --key it also says how many entries the journal runs ahead of the last
+    cosigned log checkpoint, and alerts past --max-lag.
     """
+    if anchor is not None and key_path is None:
+        raise click.UsageError("--anchor needs --key, the log's public key")
     with open_sagacity(db_url) as sg:
         diagnosis = sg.diagnose(older_than=older_than, expire=expire, full=full)
+        lag = None
+        if anchor is not None and key_path is not None:
+            lag = _lag(sg, anchor, key_path, witness_key_paths, quorum)
+    if lag is not None:
+        found = lag_finding(lag[0], lag[1], max_lag)
+        if found is not None:
+            diagnosis = dataclasses.replace(diagnosis, findings=[*diagnosis.findings, found])
     findings = [f for f in diagnosis.findings if f.kind.value not in ignore]
     if output == JSON:
         echo_json(diagnosis_json(diagnosis, older_than, ignore))
@@ -88,6 +133,12 @@ def doctor(
             )
         else:
             out.print(f"[green]healthy[/]: {diagnosis.sagas_checked} sagas checked, nothing needs a human")
+        if lag is not None:
+            out.print(
+                f"log: the journal holds {lag[0]} entries, {lag[0] - lag[1]} ahead of the last cosigned "
+                f"log checkpoint ({lag[1]} entries)",
+                markup=False,
+            )
         if diagnosis.recent:
             out.print(
                 f"{diagnosis.recent} in-doubt call(s) younger than --older-than left out "
@@ -95,3 +146,22 @@ def doctor(
             )
     if findings:
         sys.exit(EXIT_FINDINGS)
+
+
+def _lag(
+    sg: Sagacity, anchor: str, key_path: str, witness_key_paths: tuple[str, ...], quorum: int | None
+) -> tuple[int, int]:
+    """(entries in the journal, entries under the last log checkpoint with its quorum)."""
+    from sagacity.checkpoints import DirectorySink, load_verifier_key, load_witness_key
+    from sagacity.checkpoints._tlog import journal_entries, last_cosigned
+
+    try:
+        key = load_verifier_key(key_path)
+        witnesses = [load_witness_key(path) for path in witness_key_paths]
+        needed = len(witnesses) if quorum is None else quorum
+        if needed > len(witnesses):
+            raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
+        cosigned = last_cosigned(DirectorySink(anchor).log_checkpoints(key), witnesses, needed)
+    except SagacityError as exc:
+        raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+    return journal_entries(sg), cosigned.size if cosigned is not None else 0

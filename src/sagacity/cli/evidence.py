@@ -26,6 +26,7 @@ from sagacity.checkpoints import (
     LogCheckpoint,
     VerifierKey,
     load_verifier_key,
+    load_witness_key,
     read_checkpoint,
     read_log_checkpoint,
     verify_against_checkpoint,
@@ -150,7 +151,7 @@ def verify(
             raise click.UsageError("--checkpoint checks the whole journal; do not name sagas or --export")
         if key_path is None:
             raise click.UsageError("--checkpoint needs --key PUB, the signer's public key")
-        witness_keys = [_load_key(path) for path in witness_key_paths]
+        witness_keys = [_load_key(path, witness=True) for path in witness_key_paths]
         needed = len(witness_keys) if quorum is None else quorum
         if needed > len(witness_keys):
             raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
@@ -189,9 +190,9 @@ def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def _load_key(path: str) -> VerifierKey:
+def _load_key(path: str, *, witness: bool = False) -> VerifierKey:
     try:
-        return load_verifier_key(path)
+        return load_witness_key(path) if witness else load_verifier_key(path)
     except SagacityError as exc:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc
 
@@ -369,6 +370,14 @@ def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: 
     type=click.Path(dir_okay=False),
     help="With --bundle: the signer's public key (NAME.pub).",
 )
+@click.option(
+    "--since",
+    "since_paths",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --bundle from an anchor directory: also prove its newest log checkpoint extends this "
+    "older one (an auditor's copy). Repeatable.",
+)
 @db_option
 def export(
     saga_ids: tuple[str, ...],
@@ -376,6 +385,7 @@ def export(
     bundle_dir: str | None,
     checkpoint_path: str | None,
     key_path: str | None,
+    since_paths: tuple[str, ...],
     db_url: str,
 ) -> None:
     """Write sagas' journals as JSON Lines (one entry per line; each saga's in seq order, the
@@ -384,15 +394,29 @@ def export(
     The export is streamed, so it works for sagas of any length; check it anywhere with
     ``sagacity verify --export FILE`` (saga by saga). With --bundle, write one or more sagas as an evidence
     bundle that anyone can check offline with the public key alone:
-    ``python -m sagacity.verify_bundle DIR --key NAME.pub``.
+    ``python -m sagacity.verify_bundle DIR --key NAME.pub``. From an anchor directory the bundle
+    also carries its newest log checkpoint, with its cosignatures, and each saga's log inclusion
+    proof.
     """
     if bundle_dir is not None:
         if checkpoint_path is None or key_path is None:
             raise click.UsageError("--bundle needs --checkpoint FILE|DIR and --key PUB")
         checkpoint = _load_checkpoint(checkpoint_path, key_path)
+        verifier = _load_key(key_path)
+        try:
+            anchor = DirectorySink(checkpoint_path) if Path(checkpoint_path).is_dir() else None
+            log = anchor.latest_log(verifier) if anchor is not None else None
+            token = anchor.latest_log_timestamp() if anchor is not None else None
+            since = [read_log_checkpoint(path, verifier) for path in since_paths]
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        if since and log is None:
+            raise click.UsageError("--since needs --checkpoint DIR, an anchor holding log checkpoints")
         with open_sagacity(db_url) as sg:
             try:
-                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir)
+                where = write_bundle(
+                    sg, saga_ids, checkpoint, bundle_dir, log=log, since=since, log_timestamp=token
+                )
             except SagacityError as exc:
                 raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         console().print(
@@ -401,8 +425,8 @@ def export(
             markup=False,
         )
         return
-    if checkpoint_path is not None or key_path is not None:
-        raise click.UsageError("--checkpoint and --key go with --bundle")
+    if checkpoint_path is not None or key_path is not None or since_paths:
+        raise click.UsageError("--checkpoint, --key and --since go with --bundle")
     with open_sagacity(db_url) as sg:
         try:  # every saga is found (export raises at once) before a line is written
             streams = [sg.export(saga_id) for saga_id in dict.fromkeys(saga_ids)]

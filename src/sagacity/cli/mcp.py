@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from sagacity.mcp import Policy, UpstreamTarget
 
 EXTRA_HINT = "pip install 'sagacity[mcp]'"
+#: The flag that serves agents on --listen without authentication (named to be noticed).
+AGENTS_INSECURE_FLAG = "--insecure-unauthenticated-agents-i-know-what-i-am-doing"
 _ADDRESS = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]+):)?(?P<port>\d{1,5})$")
 
 
@@ -148,6 +150,47 @@ def mcp() -> None:
     help="Seconds between sweeps that run approved calls of this proxy's sagas (0: only when the agent "
     "asks, with sagacity_status or by sending the call again).",
 )
+@click.option(
+    "--jwks-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --listen: agents send bearer JWTs signed by a key of this JSON Web Key Set (public keys).",
+)
+@click.option("--jwks-url", metavar="URL", help="With --listen: the JWKS at this URL (fetched and cached).")
+@click.option(
+    "--issuer", metavar="URL", help="The issuer (iss) every JWT must name; with --jwks-file/--jwks-url."
+)
+@click.option(
+    "--audience",
+    metavar="TEXT",
+    help="The audience (aud) every JWT must hold; default: the resource URL.",
+)
+@click.option(
+    "--resource-url",
+    metavar="URL",
+    help="This endpoint's public URL, published in the protected resource metadata; default "
+    "http://HOST:PORT/PATH of --listen.",
+)
+@click.option(
+    "--authorization-server",
+    metavar="URL",
+    help="The authorization server named in the protected resource metadata; default: --issuer.",
+)
+@click.option(
+    "--agent-tokens-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="With --listen: static bearer tokens for agents, each with its principal and scopes (JSON).",
+)
+@click.option(
+    AGENTS_INSECURE_FLAG,
+    "agents_insecure",
+    is_flag=True,
+    help="Serve agents on --listen WITHOUT authentication: anyone who reaches it calls every upstream tool.",
+)
+@click.option(
+    "--principal",
+    metavar="NAME",
+    help="On stdio: the principal the agent's sagas belong to (the person who started it).",
+)
 @click.option("--log-level", default="warning", show_default=True, help="Log level (stderr).")
 @UPSTREAM_ARGS
 def proxy(
@@ -161,6 +204,15 @@ def proxy(
     tokens_file: Path | None,
     insecure: bool,
     settle_interval: float,
+    jwks_file: Path | None,
+    jwks_url: str | None,
+    issuer: str | None,
+    audience: str | None,
+    resource_url: str | None,
+    authorization_server: str | None,
+    agent_tokens_file: Path | None,
+    agents_insecure: bool,
+    principal: str | None,
     log_level: str,
     command: tuple[str, ...],
 ) -> None:
@@ -170,8 +222,30 @@ def proxy(
     --upstream-url. Agents connect over stdio (put this command in a desktop client's MCP
     config) or, with --listen, over streamable HTTP. Both protocol versions in use (2025-11-25
     and 2026-07-28) are served. Nothing is written to stdout but MCP messages.
+
+    Over HTTP the agent endpoint is an OAuth 2.1 resource server: give --jwks-file or --jwks-url
+    with --issuer (bearer JWTs), or --agent-tokens-file (static tokens); the token's principal
+    owns the sagas its calls start.
     """
     policy, target = _load(policy_path, command, upstream_url)
+    agent_auth = None
+    if listen is not None:
+        agent_auth = _agent_auth(
+            listen,
+            mcp_path,
+            jwks_file=jwks_file,
+            jwks_url=jwks_url,
+            issuer=issuer,
+            audience=audience,
+            resource_url=resource_url,
+            authorization_server=authorization_server,
+            tokens_file=agent_tokens_file,
+            insecure=agents_insecure,
+        )
+    elif jwks_file or jwks_url or agent_tokens_file or agents_insecure:
+        raise CommandError(
+            "agent authentication options apply to --listen (stdio has no tokens: use --principal)"
+        )
     auth = authenticator(tokens_file, insecure) if api else None
     if api and insecure:
         warn_insecure("the --api address")
@@ -191,6 +265,8 @@ def proxy(
             insecure,
             settle_interval,
             log_level,
+            agent_auth,
+            principal,
         )
     except* SagacityError as group:
         raise CommandError("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from group
@@ -218,6 +294,8 @@ async def _serve(
     insecure: bool,
     settle_interval: float,
     log_level: str,
+    agent_auth: Any,
+    principal: str | None,
 ) -> None:
     import anyio
 
@@ -234,7 +312,7 @@ async def _serve(
         async with anyio.create_task_group() as tg:
             if listen is not None:
                 host, port = listen
-                app = http_app(gw, path=mcp_path, host=host, api=api_app)
+                app = http_app(gw, auth=agent_auth, path=mcp_path, host=host, api=api_app)
                 server = _uvicorn(app, host, port, log_level, lifespan="on")
                 tg.start_soon(_stop_on_signals, tg.cancel_scope, server)
                 click.echo(
@@ -255,8 +333,55 @@ async def _serve(
                 click.echo(
                     f"Sagacity MCP proxy on stdio for {target.describe()} (journal {journal})", err=True
                 )
-                await serve_stdio(gw)
+                await serve_stdio(gw, principal=principal)
             tg.cancel_scope.cancel()
+
+
+def _agent_auth(
+    listen: tuple[str, int],
+    path: str,
+    *,
+    jwks_file: Path | None,
+    jwks_url: str | None,
+    issuer: str | None,
+    audience: str | None,
+    resource_url: str | None,
+    authorization_server: str | None,
+    tokens_file: Path | None,
+    insecure: bool,
+) -> Any:
+    """How --listen authenticates agents (None: the loud insecure flag), or a CommandError."""
+    from sagacity.mcp._auth import AgentAuth, JwtVerifier, StaticTokens
+
+    chosen = [bool(jwks_file or jwks_url), tokens_file is not None, insecure]
+    if sum(chosen) != 1:
+        raise CommandError(
+            "--listen needs agent authentication: --jwks-file or --jwks-url with --issuer (bearer JWTs), "
+            "or --agent-tokens-file (static tokens); or, to serve agents unauthenticated, "
+            f"{AGENTS_INSECURE_FLAG} (exactly one of these)"
+        )
+    if insecure:
+        click.secho(
+            "WARNING: serving agents WITHOUT AUTHENTICATION. Anyone who can reach the --listen address "
+            "can call every upstream tool through this proxy and act on any saga it names.",
+            fg="red",
+            bold=True,
+            err=True,
+        )
+        return None
+    host, port = listen
+    resource = resource_url or f"http://{_shown(host)}:{port}{path}"
+    try:
+        if tokens_file is not None:
+            return AgentAuth(StaticTokens.from_file(tokens_file), resource)
+        if not issuer:
+            raise CommandError("--jwks-file / --jwks-url need --issuer: the iss every token must name")
+        verifier = JwtVerifier(
+            issuer=issuer, audience=audience or resource, jwks_file=jwks_file, jwks_url=jwks_url
+        )
+    except ConfigurationError as exc:
+        raise CommandError(str(exc)) from exc
+    return AgentAuth(verifier, resource, authorization_server or issuer)
 
 
 def _shown(host: str) -> str:

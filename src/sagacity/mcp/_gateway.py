@@ -22,7 +22,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
-from contextlib import asynccontextmanager
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -31,14 +31,16 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from sagacity import Sagacity, SagaResult, SagaStatus
+from sagacity import Sagacity, SagaResult, SagaStatus, acting_as
 from sagacity.errors import (
     ApprovalError,
     InvalidValueError,
     SagaNotFoundError,
     SagaStateError,
 )
+from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
+from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
 from sagacity.mcp._gates import GateView, gate_views
 from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
@@ -58,6 +60,15 @@ PROXY_TOOLS = (STATUS_TOOL, COMMIT_TOOL, ROLLBACK_TOOL)
 #: Who the journal says asked for an approved call's execution.
 RESUMED_BY = "sagacity-mcp-proxy"
 _OPEN = (SagaStatus.COMPLETED, SagaStatus.AWAITING_APPROVAL)
+#: The scope each of the proxy's own tools needs; every upstream tool needs ``SCOPE_CALL``.
+_SCOPES = {STATUS_TOOL: SCOPE_CALL, COMMIT_TOOL: SCOPE_COMMIT, ROLLBACK_TOOL: SCOPE_ROLLBACK}
+
+
+def _acting(caller: Caller) -> AbstractContextManager[None]:
+    """The caller's principal for the sagas the block starts: they belong to it, gates name it."""
+    if caller.principal is None:
+        return nullcontext()
+    return acting_as(caller.principal, admin=caller.admin)
 
 
 class RollbackRequested(Exception):
@@ -156,7 +167,14 @@ class Gateway:
             if policy.defaults.approval_ttl_set:
                 ttl["approval_ttl"] = policy.defaults.approval_ttl
             sg = await asyncio.to_thread(
-                partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
+                partial(
+                    Sagacity,
+                    db_url,
+                    registry=tools.registry,
+                    policy=policy.guardrails,
+                    **ttl,
+                    **store_options,
+                )
             )
             tools.sagacity = sg
             tg = anyio.create_task_group()
@@ -186,8 +204,13 @@ class Gateway:
             self.tools.adopt(await self.upstream.list_tools())
         except Exception as exc:  # noqa: BLE001 - the listing seen last still says what the proxy can do
             log.warning("listing the upstream's tools failed (%s); serving the last listing", _describe(exc))
+        rules = self.policy.guardrails
         shown = [
-            answers.present_tool(t, self.tools.decisions[t.name])
+            answers.present_tool(
+                t,
+                self.tools.decisions[t.name],
+                may_hold=rules is not None and any(r.action != "allow" for r in rules.rules_for(t.name)),
+            )
             for t in self.tools.listed.values()
             if self.tools.decisions[t.name].kind is not ToolKind.HIDDEN
         ]
@@ -201,8 +224,35 @@ class Gateway:
         return next((t.input_schema for t in _proxy_tools() if t.name == name), None)
 
     # -- calls ----------------------------------------------------------------------------------------
-    async def dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Answer one ``tools/call`` for saga ``book``."""
+    async def dispatch(
+        self, book: SagaBook, name: str, arguments: dict[str, Any], caller: Caller | None = None
+    ) -> types.CallToolResult:
+        """Answer one ``tools/call`` for saga ``book`` from ``caller`` (nobody in particular when
+        None): refused, with nothing journaled, when its token lacks the scope the call needs or
+        the saga is another principal's (which is told "no such saga", not "forbidden")."""
+        caller = caller if caller is not None else Caller(None)
+        missing = caller.missing(_SCOPES.get(name, SCOPE_CALL))
+        if missing is not None:
+            return answers.refused(missing)
+        if not await self._belongs(book, caller):
+            return answers.refused(
+                f"no such saga {book.saga_id!r} for this client: nothing was done; name a saga of "
+                "your own (or none, to start a new one)"
+            )
+        with _acting(caller):
+            return await self._dispatch(book, name, arguments)
+
+    async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
+        """Whether ``caller`` may act on the saga: it is theirs (the journal's start facts say
+        whose, else whoever's call this proxy saw first), it has no principal, or they are admin."""
+        if caller.admin or caller.principal is None:
+            return True
+        owner = await asyncio.to_thread(self.sagacity.principal_of, book.saga_id)
+        if owner is None:
+            owner = book.owner
+        return owner is None or owner == caller.principal
+
+    async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == STATUS_TOOL:
             return await self.status(book)
         if name == COMMIT_TOOL:
@@ -235,7 +285,8 @@ class Gateway:
         closed = await self._closed(book)
         if closed is not None:
             return closed
-        if decision.kind is ToolKind.IRREVERSIBLE:
+        # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
+        if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
             for gate in await self._gates(book.saga_id):
                 if (
                     gate.tool_name == decision.name
@@ -272,7 +323,9 @@ class Gateway:
                 decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
             )
         value = outcome.value
-        if decision.kind is ToolKind.IRREVERSIBLE and isinstance(value, str):
+        if isinstance(value, str) and value.startswith(DENIED_MARK):
+            return answers.refused(value)  # the guardrails policy denied it: the upstream was not called
+        if isinstance(value, str):  # held: irreversible, or by the guardrails policy
             held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]
             seq = max(r.journal_seq for r in held) if held else 0
             return answers.awaiting(book.saga_id, seq, decision.name, decision.approvals)

@@ -14,14 +14,18 @@ from typing import Any
 import anyio
 import mcp_types as types
 from mcp.server import Server
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
+from pydantic import AnyHttpUrl
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import ASGIApp
 
 from sagacity import __version__
 from sagacity.mcp import _answers as answers
+from sagacity.mcp._auth import AgentAuth, Caller
 from sagacity.mcp._gateway import Gateway
 from sagacity.mcp._sagas import SAGA_META_KEY, SessionlessError
 
@@ -68,8 +72,29 @@ def _http_session(ctx: ServerRequestContext[Any, Any], gateway: Gateway, watched
     return key
 
 
-def build_server(gateway: Gateway, *, stdio_session: str | None = None) -> Server[Any]:
-    """The MCP server over ``gateway``: every call of a stdio server goes to ``stdio_session``."""
+def _caller(ctx: ServerRequestContext[Any, Any], fixed: Caller | None) -> Caller | None:
+    """Who sent the request: ``fixed`` (stdio, or the unauthenticated mode), else the principal of
+    the bearer token the SDK's middleware verified; None when an HTTP request has none (which the
+    middleware already answered 401, so only a misconfigured app gets here). A server connected
+    in-process (no HTTP request) acts for nobody in particular."""
+    if fixed is not None:
+        return fixed
+    scope = getattr(ctx.request, "scope", None)
+    if not isinstance(scope, dict):
+        return Caller(None)
+    user = scope.get("user")
+    token = getattr(user, "access_token", None)
+    return Caller.of(token) if isinstance(token, AccessToken) else None
+
+
+def build_server(
+    gateway: Gateway, *, stdio_session: str | None = None, caller: Caller | None = None
+) -> Server[Any]:
+    """The MCP server over ``gateway``: every call of a stdio server goes to ``stdio_session``.
+
+    ``caller``: who every request comes from (stdio, unauthenticated HTTP); without it each
+    request's verified bearer token says.
+    """
     watched: set[str] = set()
 
     async def on_list_tools(
@@ -80,13 +105,16 @@ def build_server(gateway: Gateway, *, stdio_session: str | None = None) -> Serve
     async def on_call_tool(
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        who = _caller(ctx, caller)
+        if who is None:
+            return answers.refused("this request carries no verified token; nothing was done")
         named = (params.meta or {}).get(SAGA_META_KEY)
         session = stdio_session if stdio_session is not None else _http_session(ctx, gateway, watched)
         try:
-            book = gateway.router.resolve(named=named, session_key=session)
+            book = gateway.router.resolve(named=named, session_key=session, caller=who)
         except (ValueError, SessionlessError) as exc:
             return answers.refused(str(exc))
-        return await gateway.dispatch(book, params.name, params.arguments or {})
+        return await gateway.dispatch(book, params.name, params.arguments or {}, who)
 
     return Server(
         "sagacity-mcp-proxy",
@@ -101,9 +129,12 @@ def build_server(gateway: Gateway, *, stdio_session: str | None = None) -> Serve
     )
 
 
-async def serve_stdio(gateway: Gateway, *, on_started: Callable[[], None] | None = None) -> None:
-    """Serve one agent over this process's stdin and stdout until it closes them."""
-    server = build_server(gateway, stdio_session=STDIO_SESSION)
+async def serve_stdio(
+    gateway: Gateway, *, on_started: Callable[[], None] | None = None, principal: str | None = None
+) -> None:
+    """Serve one agent over this process's stdin and stdout until it closes them; its sagas
+    belong to ``principal`` (the one who started the process), if named."""
+    server = build_server(gateway, stdio_session=STDIO_SESSION, caller=Caller(principal))
     try:
         async with stdio_server() as (read, write):
             if on_started is not None:
@@ -115,11 +146,35 @@ async def serve_stdio(gateway: Gateway, *, on_started: Callable[[], None] | None
 
 
 def http_app(
-    gateway: Gateway, *, path: str = "/mcp", host: str = "127.0.0.1", api: ASGIApp | None = None
+    gateway: Gateway,
+    *,
+    auth: AgentAuth | None,
+    path: str = "/mcp",
+    host: str = "127.0.0.1",
+    api: ASGIApp | None = None,
 ) -> Starlette:
     """The streamable-HTTP app serving agents at ``path``; ``api`` (the Sagacity HTTP API and
-    dashboard, routed under ``/sagacity``) answers every other path."""
-    app = build_server(gateway).streamable_http_app(streamable_http_path=path, host=host)
+    dashboard, routed under ``/sagacity``) answers every other path.
+
+    ``auth``: agents must send a bearer token its verifier accepts (else 401 with
+    ``WWW-Authenticate``); with an authorization server, the protected resource metadata is
+    served at ``/.well-known/oauth-protected-resource<path>``. ``None`` serves agents WITHOUT
+    authentication: every call then acts for nobody, on any saga it names.
+    """
+    if auth is None:
+        server = build_server(gateway, caller=Caller(None))
+        app = server.streamable_http_app(streamable_http_path=path, host=host)
+    else:
+        settings = AuthSettings(
+            issuer_url=AnyHttpUrl(auth.authorization_server or auth.resource_url),
+            resource_server_url=AnyHttpUrl(auth.resource_url) if auth.authorization_server else None,
+            # Each verifier checks the audience itself (the JWT's aud, or the token's own list).
+            validate_token_resource=False if auth.authorization_server else None,
+            required_scopes=None,
+        )
+        app = build_server(gateway).streamable_http_app(
+            streamable_http_path=path, host=host, auth=settings, token_verifier=auth.verifier
+        )
     if api is not None:
         app.router.routes.append(Mount("/", app=api))
     return app

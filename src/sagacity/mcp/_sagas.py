@@ -22,6 +22,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from sagacity.mcp._auth import Caller
 from sagacity.mcp._policy import SagaPolicy
 
 __all__ = ["SAGA_META_KEY", "SagaBook", "SagaRouter", "Session", "SessionlessError"]
@@ -66,6 +67,8 @@ class SagaBook:
     delivered: set[int] = field(default_factory=set)
     #: seq of a call of this saga whose thread is parked in doubt (the saga is stuck RUNNING here).
     parked: set[int] = field(default_factory=set)
+    #: The principal whose call started the saga here (the journal's start facts say it for all).
+    owner: str | None = None
 
     def end(self) -> None:
         """The saga is over for its session: the session's next call starts a new saga."""
@@ -90,33 +93,37 @@ class SagaRouter:
             session = self.sessions[key] = Session(key)
         return session
 
-    def book(self, saga_id: str, origin: SagaOrigin, session: Session | None = None) -> SagaBook:
+    def book(
+        self, saga_id: str, origin: SagaOrigin, session: Session | None = None, owner: str | None = None
+    ) -> SagaBook:
         book = self.books.get(saga_id)
         if book is None:
-            book = self.books[saga_id] = SagaBook(saga_id, origin, session)
+            book = self.books[saga_id] = SagaBook(saga_id, origin, session, owner=owner)
         return book
 
-    def resolve(self, *, named: object, session_key: str | None) -> SagaBook:
+    def resolve(self, *, named: object, session_key: str | None, caller: Caller | None = None) -> SagaBook:
         """The saga of a call: ``named`` is the ``_meta`` value (or None), ``session_key`` the
         connection's session (or None when it has none).
 
         Raises ``ValueError`` for a malformed saga id and ``SessionlessError`` when the call has
-        neither and the policy refuses such calls.
+        neither and the policy refuses such calls. ``caller``'s principal becomes the owner of a
+        saga this proxy has not seen (the gateway checks it against the journal before any call).
         """
+        owner = caller.principal if caller is not None else None
         if named is not None:
             if not isinstance(named, str) or not _SAGA_ID.match(named) or not named.strip():
                 raise ValueError(
                     f"_meta[{SAGA_META_KEY!r}] must be a saga id: a string of 1-200 characters "
                     "without control characters"
                 )
-            return self.book(named, SagaOrigin.META)
+            return self.book(named, SagaOrigin.META, owner=owner)
         if session_key is not None:
             session = self.session(session_key)
             if session.current is None:
                 session.current = self.new_id()
-            return self.book(session.current, SagaOrigin.SESSION, session)
+            return self.book(session.current, SagaOrigin.SESSION, session, owner=owner)
         if self.policy.sessionless == "per-call":
-            return self.book(self.new_id(), SagaOrigin.CALL)
+            return self.book(self.new_id(), SagaOrigin.CALL, owner=owner)
         raise SessionlessError(
             "this connection has no MCP session (streamable HTTP at protocol 2026-07-28), so the "
             f"proxy cannot tell which saga the call belongs to: name it in the request's "
