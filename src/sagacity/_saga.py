@@ -235,7 +235,18 @@ class SagaRun:
     def _deny(self, spec: ToolSpec, input: str, verdict: Verdict) -> str:
         """Journal the denied call (its INTENT with the verdict, closed by FAILED ``denied by
         policy``, in one commit); a halt is latched, so the saga compensates."""
-        deny_call(self.engine, self.saga_id, spec.name, input, verdict)
+        try:
+            if self.fresh:
+                self._first_append(
+                    lambda new: (
+                        deny_call(self.engine, self.saga_id, spec.name, input, verdict, new_saga=new)[-1].seq
+                    )
+                )
+            else:
+                deny_call(self.engine, self.saga_id, spec.name, input, verdict)
+        except SagaExistsError as exc:
+            self.latch(exc)
+            raise
         if verdict.halts:
             error = HaltedError(f"{spec.name} was refused in saga {self.saga_id!r}: {verdict.reason}")
             self.latch(error)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from sagacity._engine import Engine
 from sagacity._state import DENIED
 from sagacity.chain import GENESIS_HASH
-from sagacity.errors import AppendConflictError, SagaClosedError
+from sagacity.errors import AppendConflictError, SagaClosedError, SagaExistsError
 from sagacity.guardrails._verdict import Verdict
 from sagacity.model import Entry, Phase
 
@@ -25,7 +25,10 @@ def denied_rows(
     return [(tool, Phase.INTENT, input, payload), (tool, Phase.FAILED, input, DENIED + verdict.reason)]
 
 
-def deny_call(engine: Engine, saga_id: str, tool: str, input: str, verdict: Verdict) -> list[Entry]:
+def deny_call(
+    engine: Engine, saga_id: str, tool: str, input: str, verdict: Verdict, *, new_saga: bool = False
+) -> list[Entry]:
+    """``new_saga``: the denial must be the saga's first entries (``SagaExistsError`` otherwise)."""
     journal = engine.journal
     rows = denied_rows(tool, input, verdict)
     for _ in range(journal.max_append_attempts):
@@ -34,6 +37,8 @@ def deny_call(engine: Engine, saga_id: str, tool: str, input: str, verdict: Verd
                 f"saga {saga_id!r} is being compensated (or has ended): {tool} was not started"
             )
         tail = journal.read(engine.store.tail, saga_id)
+        if new_saga and tail is not None:
+            raise SagaExistsError(f"saga {saga_id!r} already has entries (seq 1 to {tail.seq})")
         after = (tail.seq, tail.hash) if tail is not None else (0, GENESIS_HASH)
         landed = journal.commit(saga_id, after, rows)
         if landed is not None:
