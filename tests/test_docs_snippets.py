@@ -28,8 +28,13 @@ NEEDS = {
 }
 
 
-def python_blocks(text: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
+#: Files a page's snippets open, written from the page's own blocks: (file name, language, which
+#: block of that language). The page shows the file; the snippet reads it by that name.
+FILES = {"policies.md": [("payments.toml", "toml", 0)]}
+
+
+def blocks(text: str, language: str = "python") -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
@@ -37,8 +42,11 @@ def test_every_snippet_of_the_page_runs(page: Path, tmp_path: Path) -> None:
     if page.name in NEEDS:
         module, extra = NEEDS[page.name]
         pytest.importorskip(module, reason=f"{page.name}'s snippets need {extra}")
+    text = page.read_text("utf-8")
+    for name, language, index in FILES.get(page.name, []):
+        (tmp_path / name).write_text(blocks(text, language)[index], encoding="utf-8")
     script = tmp_path / "snippets.py"
-    script.write_text("\n\n".join(python_blocks(page.read_text("utf-8"))), encoding="utf-8")
+    script.write_text("\n\n".join(blocks(text)), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False
     )
