@@ -213,7 +213,7 @@ def _start(
             return []
         if spec.irreversible:
             return [gate_row(spec, input, call_id, policy, requester)]
-        return [(spec.name, Phase.INTENT, input, call_payload("", call_id))]
+        return [(spec.name, Phase.INTENT, input, call_payload("", call_id, definition=spec.pinned_hash))]
 
     landed = engine.decide(state, choose)
     if not landed:

@@ -88,7 +88,7 @@ class SagaRun:
     def begin(self, spec: ToolSpec, input: str) -> int:
         """Journal INTENT (durable before the tool runs) and return its seq."""
         try:
-            seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input).seq
+            seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, spec.intent_payload).seq
         except SagaClosedError as exc:
             self.latch(exc)
             raise

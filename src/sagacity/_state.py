@@ -58,6 +58,9 @@ REQUESTER = "requester="
 #: A gate payload line: the separation-of-duties rule journaled with the gate (``true``: the
 #: requester may not approve it), so every process enforces the same rule, tool imported or not.
 REQUESTER_MAY_NOT_APPROVE = "requester_may_not_approve="
+#: A gate and INTENT payload line: ``sha256:<hex>`` of the tool's definition (name, description,
+#: input schema) the gate was made, or the call was sent, under.
+DEFINITION_LINE = "definition="
 #: Prefix of a FAILED payload that is the framework's control flow, not a failure.
 CONTROL_FLOW = "control flow: "
 _EFFECT_SEQ = re.compile(r"effect seq=(\d+)")
@@ -130,6 +133,7 @@ def call_payload(
     *,
     requester: str | None = None,
     requester_may_not_approve: bool = False,
+    definition: str = "",
 ) -> str:
     """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
     rejection policy, the requester and the separation rule as ``key=value`` lines (the last
@@ -143,6 +147,8 @@ def call_payload(
         lines.append(f"{REQUESTER}{one_line('requester', requester)}")
     if requester_may_not_approve:
         lines.append(f"{REQUESTER_MAY_NOT_APPROVE}true")
+    if definition:
+        lines.append(f"{DEFINITION_LINE}{definition}")
     return "\n".join(lines)
 
 
@@ -266,6 +272,11 @@ class Gate:
     def requester(self) -> str | None:
         """Who asked for the gated call (the saga's principal when it was gated), if journaled."""
         return payload_attribute(self.entry.payload, REQUESTER) or None
+
+    @property
+    def definition(self) -> str | None:
+        """``sha256:<hex>`` of the tool's definition the gate was made under (None in older journals)."""
+        return payload_attribute(self.entry.payload, DEFINITION_LINE) or None
 
     @property
     def requester_may_not_approve(self) -> bool:

@@ -187,6 +187,12 @@ def mcp() -> None:
     help="Serve agents on --listen WITHOUT authentication: anyone who reaches it calls every upstream tool.",
 )
 @click.option(
+    "--pin-tools",
+    is_flag=True,
+    help="Pin the upstream's tool list at first sight: a tool whose name, description or input schema "
+    "changes later (a rug pull), or that appears later, is refused.",
+)
+@click.option(
     "--principal",
     metavar="NAME",
     help="On stdio: the principal the agent's sagas belong to (the person who started it).",
@@ -212,6 +218,7 @@ def proxy(
     authorization_server: str | None,
     agent_tokens_file: Path | None,
     agents_insecure: bool,
+    pin_tools: bool,
     principal: str | None,
     log_level: str,
     command: tuple[str, ...],
@@ -267,6 +274,7 @@ def proxy(
             log_level,
             agent_auth,
             principal,
+            pin_tools,
         )
     except* SagacityError as group:
         raise CommandError("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from group
@@ -296,13 +304,16 @@ async def _serve(
     log_level: str,
     agent_auth: Any,
     principal: str | None,
+    pin_tools: bool,
 ) -> None:
     import anyio
 
     from sagacity.mcp import Gateway, http_app, serve_stdio
     from sagacity.stores import safe_url
 
-    async with Gateway.open(policy, target, db_url=db_url, settle_interval=settle_interval or None) as gw:
+    async with Gateway.open(
+        policy, target, db_url=db_url, settle_interval=settle_interval or None, pin_tools=pin_tools
+    ) as gw:
         api_app = None
         if api_at is not None:
             from sagacity.server import create_app
