@@ -90,6 +90,30 @@ class PostgresFloor:
         return FloorWriter(lambda params: conn.execute(sql, params), lambda ts: ts, conn.close)
 
 
+class MySQLFloor:
+    """One autocommit INSERT through raw PyMySQL, into the journal's own table (SPEC §2 in
+    MariaDB types, as ``stores/sql/mysql.sql`` makes it) without the saga index's triggers."""
+
+    def __init__(self, url: str) -> None:
+        import pymysql
+
+        from sagacity.stores.mysql import connect_arguments
+
+        self.arguments = connect_arguments(url)
+        journal = load_ddl("mysql").split("CREATE TABLE IF NOT EXISTS sagacity_approval_request")[0]
+        journal = journal.replace("sagacity_collation", "utf8mb4_nopad_bin")
+        with pymysql.connect(**self.arguments, autocommit=True) as conn, conn.cursor() as cur:
+            cur.execute(journal)
+
+    def writer(self) -> FloorWriter:
+        import pymysql
+
+        conn = pymysql.connect(**self.arguments, charset="utf8mb4", autocommit=True)
+        cur = conn.cursor()
+        sql = INSERT.replace("?", "%s")
+        return FloorWriter(lambda params: cur.execute(sql, params), lambda ts: ts, conn.close)
+
+
 class FloorWriter:
     """Inserts the benchmark row for successive seqs of one saga, on its own connection."""
 

@@ -33,7 +33,7 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from _floor import INPUT, PAYLOAD, PHASE, TOOL, PostgresFloor, SQLiteFloor
+from _floor import INPUT, PAYLOAD, PHASE, TOOL, MySQLFloor, PostgresFloor, SQLiteFloor
 
 from sagacity import Phase, Sagacity, chain
 from sagacity.model import Entry
@@ -92,7 +92,7 @@ def run_threads(threads: int, work: Callable[[int], None]) -> float:
 class Target:
     """One backend: how to open the subject store and the floor for one benchmark."""
 
-    def __init__(self, name: str, subject_url: str, floor: SQLiteFloor | PostgresFloor) -> None:
+    def __init__(self, name: str, subject_url: str, floor: SQLiteFloor | PostgresFloor | MySQLFloor) -> None:
         self.name = name
         self.subject_url = subject_url
         self.floor = floor
@@ -120,6 +120,42 @@ def postgres_target(base: str) -> Iterator[Target]:
         with psycopg.connect(base, autocommit=True) as conn:
             for schema in schemas:
                 conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
+@contextmanager
+def mysql_target(base: str) -> Iterator[Target]:
+    """Two fresh MariaDB/MySQL databases on the server ``base`` names (subject, floor), dropped after."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import pymysql
+
+    from sagacity.stores.mysql import connect_arguments
+
+    tag = uuid.uuid4().hex[:8]
+    names = (f"bench_subject_{tag}", f"bench_floor_{tag}")
+    admin = connect_arguments(base)
+    del admin["database"]
+    with pymysql.connect(**admin, autocommit=True) as conn, conn.cursor() as cur:
+        for name in names:
+            cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    urls = [urlunsplit(urlsplit(base)._replace(path="/" + name)) for name in names]
+    try:
+        yield Target("mysql", urls[0], MySQLFloor(urls[1]))
+    finally:
+        with pymysql.connect(**admin, autocommit=True) as conn, conn.cursor() as cur:
+            for name in names:
+                cur.execute(f"DROP DATABASE {name}")
+
+
+def mysql_version(url: str) -> str:
+    import pymysql
+
+    from sagacity.stores.mysql import connect_arguments
+
+    with pymysql.connect(**connect_arguments(url)) as conn, conn.cursor() as cur:
+        cur.execute("SELECT VERSION(), @@innodb_flush_log_at_trx_commit")
+        version, flush = cur.fetchone()
+    return f"MariaDB/MySQL {version} (innodb_flush_log_at_trx_commit={flush})"
 
 
 # -- 1. latency -----------------------------------------------------------------------------------

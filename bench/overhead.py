@@ -1,10 +1,12 @@
 """A wrapped no-op tool call inside a saga, against the physical floor of one durable commit.
 
-Usage: ``.venv/bin/python bench/overhead.py [--pg URL] [--rounds N] [--quick] [--stores sqlite,postgres]``
+Usage: ``.venv/bin/python bench/overhead.py [--pg URL] [--mysql URL] [--rounds N] [--quick]
+[--stores sqlite,postgres,mysql]``
 
-What it measures, in one run, for SQLite (WAL, ``synchronous=FULL``, a temp file) and PostgreSQL
-(``--pg`` or ``$SAGACITY_TEST_POSTGRES_URL``, in fresh schemas dropped afterwards; skipped with a
-message when neither is set):
+What it measures, in one run, for SQLite (WAL, ``synchronous=FULL``, a temp file), PostgreSQL
+(``--pg`` or ``$SAGACITY_TEST_POSTGRES_URL``, in fresh schemas dropped afterwards) and MariaDB /
+MySQL (``--mysql`` or ``$SAGACITY_TEST_MYSQL_URL``, in fresh databases dropped afterwards; each
+server store skipped with a message when no URL is given):
 
 - subject: sagas of ``--saga-calls`` calls (default 5, an agent task's size), one after another,
   each ``with sg.saga(new_id): noop()`` x 5, where ``noop`` is ``@tool def noop() -> str``. Each
@@ -13,7 +15,8 @@ message when neither is set):
   means one at a time; with 8 and 64 at once each thread runs its own sagas, and the figure is
   wall time divided by all the calls made.
 - floor: one durable commit of a journal-sized row by the raw driver (``bench/_floor.py``): an
-  autocommit INSERT on PostgreSQL (into the journal's DDL, which SPEC §2 fixes), one INSERT per WAL
+  autocommit INSERT on PostgreSQL (into the journal's DDL, which SPEC §2 fixes) and on MariaDB
+  (raw PyMySQL, into the journal's table without the index's triggers), one INSERT per WAL
   transaction with ``synchronous=FULL`` on SQLite (into a table with the journal's columns and
   primary key only: no index or trigger of ours), one writer on one connection. Both databases
   sit in one directory on the working disk.
@@ -50,6 +53,8 @@ from append import (
     Target,
     interleaved,
     machine,
+    mysql_target,
+    mysql_version,
     postgres_target,
     postgres_version,
     run_threads,
@@ -183,6 +188,12 @@ def chosen_targets(args: argparse.Namespace) -> Iterator[list[Callable[[], Abstr
                 targets.append(lambda: postgres_target(args.pg))
             else:
                 print("postgres: skipped (set SAGACITY_TEST_POSTGRES_URL or pass --pg URL)")
+        if "mysql" in stores:
+            if args.mysql:
+                print(f"mysql: {mysql_version(args.mysql)}, fresh databases dropped afterwards")
+                targets.append(lambda: mysql_target(args.mysql))
+            else:
+                print("mysql: skipped (set SAGACITY_TEST_MYSQL_URL or pass --mysql URL)")
         yield targets
 
 
@@ -290,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--pg", default=os.environ.get("SAGACITY_TEST_POSTGRES_URL"), help="PostgreSQL URL")
+    parser.add_argument(
+        "--mysql", default=os.environ.get("SAGACITY_TEST_MYSQL_URL"), help="MariaDB/MySQL URL"
+    )
     parser.add_argument("--rounds", type=int, default=7, help="measured rounds per figure (median)")
     parser.add_argument("--calls", type=int, default=200, help="calls in the one-saga round")
     parser.add_argument(
@@ -298,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--saga-calls", type=int, default=5, help="calls per saga")
     parser.add_argument("--floor-ops", type=int, default=400, help="commits per floor round")
     parser.add_argument("--quick", action="store_true", help="few rounds and small sizes: a smoke run")
-    parser.add_argument("--stores", default="sqlite,postgres", help="comma-separated subset to run")
+    parser.add_argument("--stores", default="sqlite,postgres,mysql", help="comma-separated subset to run")
     parser.add_argument(
         "--telemetry",
         action="store_true",

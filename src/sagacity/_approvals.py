@@ -31,6 +31,7 @@ from sagacity._state import (
     call_payload,
     decision_input,
     decision_payload,
+    parse_decision_payload,
     sha256_hex,
 )
 from sagacity.errors import (
@@ -131,18 +132,38 @@ def supersede_rows(
 
 
 # -- checks ----------------------------------------------------------------------------------------
+def refuse_closed(state: SagaState, gate: Gate) -> None:
+    """``ApprovalNotFoundError`` if the journal says the gate was resumed or rejected (voided).
+
+    Its request is consumed then, whichever process consumed it and whenever this caller read
+    the row: a decision losing a race gets the error it would get a moment later, when the row is
+    gone (one documented error per outcome, never 404 or 409 depending on the interleaving).
+    """
+    where = f"saga {state.saga_id!r} seq {gate.entry.seq}"
+    if gate.resumed is not None:
+        raise ApprovalNotFoundError(
+            f"no pending approval request for {where}: it was already resumed (call seq "
+            f"{gate.resumed.intent.seq}); its tool ran or is running"
+        )
+    if gate.rejection is not None:
+        approver, reason = parse_decision_payload(gate.rejection.payload)
+        by = f" by {approver}" if approver else ""
+        raise ApprovalNotFoundError(
+            f"no pending approval request for {where}: it was already rejected{by}"
+            + (f" ({reason})" if reason else "")
+        )
+
+
 def open_gate(state: SagaState, request: ApprovalRequest) -> Gate:
     """The gate a request is for, refusing unless the journal says it is still open."""
     where = f"saga {state.saga_id!r} seq {request.journal_seq}"
+    found = state.gates.get(request.journal_seq)
+    if found is not None:
+        refuse_closed(state, found)
     if state.failure is not None or state.finished is not None:
         raise SagaStateError(f"{where}: the saga was compensated; its approval request is void")
-    found = state.gates.get(request.journal_seq)
     if found is None:
         raise ApprovalRefusedError(f"{where} is not an approval gate in the journal")
-    if found.rejection is not None:
-        raise ApprovalRefusedError(f"{where} was already rejected")
-    if found.resumed is not None:
-        raise ApprovalRefusedError(f"{where} was already resumed")
     if not request.input_hash:
         raise ApprovalRefusedError(f"{where}: the request has no payload hash")
     if request.input_hash != found.input_hash or sha256_hex(request.input) != request.input_hash:
@@ -231,7 +252,9 @@ def reject(
     request = engine.find_request(saga_id, seq)
     if request is None:
         found = state.gates.get(seq)
-        if found is None or not found.open or state.failure is not None or state.finished is not None:
+        if found is not None:
+            refuse_closed(state, found)
+        if found is None or state.failure is not None or state.finished is not None:
             raise ApprovalNotFoundError(f"no pending approval request for saga {saga_id!r} seq {seq}")
         request = request_of(found)
     else:
@@ -274,12 +297,9 @@ def _close_gate(
         where = f"saga {now.saga_id!r} seq {seq}"
         if found is None:
             raise ApprovalNotFoundError(f"no approval gate at {where}")
+        refuse_closed(now, found)
         if now.failure is not None or now.finished is not None:
             raise SagaStateError(f"{where}: the saga was compensated; its approval request is void")
-        if found.rejection is not None:
-            raise ApprovalRefusedError(f"{where} was already rejected")
-        if found.resumed is not None:
-            raise ApprovalRefusedError(f"{where} was already resumed; its tool ran or is running")
         rejected: Row = (GATE_TOOL, Phase.REJECTED, decision_input(seq, request.input_hash), payload)
         if not compensate:
             return [rejected]

@@ -18,7 +18,8 @@
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
-    │   ├── ApprovalRefusedError    decided already, not approved in the journal, expired, voided
+    │   │                           (none made, or already resumed, rejected or voided)
+    │   ├── ApprovalRefusedError    not approved in the journal, approved twice by one person, expired
     │   │   └── DefinitionChangedError  the tool's definition changed since approval: held again
     │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
     ├── WorkflowError

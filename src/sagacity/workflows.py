@@ -40,7 +40,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -126,6 +126,7 @@ class _Gate:
     approvals: int
     ttl: timedelta | None
     reason: str
+    requester_may_not_approve: bool | None = None
 
 
 @dataclass(slots=True)
@@ -208,6 +209,7 @@ class Stage:
             reversibility=Reversibility.IRREVERSIBLE if gate is not None else Reversibility.COMPENSATABLE,
             approval_ttl=gate.ttl if gate is not None else None,
             approvals_required=gate.approvals if gate is not None else 1,
+            requester_may_not_approve=gate.requester_may_not_approve if gate is not None else None,
             compensation=self._compensate if self.undo is not None else None,
         )
 
@@ -259,12 +261,15 @@ class Workflow:
         approvals: int = 1,
         ttl: timedelta | float | None = None,
         reason: str = "",
+        requester_may_not_approve: bool | None = None,
     ) -> Any:
         """Declare the next stage (``@wf.stage`` or ``@wf.stage(gate=True, approvals=2, ...)``).
 
         ``gate``: a human must approve the stage's exact input before it runs (``approvals``
         distinct approvers, within ``ttl`` — a timedelta or seconds; ``reason`` is shown to them
-        and journaled with the input).
+        and journaled with the input). ``requester_may_not_approve``: the principal the run acts
+        for (``acting_as``, ``Sagacity(principal=)``), journaled as the gate's requester, may not
+        approve it (default: only with four eyes, ``approvals`` > 1).
         """
         if gate:
             if not isinstance(approvals, int) or isinstance(approvals, bool) or approvals < 1:
@@ -276,8 +281,8 @@ class Workflow:
             span = timedelta(seconds=ttl) if isinstance(ttl, int | float) else ttl
             if span is not None and span <= timedelta(0):
                 raise WorkflowDefinitionError(f"workflow {self.name!r}: a gate's ttl must be positive")
-            the_gate: _Gate | None = _Gate(approvals, span, reason)
-        elif approvals != 1 or ttl is not None or reason:
+            the_gate: _Gate | None = _Gate(approvals, span, reason, requester_may_not_approve)
+        elif approvals != 1 or ttl is not None or reason or requester_may_not_approve is not None:
             raise WorkflowDefinitionError(
                 f"workflow {self.name!r}: approvals, ttl and reason belong to a gate (pass gate=True)"
             )
@@ -444,63 +449,59 @@ class Workflow:
             )
         return journaled
 
-    def _drive(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+    def _steps(self, value: Any) -> Generator[_Call, Any, Any]:
+        """The run, once for sync and async: yields each journaled call to make (a check, a
+        stage), is sent its result, and returns the last output (or where it paused)."""
         for stage in self.stages:
             for check in stage.checks:
                 assert check.spec is not None
-                call_id = f"{_CHECK_ID}{stage.name}:{check.name}"
-                verdict = _journaled_result(sg, run_id, call_id)
-                if verdict is None:
-                    verdict = journaled_call(
-                        check.spec,
-                        _check_input(self, stage, check, value),
-                        call_id,
-                        partial(_run_check, check, value),
-                    )
-                _require_passed(self, stage, check, verdict)
-            call_id = f"{_STAGE_ID}{stage.name}"
-            outcome = _journaled_result(sg, run_id, call_id)
-            if outcome is None:
-                outcome = journaled_call(
-                    stage.spec,
-                    stage.input_json(value),
-                    call_id,
-                    partial(stage.spec.fn, self.name, stage.name, stage.version, value),
-                    edited=True,  # a changed definition supersedes a pending or approved gate
+                verdict = yield _Call(
+                    check.spec,
+                    _check_input(self, stage, check, value),
+                    f"{_CHECK_ID}{stage.name}:{check.name}",
+                    partial(_run_check, check, value),
+                    partial(_run_check_async, check, value),
                 )
+                _require_passed(self, stage, check, verdict)
+            invoke = partial(stage.spec.fn, self.name, stage.name, stage.version, value)
+            outcome = yield _Call(
+                stage.spec,
+                stage.input_json(value),
+                f"{_STAGE_ID}{stage.name}",
+                invoke,
+                invoke,
+                edited=True,  # a changed definition supersedes a pending or approved gate
+            )
             if isinstance(outcome, CallPending):
                 return _Paused(stage.name)
             value = _stage_output(self, stage, outcome)
         return value
 
-    async def _drive_async(self, sg: Sagacity, run_id: str, value: Any) -> Any:
-        for stage in self.stages:
-            for check in stage.checks:
-                assert check.spec is not None
-                call_id = f"{_CHECK_ID}{stage.name}:{check.name}"
-                verdict = await asyncio.to_thread(_journaled_result, sg, run_id, call_id)
-                if verdict is None:
-                    verdict = await journaled_call_async(
-                        check.spec,
-                        _check_input(self, stage, check, value),
-                        call_id,
-                        partial(_run_check_async, check, value),
+    def _drive(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+        steps, answer = self._steps(value), None
+        try:
+            while True:
+                call = steps.send(answer)
+                answer = _journaled_result(sg, run_id, call.call_id)
+                if answer is None:
+                    answer = journaled_call(
+                        call.spec, call.input, call.call_id, call.invoke, edited=call.edited
                     )
-                _require_passed(self, stage, check, verdict)
-            call_id = f"{_STAGE_ID}{stage.name}"
-            outcome = await asyncio.to_thread(_journaled_result, sg, run_id, call_id)
-            if outcome is None:
-                outcome = await journaled_call_async(
-                    stage.spec,
-                    stage.input_json(value),
-                    call_id,
-                    partial(stage.spec.fn, self.name, stage.name, stage.version, value),
-                    edited=True,
-                )
-            if isinstance(outcome, CallPending):
-                return _Paused(stage.name)
-            value = _stage_output(self, stage, outcome)
-        return value
+        except StopIteration as done:
+            return done.value
+
+    async def _drive_async(self, sg: Sagacity, run_id: str, value: Any) -> Any:
+        steps, answer = self._steps(value), None
+        try:
+            while True:
+                call = steps.send(answer)
+                answer = await asyncio.to_thread(_journaled_result, sg, run_id, call.call_id)
+                if answer is None:
+                    answer = await journaled_call_async(
+                        call.spec, call.input, call.call_id, call.invoke_async, edited=call.edited
+                    )
+        except StopIteration as done:
+            return done.value
 
     def _result(
         self,
@@ -667,6 +668,18 @@ def workflow_of_run(sg: Sagacity, run_id: str) -> Workflow:
 
 
 # -- internals ---------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One journaled call a run asks for: a stage or a check, under its call id."""
+
+    spec: ToolSpec
+    input: str
+    call_id: str
+    invoke: Callable[[], Any]
+    invoke_async: Callable[[], Any]
+    edited: bool = False
+
+
 class _Paused:
     """What the driver returns when the run stops at a gate."""
 

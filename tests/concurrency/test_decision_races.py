@@ -167,6 +167,20 @@ def run_races(race: ModuleType, url: str, tmp_path: Path, pair: tuple[str, str])
     return outcomes
 
 
+#: What a decision that lost its gate to another gets, whatever the interleaving: the request
+#: was consumed, so there is no pending request (the error a moment later would give).
+CONSUMED = "refused_ApprovalNotFoundError"
+
+
+def _assert_documented_losses(pair: tuple[str, str], outcomes: Counter[str]) -> None:
+    """Every refused approve, reject or resume says the request was consumed: never
+    ApprovalRefusedError ("already resumed") or SagaStateError for the same outcome."""
+    if not set(pair) <= {"approve", "reject", "resume", "expire"}:
+        return
+    refused = {o for o in outcomes if o.split(":")[1].startswith("refused")}
+    assert {o.split(":")[1] for o in refused} <= {CONSUMED}, dict(outcomes)
+
+
 def _assert_raced(pair: tuple[str, str], outcomes: Counter[str]) -> None:
     """The two racers really met: in some trial one of them was refused (or found nothing to do).
 
@@ -185,7 +199,9 @@ def test_decisions_race_across_processes_on_sqlite(
     race: ModuleType, sqlite_url: str, tmp_path: Path, pair: tuple[str, str]
 ) -> None:
     """Two processes racing each pair of decisions on SQLite never break a promise."""
-    _assert_raced(pair, run_races(race, sqlite_url, tmp_path, pair))
+    outcomes = run_races(race, sqlite_url, tmp_path, pair)
+    _assert_raced(pair, outcomes)
+    _assert_documented_losses(pair, outcomes)
 
 
 @pytest.mark.postgres
@@ -194,4 +210,33 @@ def test_decisions_race_across_processes_on_postgres(
     race: ModuleType, postgres_url: str, tmp_path: Path, pair: tuple[str, str]
 ) -> None:
     """Two processes racing each pair of decisions on PostgreSQL never break a promise."""
-    _assert_raced(pair, run_races(race, postgres_url, tmp_path, pair))
+    outcomes = run_races(race, postgres_url, tmp_path, pair)
+    _assert_raced(pair, outcomes)
+    _assert_documented_losses(pair, outcomes)
+
+
+@pytest.mark.parametrize("durable_url", ["sqlite", "postgres"], indirect=True)
+def test_four_resumes_in_four_processes_one_runs_three_are_not_found(
+    race: ModuleType, durable_url: str, tmp_path: Path
+) -> None:
+    """Four processes resume one approved gate at once, trial after trial: the tool runs once,
+    and each of the three others gets ApprovalNotFoundError (the request was consumed), never
+    ApprovalRefusedError, however the reads and appends interleave."""
+    effects_file = tmp_path / "effects.log"
+    racers = [Racer(durable_url, effects_file, "resume") for _ in range(4)]
+    saga_ids = [f"four-{n}" for n in range(TRIALS)]
+    try:
+        for saga_id in saga_ids:
+            with Sagacity(durable_url) as sg:
+                race.gated(sg, saga_id, approved=True)
+            for racer in racers:
+                racer.go(saga_id)
+            outcomes = sorted(racer.outcome() for racer in racers)
+            assert outcomes == ["COMPLETED", CONSUMED, CONSUMED, CONSUMED], f"{saga_id}: {outcomes}"
+    finally:
+        for racer in racers:
+            racer.close()
+    effects = effects_file.read_text().splitlines()
+    with Sagacity(durable_url) as sg:
+        for saga_id in saga_ids:
+            assert check_invariants(sg, saga_id, effects) is SagaStatus.COMPLETED

@@ -30,6 +30,7 @@ class Report:
     entries: int = 0
     effects: Counter[str] = field(default_factory=Counter)
     statuses: Counter[str] = field(default_factory=Counter)
+    status_of: dict[str, str] = field(default_factory=dict)
     in_doubt: int = 0
     acked_entries: int = 0
     violations: list[str] = field(default_factory=list)
@@ -132,8 +133,12 @@ def check(
                     bad(f"{saga_id}: acknowledged entry seq {a_seq} differs ({digests} vs {stored.hash})")
         status = sg.status(saga_id)
         report.statuses[str(status)] += 1
+        report.status_of[saga_id] = str(status)
         if status is SagaStatus.AWAITING_APPROVAL and not sg.pending_approvals(saga_id):
-            bad(f"{saga_id}: AWAITING_APPROVAL with no pending request: nobody can ever decide it")
+            bad(
+                f"{saga_id}: AWAITING_APPROVAL with no pending request "
+                "(doctor: gate_without_request): no approver will see it"
+            )
         _check_saga(saga_id, entries, status, effects.get(saga_id, Counter()), in_doubt_listed[saga_id], bad)
 
     for record in acks:

@@ -76,6 +76,15 @@ class PgPair:
         self.standby_port = free_port()
         self._as_postgres = os.geteuid() == 0
         self._orphans: list[int] = []
+        #: Settings of both servers (and of every standby cloned later).
+        self._common = [
+            "listen_addresses = '127.0.0.1'",
+            f"unix_socket_directories = '{self.root}'",
+            "shared_buffers = '32MB'",
+            "max_connections = 100",
+            "fsync = on",
+            "synchronous_commit = on",
+        ]
         if self._as_postgres:
             entry = pwd.getpwnam("postgres")
             os.chown(self.root, entry.pw_uid, entry.pw_gid)
@@ -115,18 +124,10 @@ class PgPair:
         """initdb, start the primary, clone it with pg_basebackup, start the standby, and wait
         until the primary reports it as its synchronous standby."""
         self._run(BIN / "initdb", "-D", self.primary, "-U", "postgres", "-A", "trust", "--no-sync")
-        common = [
-            "listen_addresses = '127.0.0.1'",
-            f"unix_socket_directories = '{self.root}'",
-            "shared_buffers = '32MB'",
-            "max_connections = 100",
-            "fsync = on",
-            "synchronous_commit = on",
-        ]
         self._configure(
             self.primary,
             [
-                *common,
+                *self._common,
                 f"port = {self.primary_port}",
                 "wal_level = replica",
                 "max_wal_senders = 4",
@@ -134,6 +135,11 @@ class PgPair:
             ],
         )
         self._start(self.primary)
+        self._clone_standby()
+        self._wait_for_sync()
+
+    def _clone_standby(self) -> None:
+        """pg_basebackup the primary into the standby's folder and start it streaming."""
         self._run(
             BIN / "pg_basebackup",
             "-D",
@@ -153,7 +159,7 @@ class PgPair:
         self._configure(
             self.standby,
             [
-                *common,
+                *self._common,
                 f"port = {self.standby_port}",
                 "primary_conninfo = "
                 f"'host=127.0.0.1 port={self.primary_port} user=postgres application_name={STANDBY_NAME}'",
@@ -163,7 +169,6 @@ class PgPair:
             ],
         )
         self._start(self.standby)
-        self._wait_for_sync()
 
     def _wait_for_sync(self) -> None:
         import psycopg
@@ -194,6 +199,25 @@ class PgPair:
         """Make the standby the primary and wait until it takes writes."""
         self._run(BIN / "pg_ctl", "promote", "-w", "-t", "60", "-D", self.standby)
 
+    def fail_over(self, no_primary_for: float = 1.0) -> None:
+        """Kill the primary, promote the standby, and make the dead primary's folder and port a
+        synchronous standby of the new one again, so the next failover has somewhere to go.
+        The DSN (both ports) stays valid throughout; the roles swap."""
+        self.kill_primary()
+        time.sleep(no_primary_for)
+        self.promote()
+        self.primary, self.standby = self.standby, self.primary
+        self.primary_port, self.standby_port = self.standby_port, self.primary_port
+        self._kill_leftovers()
+        shutil.rmtree(self.standby)
+        self._clone_standby()
+        import psycopg
+
+        with psycopg.connect(self.host_url(self.primary_port), autocommit=True) as conn:
+            conn.execute(f"ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 ({STANDBY_NAME})'")
+            conn.execute("SELECT pg_reload_conf()")
+        self._wait_for_sync()
+
     def stop(self) -> None:
         """Stop both servers (immediate: nothing to keep) and remove the folder."""
         for data in (self.primary, self.standby):
@@ -209,3 +233,4 @@ class PgPair:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass  # gone already
+        self._orphans.clear()

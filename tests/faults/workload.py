@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
 import sys
 import time
@@ -168,7 +169,11 @@ def _error(exc: BaseException) -> str:
 def run_worker(sg: Sagacity, acks: Acks, stop: Path) -> None:
     kinds = list(KINDS)
     n = 0
+    # Seconds between sagas (the soak keeps its CPU use down with it; the failover test runs flat out).
+    pause = float(os.environ.get("SAGACITY_FAULT_PAUSE", "0"))
     while not stop.exists():
+        if n and pause:
+            stop_wait(stop, pause)
         kind = kinds[n % len(kinds)]
         saga_id = f"{acks.name}-{n}-{kind}"
         n += 1
@@ -215,10 +220,11 @@ def run_approver(sg: Sagacity, acks: Acks, stop: Path) -> None:
                 record["error"] = _error(exc)
             record["t1"] = time.time()
             acks.write(record)
-        time.sleep(0.1)
+        stop_wait(stop, max(0.1, float(os.environ.get("SAGACITY_FAULT_PAUSE", "0"))))
 
 
-def run_recoverer(sg: Sagacity, acks: Acks, stop: Path, every: float = 1.0) -> None:
+def run_recoverer(sg: Sagacity, acks: Acks, stop: Path) -> None:
+    every = float(os.environ.get("SAGACITY_FAULT_CRON", "1"))  # seconds between runs, as cron's
     while not stop.exists():
         record: dict[str, Any] = {"op": "recover", "t0": time.time()}
         try:
@@ -246,6 +252,9 @@ def main() -> None:
     os.environ[EFFECTS_ENV] = effects
     # A file size limit (the nemesis's full disk) fails writes with EFBIG instead of killing us.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    if os.environ.get("SAGACITY_FAULT_FSIZE"):  # the soak's full disk: no file grows past this
+        limit = int(os.environ["SAGACITY_FAULT_FSIZE"])
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     acks = Acks(acks_path, name)
     sg = Sagacity(url)
     acks.watch(sg)

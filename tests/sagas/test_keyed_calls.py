@@ -306,7 +306,9 @@ def test_a_keyed_call_in_a_compensated_saga_is_refused(sg: Sagacity, tools: Any)
 
 
 def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
-    @tool(reversibility=Reversibility.IRREVERSIBLE, approval_ttl=0.05)
+    # Long enough for the saga's end and the approval to be journaled first on any store (a
+    # server's commit is several fsyncs away under load), short enough to wait out.
+    @tool(reversibility=Reversibility.IRREVERSIBLE, approval_ttl=0.5)
     def quick_wire(amount: str, to: str) -> str:
         world["wired"].append(to)
         return "wired"
@@ -314,7 +316,7 @@ def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
     with sg.saga("ex"):
         pending = present(quick_wire, ALICE, "c1")
     sg.approve("ex", pending.request.journal_seq, "alice@example.com")
-    time.sleep(0.1)
+    time.sleep(0.55)  # past the expiry, which was set when the gate opened
     with pytest.raises(ApprovalRefusedError), sg.saga("ex"):
         present(quick_wire, ALICE, "c1")
     assert world["wired"] == []

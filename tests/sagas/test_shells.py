@@ -50,12 +50,15 @@ def test_timeout_compensates_then_raises(sg: Sagacity) -> None:
     released: list[str] = []
     reserve, _ = declare(released, async_compensation=True)
 
-    async def agent() -> None:
-        await reserve("A")
-        await asyncio.sleep(30)
-
     async def main() -> None:
-        async with asyncio.timeout(0.3):
+        async with asyncio.timeout(None) as deadline:
+
+            async def agent() -> None:
+                await reserve("A")
+                # Time out once the call is journaled, however long the store took to journal it.
+                deadline.reschedule(asyncio.get_running_loop().time() + 0.05)
+                await asyncio.sleep(30)
+
             await sg.run_async("timed-out", agent)
 
     with pytest.raises(TimeoutError):

@@ -1,66 +1,109 @@
-"""A PostgreSQL connection killed mid-append: the row lands exactly once or the append raises."""
+"""A server connection killed mid-append (PostgreSQL, MariaDB): the row lands exactly once or the
+append raises."""
 
 from __future__ import annotations
 
 import threading
 import uuid
+from collections.abc import Callable
 
 import psycopg
 import pytest
 
 from sagacity import Entry, Phase, Sagacity
 from sagacity.errors import StoreUnavailableError
+from sagacity.stores.base import Store
 from sagacity.stores.postgres import PostgresStore
 
-pytestmark = pytest.mark.postgres
 
-
-class _FailureCountingStore(PostgresStore):
+def _counting(store: Store) -> Store:
     """The real store, counting inserts whose connection failed: proof the kills hit appends."""
+    real = store.insert_entry
 
-    insert_failures = 0
-
-    def insert_entry(self, entry: Entry) -> bool:
+    def insert_entry(entry: Entry) -> bool:
         try:
-            return super().insert_entry(entry)
+            return real(entry)
         except StoreUnavailableError:
-            self.insert_failures += 1
+            store.insert_failures += 1  # type: ignore[attr-defined]
             raise
 
+    store.insert_failures = 0  # type: ignore[attr-defined]
+    store.insert_entry = insert_entry  # type: ignore[method-assign]
+    return store
 
-def _killer(
-    admin_url: str, app_name: str, stop: threading.Event, landed: list[object], kills: list[int]
-) -> None:
-    """Terminate every backend of the store's pool (found by application_name), over and over.
+
+def _killer(kill: Callable[[], int], stop: threading.Event, landed: list[object], kills: list[int]) -> None:
+    """Kill every server session of the store, over and over.
 
     Each kill waits until 20 more appends have landed since the last one, so the journal's
     reconnects get through between kills (a server that kills every few ms is down, not flaky).
     """
-    with psycopg.connect(admin_url, autocommit=True) as admin:
-        mark = 0
-        while not stop.is_set():
-            if len(landed) < mark + 20:
-                stop.wait(0.002)
-                continue
-            mark = len(landed)
+    mark = 0
+    while not stop.is_set():
+        if len(landed) < mark + 20:
+            stop.wait(0.002)
+            continue
+        mark = len(landed)
+        kills.append(kill())
+
+
+@pytest.mark.postgres
+def test_killed_connection_never_duplicates_or_loses(postgres_url: str) -> None:
+    """Appends under pg_terminate_backend each return (row stored once) or raise; no gap, chain valid."""
+    app_name = "sagacity_kill_" + uuid.uuid4().hex[:8]
+    store = _counting(PostgresStore(f"{postgres_url}&application_name={app_name}", max_connections=2))
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+
+        def kill() -> int:
             row = admin.execute(
                 "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity "
                 "WHERE application_name = %s AND pid <> pg_backend_pid()",
                 (app_name,),
             ).fetchone()
-            kills.append(row[0] if row else 0)
+            return row[0] if row else 0
+
+        _appends_under_kills(postgres_url, store, kill)
 
 
-def test_killed_connection_never_duplicates_or_loses(postgres_url: str) -> None:
-    """Appends under pg_terminate_backend each return (row stored once) or raise; no gap, chain valid."""
-    app_name = "sagacity_kill_" + uuid.uuid4().hex[:8]
-    store = _FailureCountingStore(f"{postgres_url}&application_name={app_name}", max_connections=2)
+@pytest.mark.mysql
+def test_killed_mariadb_connection_never_duplicates_or_loses(mysql_url: str) -> None:
+    """Appends while every session on the test's database is KILLed each return (row stored
+    once) or raise; no gap, chain valid."""
+    from sagacity.stores.mysql import MySQLStore
+
+    store = _counting(MySQLStore(mysql_url))
+    _appends_under_kills(mysql_url, store, lambda: _kill_mariadb_sessions(mysql_url))
+
+
+def _kill_mariadb_sessions(mysql_url: str) -> int:
+    """KILL every session on the test's database but this one; how many were killed."""
+    import pymysql
+
+    from sagacity.stores.mysql import connect_arguments
+
+    database = connect_arguments(mysql_url)["database"]
+    with pymysql.connect(**connect_arguments(mysql_url), autocommit=True) as admin, admin.cursor() as cur:
+        cur.execute(
+            "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
+            (database,),
+        )
+        killed = 0
+        for (session,) in cur.fetchall():
+            try:
+                cur.execute(f"KILL {int(session)}")
+                killed += 1
+            except pymysql.err.OperationalError:
+                pass  # it ended meanwhile
+        return killed
+
+
+def _appends_under_kills(url: str, store: Store, kill: Callable[[], int]) -> None:
     sg = Sagacity(store=store)
     outcomes: dict[str, Entry | BaseException] = {}
     stop = threading.Event()
     kills: list[int] = []
     landed: list[object] = []
-    killer = threading.Thread(target=_killer, args=(postgres_url, app_name, stop, landed, kills))
+    killer = threading.Thread(target=_killer, args=(kill, stop, landed, kills))
     killer.start()
     try:
         for i in range(3000):
@@ -70,16 +113,16 @@ def test_killed_connection_never_duplicates_or_loses(postgres_url: str) -> None:
                 landed.append(marker)
             except StoreUnavailableError as exc:
                 outcomes[marker] = exc
-            if store.insert_failures >= 10:
+            if store.insert_failures >= 10:  # type: ignore[attr-defined]
                 break
     finally:
         stop.set()
         killer.join()
         sg.close()
     assert sum(kills) > 0, "no backend was ever terminated"
-    assert store.insert_failures > 0, "no append met a dead connection: the test proved nothing"
+    assert store.insert_failures > 0, "no append met a dead connection: the test proved nothing"  # type: ignore[attr-defined]
 
-    with Sagacity(postgres_url) as reader:
+    with Sagacity(url) as reader:
         stored = reader.entries("killed")
         verification = reader.verify("killed")
     assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
@@ -106,6 +149,7 @@ def _terminate(admin_url: str, app_name: str) -> int:
     return row[0] if row else 0
 
 
+@pytest.mark.postgres
 def test_a_lease_whose_session_was_terminated_is_taken_on_a_new_one(postgres_url: str) -> None:
     """The lease session dies between two compensations (a failover, pg_terminate_backend): the
     next lease reconnects instead of failing the compensation with StoreUnavailableError."""
@@ -113,19 +157,25 @@ def test_a_lease_whose_session_was_terminated_is_taken_on_a_new_one(postgres_url
     store = PostgresStore(f"{postgres_url}&application_name={app_name}")
     try:
         store.init_schema()
-        with store.lease("first", wait=False) as got:
-            assert got
-        assert _terminate(postgres_url, app_name) > 0
-        with store.lease("second", wait=False) as got:
-            assert got
-            other = PostgresStore(postgres_url)
-            try:
-                with other.lease("second", wait=False) as theirs:
-                    assert not theirs, "the lease taken on the new session does not exclude others"
-            finally:
-                other.close()
+        _lease_after_a_lost_session(
+            store, lambda: _terminate(postgres_url, app_name), PostgresStore(postgres_url)
+        )
     finally:
         store.close()
+
+
+def _lease_after_a_lost_session(store: Store, kill: Callable[[], int], other: Store) -> None:
+    """A lease, its session killed, another lease: taken on a new session, excluding ``other``."""
+    try:
+        with store.lease("first", wait=False) as got:
+            assert got
+        assert kill() > 0, "no session of the store to kill"
+        with store.lease("second", wait=False) as got:
+            assert got
+            with other.lease("second", wait=False) as theirs:
+                assert not theirs, "the lease taken on the new session does not exclude others"
+    finally:
+        other.close()
 
 
 class _LostReplyStore(PostgresStore):
@@ -142,6 +192,7 @@ class _LostReplyStore(PostgresStore):
         return deleted
 
 
+@pytest.mark.postgres
 def test_a_resume_whose_consume_reply_was_lost_runs_the_tool_once(postgres_url: str) -> None:
     from sagacity import Reversibility, SagaStatus, tool
     from sagacity.tools import registry
@@ -164,3 +215,17 @@ def test_a_resume_whose_consume_reply_was_lost_runs_the_tool_once(postgres_url: 
             assert result.status is SagaStatus.COMPLETED, result.error
             assert ran == ["5"]
             assert sg.pending_approvals("lost-reply") == []
+
+
+@pytest.mark.mysql
+def test_a_mariadb_lease_whose_session_was_killed_is_taken_on_a_new_one(mysql_url: str) -> None:
+    """The lease session is KILLed between two leases: the next lease reconnects, and it still
+    excludes another store."""
+    from sagacity.stores.mysql import MySQLStore
+
+    store = MySQLStore(mysql_url)
+    try:
+        store.init_schema()
+        _lease_after_a_lost_session(store, lambda: _kill_mariadb_sessions(mysql_url), MySQLStore(mysql_url))
+    finally:
+        store.close()

@@ -20,8 +20,11 @@ from sagacity import Entry, Phase, Sagacity, chain
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.stores import open_store
 from sagacity.stores._group import MAX_BATCH, Pending
+from sagacity.stores.mysql import MySQLStore
 from sagacity.stores.postgres import PostgresStore
 from sagacity.stores.sqlite import SQLiteStore
+
+AnyStore = SQLiteStore | PostgresStore | MySQLStore
 
 T0 = datetime(2026, 7, 21, 10, 0, 0)
 WAIT = 30.0  # seconds a test waits for threads to queue before it fails instead of hanging
@@ -50,7 +53,7 @@ class Gate:
 
     def __init__(
         self,
-        store: SQLiteStore | PostgresStore,
+        store: AnyStore,
         queued: int,
         after_first: Callable[[], None] | None = None,
         after_each: Callable[[list[Pending]], None] | None = None,
@@ -105,20 +108,20 @@ def _run(gate: Gate, calls: list[Callable[[], Any]]) -> list[Any]:
 
 
 @pytest.fixture
-def store(durable_url: str) -> Iterator[SQLiteStore | PostgresStore]:
+def store(durable_url: str) -> Iterator[AnyStore]:
     opened = open_store(durable_url)
-    assert isinstance(opened, SQLiteStore | PostgresStore)
+    assert isinstance(opened, AnyStore)
     opened.init_schema()
     yield opened
     opened.close()
 
 
-def _stored(store: SQLiteStore | PostgresStore, saga_id: str, seq: int) -> Entry | None:
+def _stored(store: AnyStore, saga_id: str, seq: int) -> Entry | None:
     return store.get_entry(saga_id, seq)
 
 
 @pytest.mark.parametrize("queued", [6, 7, 40, MAX_BATCH + 9])
-def test_distinct_rows_in_one_batch_all_land(store: SQLiteStore | PostgresStore, queued: int) -> None:
+def test_distinct_rows_in_one_batch_all_land(store: AnyStore, queued: int) -> None:
     """A batch of new keys is written as one statement and every caller gets True.
 
     The sizes cross the drivers' edges: 7 rows is over psycopg's 50 parameters for a cached
@@ -137,7 +140,7 @@ def test_distinct_rows_in_one_batch_all_land(store: SQLiteStore | PostgresStore,
 
 
 def test_a_batch_with_taken_keys_returns_false_only_for_the_losers(
-    store: SQLiteStore | PostgresStore,
+    store: AnyStore,
 ) -> None:
     """In one batch: a key already stored, two racers for one new key, and free keys.
 
@@ -170,7 +173,7 @@ def test_a_batch_with_taken_keys_returns_false_only_for_the_losers(
         assert _stored(store, entry.saga_id, entry.seq) == entry
 
 
-def test_only_repeats_within_a_batch(store: SQLiteStore | PostgresStore) -> None:
+def test_only_repeats_within_a_batch(store: AnyStore) -> None:
     """Three inserts of one new key in one batch: one True, two False, one row stored."""
     racers = [_entry("same", 1, f"r{i}") for i in range(3)]
     gate = Gate(store, queued=len(racers))
@@ -184,7 +187,7 @@ def test_only_repeats_within_a_batch(store: SQLiteStore | PostgresStore) -> None
     assert _stored(store, "same", 1) == winner
 
 
-def test_a_row_the_database_refuses_fails_alone(store: SQLiteStore | PostgresStore) -> None:
+def test_a_row_the_database_refuses_fails_alone(store: AnyStore) -> None:
     """A row that cannot be written (an unbindable value) raises for its caller only."""
     bad = _entry(object(), 1)  # no driver can bind an arbitrary object
     good = [_entry(f"g{i}", 1) for i in range(3)]
@@ -239,7 +242,7 @@ def test_a_batch_whose_acknowledgement_is_lost_is_resolved_by_reading_back(durab
     """The batch commits but every caller hears StoreUnavailableError: each append still lands once."""
     with Sagacity(durable_url) as sg:
         store = sg.store
-        assert isinstance(store, SQLiteStore | PostgresStore)
+        assert isinstance(store, AnyStore)
         lost: list[int] = []
 
         def lose_acknowledgement(batch: list[Pending]) -> None:

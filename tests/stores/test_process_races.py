@@ -107,3 +107,22 @@ def test_first_append_on_brand_new_postgres_schema(postgres_url: str) -> None:
     """Processes each creating the schema and first-appending a new saga in an empty schema all land."""
     _race(postgres_url, "newborn", processes=4, appends=3, open_first=False)
     _assert_all_landed(postgres_url, "newborn", 4, 3)
+
+
+@pytest.mark.mysql
+def test_processes_race_appends_on_mariadb(mysql_url: str) -> None:
+    """Four processes appending to one MariaDB saga all land, gap-free, each in its order, chain valid."""
+    assert _race(mysql_url, "shared", processes=4, appends=100, open_first=True), (
+        "the children never overlapped: no race ran"
+    )
+    _assert_all_landed(mysql_url, "shared", 4, 100)
+
+
+@pytest.mark.mysql
+def test_first_append_on_brand_new_mariadb_database(mysql_url: str) -> None:
+    """Processes each creating the schema (triggers included) and first-appending a new saga in an
+    empty database all land, and the index sees every row."""
+    _race(mysql_url, "newborn", processes=4, appends=3, open_first=False)
+    _assert_all_landed(mysql_url, "newborn", 4, 3)
+    with Sagacity(mysql_url) as sg:
+        assert [(s.saga_id, s.entry_count) for s in sg.sagas()] == [("newborn", 12)]

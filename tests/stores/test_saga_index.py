@@ -56,6 +56,14 @@ def _raw(url: str, statement: str, params: tuple[Any, ...] = ()) -> list[tuple[A
             return conn.execute(statement.replace("%s", "?"), params).fetchall()
         finally:
             conn.close()
+    if url.startswith("mysql:"):
+        import pymysql
+
+        from sagacity.stores.mysql import connect_arguments
+
+        with pymysql.connect(**connect_arguments(url), autocommit=True) as my, my.cursor() as cur:
+            cur.execute(statement, params)
+            return list(cur.fetchall())
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as pg:

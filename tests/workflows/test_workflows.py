@@ -17,6 +17,7 @@ import pytest
 from sagacity import Phase, Sagacity, SagaStatus
 from sagacity.errors import (
     ApprovalError,
+    ApprovalRefusedError,
     CheckFailedError,
     SagaNotFoundError,
     SagaStateError,
@@ -333,3 +334,36 @@ def test_a_rejection_is_refused_twice(wf: ModuleType, tmp_path: Path) -> None:
     with pytest.raises(ApprovalError):
         sg.reject("article-15", request.journal_seq, approver="lawyer@example.com", reason="no")
     assert [e[0] for e in effects()].count("discard_draft") == 1
+
+
+def test_the_gate_names_who_started_the_run_and_refuses_them_as_approver(tmp_path: Path) -> None:
+    """Separation of duties: the run's principal is the gate's requester and may not approve it."""
+    from sagacity import acting_as
+
+    with registry.isolated():
+        wf = Workflow("payout", version="1")
+        paid: list[str] = []
+
+        @wf.stage
+        def prepare(amount: str) -> dict[str, str]:
+            return {"amount": amount}
+
+        @wf.stage(gate=True, requester_may_not_approve=True)
+        def pay(order: dict[str, str]) -> str:
+            paid.append(order["amount"])
+            return "paid"
+
+        sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+        with acting_as("ann@example.com"):
+            first = wf.run(sg, "payout-1", "90.00")
+        [request] = first.awaiting
+        [gate] = [e for e in sg.entries("payout-1") if e.phase == Phase.AWAITING_APPROVAL]
+        assert "ann@example.com" in gate.payload
+        with pytest.raises(ApprovalRefusedError, match="may not approve"):
+            wf.approve(sg, "payout-1", "pay", approver="ann@example.com")
+        wf.approve(sg, "payout-1", "pay", approver="bob@example.com")
+        with acting_as("ann@example.com"):
+            done = wf.resume(sg, "payout-1")
+        assert done.output == "paid"
+        assert paid == ["90.00"]
+        assert request.journal_seq == gate.seq

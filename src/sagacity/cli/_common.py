@@ -67,7 +67,7 @@ def db_url_option(fn: F) -> F:
         default=DEFAULT_URL,
         show_default=True,
         metavar="URL",
-        help="Journal store: sqlite:///path.db, postgresql://..., memory:// (env SAGACITY_URL).",
+        help="Journal store: sqlite:///path.db, postgresql://..., mysql://..., memory:// (env SAGACITY_URL).",
     )(fn)
 
 

@@ -24,11 +24,15 @@ def init(db_url: str) -> None:
 
 @db.command()
 @db_option
-@click.option("--role", required=True, help="The database role the application connects as.")
+@click.option(
+    "--role", required=True, help="The database role (MariaDB: account) the application connects as."
+)
 def grant(db_url: str, role: str) -> None:
-    """PostgreSQL privilege split: ROLE may SELECT and INSERT journal rows, never UPDATE or DELETE.
+    """Privilege split: ROLE may SELECT and INSERT journal rows, never UPDATE or DELETE.
 
-    Run it as the tables' owner; then run the application as ROLE. The role must exist.
+    PostgreSQL and MariaDB/MySQL. Run it as the tables' owner (MariaDB: an account with GRANT
+    OPTION); then run the application as ROLE, which must exist (MariaDB: an account, `name` or
+    `name@host`, holding no UPDATE or DELETE on the whole database).
     """
     with open_sagacity(db_url, init_schema=True) as sg:
         granting = capable(sg.store, Capability.APPEND_ONLY_GRANT)

@@ -4,6 +4,8 @@
 ``memory://``              in-process, lock-protected; for tests and experiments
 ``sqlite:///path.db``      the embedded default: one durable file, no server
 ``postgresql://...``       PostgreSQL through psycopg 3 and a pool (``sagacity[postgres]``)
+``mysql://...``            MariaDB 10.6+ or MySQL 8.0+ through PyMySQL (``sagacity[mysql]``);
+``mariadb://...``          the same store
 =========================  ============================================================
 
 Backends are imported only when their scheme is asked for, so the core install needs no driver.
@@ -48,8 +50,18 @@ def open_store(url: str | None = None, **options: Any) -> Store:
                 f"{url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'sagacity[postgres]'"
             ) from exc
         return PostgresStore(url, **options)
+    if scheme in {"mysql", "mariadb"}:
+        try:
+            from sagacity.stores.mysql import MySQLStore
+        except ImportError as exc:
+            raise ConfigurationError(
+                f"{safe_url(url).split('@')[-1]!r} needs the MariaDB/MySQL driver: "
+                "pip install 'sagacity[mysql]'"
+            ) from exc
+        return MySQLStore(url, **options)
     raise ConfigurationError(
-        f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db or postgresql://..."
+        f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db, postgresql://... "
+        "or mysql://..."
     )
 
 

@@ -58,7 +58,7 @@ class Cursor(Protocol):
     @property
     def rowcount(self) -> int: ...
 
-    def execute(self, sql: Any, params: Sequence[Any] = ..., /) -> Any: ...
+    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
     def fetchone(self) -> Any: ...
     def fetchall(self) -> Sequence[Any]: ...
 
@@ -401,6 +401,13 @@ class SQLStore(ABC):
     @abstractmethod
     def _index_forget(self, cur: Cursor) -> None:
         """Drop every row and mark every saga as changed (the start of a rebuild)."""
+
+    def _notes_waiting(self) -> bool:
+        """``_index_stale`` for a store whose journal triggers note changed sagas in ``INDEX_DIRTY``."""
+        with self._cursor() as cur:
+            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {INDEX_DIRTY})")
+            row = cur.fetchone()
+        return bool(row is not None and row[0])
 
     def _drop_index_rows(self, cur: Cursor) -> None:
         """What every dialect's ``_index_forget`` starts with: no rows, no counts."""

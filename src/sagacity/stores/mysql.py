@@ -1,0 +1,437 @@
+"""MariaDB and MySQL through PyMySQL (``pip install 'sagacity[mysql]'``).
+
+URLs: ``mysql://user:password@host:3306/database`` or ``mariadb://...`` (the same store);
+``?unix_socket=/run/mysqld/mysqld.sock`` connects through a socket instead of TCP.
+
+Choices, and what breaks without each:
+
+- PyMySQL, pure Python: installs anywhere pip does, with no client library or compiler (the C
+  drivers, mysqlclient and MariaDB Connector/Python, need ``libmariadb`` headers to build). An
+  append is client-CPU bound only in part: the round trip and the redo-log flush dominate.
+- Autocommit, ``innodb_flush_log_at_trx_commit`` left as the server has it (``1`` by default:
+  each commit is flushed before it returns). An append is one plain ``INSERT``: there is no
+  ``ON CONFLICT DO NOTHING``, and ``INSERT IGNORE`` would also turn real errors (a value too long)
+  into warnings and truncate, so a lost race is the duplicate-key error 1062, which writes
+  nothing and leaves the connection usable; the journal re-reads the tail and retries.
+  ``ON DUPLICATE KEY UPDATE`` is no way out either: it needs UPDATE on the journal, which the
+  privilege split takes away.
+- Group commit on one writer connection (``stores/_group.py``), as on PostgreSQL: concurrent
+  appends go out as one multi-row INSERT, atomic in autocommit; one that meets a taken key wrote
+  nothing, and its rows are then written one by one.
+- Every session: ``READ COMMITTED`` (each statement sees what was committed before it, as on
+  PostgreSQL; the saga index's catch-up relies on it) and a strict ``sql_mode``, so a value that
+  does not fit is an error, never silently cut.
+- Byte-exact text: the tables use the binary NO PAD collation (``sql/mysql.sql``), so saga ids
+  compare as SQLite and PostgreSQL compare them; the connection speaks utf8mb4.
+- ``init_schema`` holds ``GET_LOCK`` while it runs, so processes starting at once on an empty
+  database create each object once (MySQL's DDL is not transactional).
+- Saga leases are ``GET_LOCK`` named locks, per connection: all of a process's leases live on one
+  dedicated session (polled with a zero timeout, as the session is shared), and the server
+  releases them when that session dies.
+- A dead connection (server restart, ``KILL``) raises ``StoreUnavailableError`` and is dropped
+  with every idle one; the journal retries and resolves an unacknowledged insert by reading back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import pymysql
+import pymysql.converters
+from pymysql.connections import Connection
+from pymysql.cursors import Cursor as DriverCursor
+
+from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
+from sagacity.model import Entry
+from sagacity.stores import safe_url
+from sagacity.stores._deadline import time_left
+from sagacity.stores._group import GroupCommit, RowWriter
+from sagacity.stores._lease import SessionLeases
+from sagacity.stores._sql import (
+    APPROVALS,
+    EXPIRY,
+    INDEX,
+    INDEX_COUNTS,
+    INDEX_DIRTY,
+    INDEX_MARK,
+    JOURNAL,
+    TRACE,
+    Cursor,
+    Dialect,
+    SQLStore,
+    load_ddl,
+    split_statements,
+)
+from sagacity.stores.base import Capability
+
+__all__ = ["MySQLStore"]
+
+#: Errors about who may do what: retrying cannot help, so they are not "unavailable".
+_REFUSED = {1044, 1045, 1049, 1142, 1143, 1227, 1370}
+_DUPLICATE_KEY = 1062
+_NO_SUCH_GRANT = 1147
+#: Collations that compare utf8mb4 text byte for byte with no trailing-space padding, best first.
+_BINARY_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
+_SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
+_TABLES = (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_COUNTS, INDEX_MARK, INDEX_DIRTY)
+#: Seconds a process waits for another's ``init_schema`` to finish.
+_SCHEMA_WAIT = 60
+
+
+def _refuse_unknown(value: object, mapping: object = None) -> str:
+    """PyMySQL's fallback for a type it has no encoder for is ``str(value)``: a journal row would be
+    written with an object's repr. Refuse instead, as the other drivers do (``str`` itself never
+    gets here: the connection quotes text before it looks at the encoders)."""
+    raise pymysql.err.ProgrammingError(f"cannot bind a value of type {type(value).__name__}: {value!r}")
+
+
+#: PyMySQL's conversions, with the ``str(value)`` fallback refused.
+_CONVERSIONS: dict[Any, Any] = {**pymysql.converters.conversions, str: _refuse_unknown}
+
+
+def _unavailable(exc: BaseException) -> bool:
+    if isinstance(exc, pymysql.err.OperationalError):
+        return not (exc.args and exc.args[0] in _REFUSED)
+    return isinstance(exc, pymysql.err.InterfaceError)  # a connection already closed
+
+
+MYSQL = Dialect(
+    "MariaDB/MySQL",
+    (pymysql.err.MySQLError,),
+    unavailable=_unavailable,
+    taken=lambda exc: isinstance(exc, pymysql.err.IntegrityError) and exc.args[0] == _DUPLICATE_KEY,
+    placeholder="%s",
+    on_conflict=False,
+)
+
+
+def _close(conn: Connection[DriverCursor]) -> None:
+    """Close a connection that may already be dead (closing then only frees the socket)."""
+    try:
+        conn.close()
+    except pymysql.err.MySQLError:
+        pass
+
+
+def connect_arguments(url: str) -> dict[str, Any]:
+    """PyMySQL's ``connect`` arguments for a ``mysql://`` / ``mariadb://`` URL."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"mysql", "mariadb"}:
+        raise ConfigurationError(f"not a MariaDB/MySQL URL: {safe_url(url)!r}")
+    database = unquote(parts.path.lstrip("/"))
+    if not database or "/" in database:
+        raise ConfigurationError(
+            f"{safe_url(url)!r} names no database: use mysql://user:password@host:3306/database"
+        )
+    arguments: dict[str, Any] = {
+        "host": parts.hostname or "localhost",
+        "port": parts.port or 3306,
+        "user": unquote(parts.username) if parts.username else "root",
+        "password": unquote(parts.password) if parts.password else "",
+        "database": database,
+    }
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name != "unix_socket":
+            raise ConfigurationError(f"{safe_url(url)!r}: unknown parameter {name!r} (known: unix_socket)")
+        arguments["unix_socket"] = values[-1]
+    return arguments
+
+
+def quote_identifier(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def account(role: str) -> str:
+    """``app`` or ``app@host`` as an account name: ``'app'`` / ``'app'@'host'``."""
+    user, _, host = role.partition("@")
+    if not user:
+        raise ConfigurationError(f"not an account name: {role!r} (use name or name@host)")
+    quoted = "'" + user.replace("\\", "\\\\").replace("'", "''") + "'"
+    return quoted if not host else quoted + "@'" + host.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+class MySQLStore(SQLStore):
+    """A journal in MariaDB (10.6+) or MySQL (8.0+) (``mysql://user@host/database``)."""
+
+    dialect = MYSQL
+    capabilities = SQLStore.capabilities | {Capability.APPEND_ONLY_GRANT}
+
+    def __init__(self, url: str, *, connect_timeout: float = 10.0, group_commit: bool = True) -> None:
+        if connect_timeout <= 0:
+            raise ConfigurationError("connect_timeout must be positive seconds")
+        self.url = url
+        self._arguments = connect_arguments(url)
+        self.database: str = self._arguments["database"]
+        self._connect_timeout = connect_timeout
+        self._group_commit = group_commit
+        # Connections are lent per operation; only idle ones are held here.
+        self._idle: list[Connection[DriverCursor]] = []
+        self._idle_lock = threading.Lock()
+        self._closed = False
+        # The group commit's connection: only the leader of the moment uses it.
+        self._writer: Connection[DriverCursor] | None = None
+        self._writer_lock = threading.Lock()
+        self._group = GroupCommit.over(
+            RowWriter(MYSQL, self._translate), self._take_writer, self._give_writer
+        )
+        self._leases = SessionLeases(
+            lambda saga_id: self._lease_call("SELECT GET_LOCK(%s, 0)", self._lock_name("lease:" + saga_id)),
+            lambda saga_id: self._lease_call("SELECT RELEASE_LOCK(%s)", self._lock_name("lease:" + saga_id)),
+        )
+        self._lease_conn: Connection[DriverCursor] | None = None
+        self._lease_lock = threading.Lock()
+
+    # -- connections -----------------------------------------------------------------------------
+    def _connect(self) -> Connection[DriverCursor]:
+        left = time_left()
+        wait = self._connect_timeout if left is None else max(0.1, min(self._connect_timeout, left))
+        try:
+            conn: Connection[DriverCursor] = pymysql.connect(
+                **self._arguments,
+                charset="utf8mb4",
+                autocommit=True,
+                connect_timeout=wait,
+                conv=_CONVERSIONS,
+            )
+            with conn.cursor() as cur:
+                cur.execute(f"SET SESSION sql_mode = '{_SQL_MODE}'")
+                cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+        except pymysql.err.MySQLError as exc:
+            raise self._translate(exc) from exc
+        return conn
+
+    def _translate(self, exc: BaseException) -> StoreError:
+        if self._closed:
+            return StoreError(f"store {safe_url(self.url)} is closed")
+        if _unavailable(exc):
+            self._drop_idle()  # a server restart killed them too
+        return MYSQL.translate(exc, safe_url(self.url))
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {safe_url(self.url)} is closed")
+
+    def _drop_idle(self) -> None:
+        with self._idle_lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close(conn)
+
+    @contextmanager
+    def _cursor(self, transaction: bool = False) -> Iterator[Cursor]:
+        with self._idle_lock:
+            self._refuse_if_closed()
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._connect()
+        healthy = True
+        try:
+            with conn.cursor() as cur:
+                if transaction:
+                    conn.begin()
+                    try:
+                        yield cur
+                    except BaseException:
+                        conn.rollback()
+                        raise
+                    conn.commit()
+                else:
+                    yield cur
+        except pymysql.err.MySQLError as exc:
+            healthy = not _unavailable(exc)
+            raise self._translate(exc) from exc
+        finally:
+            with self._idle_lock:
+                if healthy and not self._closed:
+                    self._idle.append(conn)
+                    conn = None
+            if conn is not None:
+                _close(conn)
+
+    def _take_writer(self) -> DriverCursor:
+        with self._writer_lock:
+            self._refuse_if_closed()
+            if self._writer is None:
+                self._writer = self._connect()
+            return self._writer.cursor()
+
+    def _give_writer(self, cur: DriverCursor, lost: bool) -> None:
+        if lost:
+            with self._writer_lock:
+                conn, self._writer = self._writer, None
+            if conn is not None:
+                _close(conn)
+
+    # -- timestamps: DATETIME(6), naive UTC --------------------------------------------------------
+    def _ts_out(self, moment: datetime) -> datetime:
+        return moment if moment.tzinfo is None else moment.astimezone(UTC).replace(tzinfo=None)
+
+    def _ts_in(self, value: Any) -> datetime:
+        if not isinstance(value, datetime):
+            raise StoreError(f"MariaDB/MySQL: a stored timestamp reads back as {value!r}, not a datetime")
+        return value
+
+    # -- journal ---------------------------------------------------------------------------------
+    def insert_entry(self, entry: Entry) -> bool:
+        if not self._group_commit:
+            return super().insert_entry(entry)
+        return self._group.insert(entry, self._entry_params(entry))
+
+    # -- schema ----------------------------------------------------------------------------------
+    def init_schema(self) -> None:
+        # Tables already there: nothing to do (an append-only role may not CREATE).
+        if self._missing_tables() == []:
+            return
+        with self._cursor() as cur:
+            cur.execute("SELECT GET_LOCK(%s, %s)", (self._lock_name("schema"), _SCHEMA_WAIT))
+            if cur.fetchone()[0] != 1:
+                raise StoreUnavailableError(
+                    f"MariaDB/MySQL at {safe_url(self.url)}: another process held the schema lock "
+                    f"for {_SCHEMA_WAIT} s"
+                )
+            try:
+                self._run_ddl(cur)
+            finally:
+                cur.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name("schema"),))
+
+    def _missing_tables(self) -> list[str]:
+        with self._cursor() as cur:
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
+            present = {str(row[0]) for row in cur.fetchall()}
+        return [table for table in _TABLES if table not in present]
+
+    def _run_ddl(self, cur: Cursor) -> None:
+        collation = self._binary_collation(cur)
+        cur.execute("SELECT trigger_name FROM information_schema.triggers WHERE trigger_schema = DATABASE()")
+        triggers = {str(row[0]) for row in cur.fetchall()}
+        for statement in split_statements(load_ddl("mysql").replace("sagacity_collation", collation)):
+            made = re.match(r"\s*CREATE TRIGGER (\w+)", statement)
+            if made is None or made.group(1) not in triggers:
+                cur.execute(statement)
+
+    def _binary_collation(self, cur: Cursor) -> str:
+        marks = ", ".join(["%s"] * len(_BINARY_COLLATIONS))
+        cur.execute(
+            f"SELECT collation_name FROM information_schema.collations WHERE collation_name IN ({marks})",
+            _BINARY_COLLATIONS,
+        )
+        found = {str(row[0]) for row in cur.fetchall()}
+        for name in _BINARY_COLLATIONS:
+            if name in found:
+                return name
+        raise ConfigurationError(
+            f"{safe_url(self.url)}: the server has no byte-exact NO PAD collation for utf8mb4 "
+            "(utf8mb4_nopad_bin, MariaDB 10.6+; utf8mb4_0900_bin, MySQL 8.0+); saga ids would "
+            "compare ignoring trailing spaces"
+        )
+
+    def grant_append_only(self, role: str) -> None:
+        """The privilege split: ``role`` (``name`` or ``name@host``) may read and append to the
+        journal, never change it, and keeps full use of the working-state tables.
+
+        Table privileges cannot take away what a database-wide grant gives, so a role holding
+        UPDATE or DELETE on the whole database is refused with the statement that fixes it.
+        """
+        grantee = account(role)
+        database = quote_identifier(self.database)
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT privilege_type FROM information_schema.schema_privileges "
+                "WHERE table_schema = DATABASE() AND grantee = %s AND privilege_type IN ('UPDATE', 'DELETE')",
+                (grantee if "@" in grantee else grantee + "@'%'",),
+            )
+            wide = sorted(str(row[0]) for row in cur.fetchall())
+            if wide:
+                raise StoreError(
+                    f"{role} holds {' and '.join(wide)} on the whole database, which no table grant can "
+                    f"take away: REVOKE {', '.join(wide)} ON {database}.* FROM {grantee}; then run this again"
+                )
+            journal = f"{database}.{quote_identifier(JOURNAL)}"
+            try:
+                cur.execute(f"REVOKE ALL PRIVILEGES ON {journal} FROM {grantee}")
+            except pymysql.err.MySQLError as exc:
+                if not (exc.args and exc.args[0] == _NO_SUCH_GRANT):  # nothing granted yet
+                    raise
+            cur.execute(f"GRANT SELECT, INSERT ON {journal} TO {grantee}")
+            for table in _TABLES[1:]:
+                table_name = f"{database}.{quote_identifier(table)}"
+                cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table_name} TO {grantee}")
+
+    # -- the saga index: caught up from the notes the journal's triggers leave --------------------
+    def _index_stale(self) -> bool:
+        return self._notes_waiting()
+
+    def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
+        # Catch-ups queue on one row's lock, held to the commit; writers never take it. Under READ
+        # COMMITTED the notes read next are those committed before the read, and the journal read
+        # after it sees at least their rows. Only the notes read are deleted (with the folded
+        # rows, in this transaction): one a writer commits meanwhile stays for the next catch-up.
+        cur.execute(f"SELECT value FROM {INDEX_MARK} WHERE name = 'catch-up' FOR UPDATE")
+        cur.execute(f"SELECT id, saga_id FROM {INDEX_DIRTY} ORDER BY id LIMIT %s", (batch * 4,))
+        notes = cur.fetchall()
+        return [int(note[0]) for note in notes], list(dict.fromkeys(str(note[1]) for note in notes))
+
+    def _index_consume(self, cur: Cursor, token: object) -> None:
+        assert isinstance(token, list)
+        for start in range(0, len(token), 500):
+            ids: Sequence[int] = token[start : start + 500]
+            cur.execute(f"DELETE FROM {INDEX_DIRTY} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
+
+    def _index_forget(self, cur: Cursor) -> None:
+        cur.execute(f"SELECT value FROM {INDEX_MARK} WHERE name = 'catch-up' FOR UPDATE")
+        self._drop_index_rows(cur)
+        cur.execute(f"DELETE FROM {INDEX_DIRTY}")
+        cur.execute(f"INSERT INTO {INDEX_DIRTY} (saga_id) SELECT DISTINCT saga_id FROM {JOURNAL}")
+
+    # -- leases ----------------------------------------------------------------------------------
+    def _lock_name(self, what: str) -> str:
+        """A server-wide lock name (at most 64 characters) for ``what`` in this database."""
+        digest = hashlib.sha256(f"{self.database}\0{what}".encode("utf-8", "surrogatepass")).hexdigest()
+        return "sagacity:" + digest[:48]
+
+    def lease(self, saga_id: str, *, wait: bool) -> AbstractContextManager[bool]:
+        return self._leases.hold(saga_id, wait=wait)
+
+    def _lease_call(self, statement: str, name: str) -> bool:
+        with self._lease_lock:
+            self._refuse_if_closed()
+            # A session that died since its last use (a restart, KILL) took its locks with it:
+            # the call goes again once on a new session instead of failing the lease.
+            for retry in (True, False):
+                fresh = self._lease_conn is None
+                try:
+                    if self._lease_conn is None:
+                        self._lease_conn = self._connect()
+                    with self._lease_conn.cursor() as cur:
+                        cur.execute(statement, (name,))
+                        row = cur.fetchone()
+                    break
+                except pymysql.err.MySQLError as exc:
+                    if self._lease_conn is not None:
+                        _close(self._lease_conn)
+                        self._lease_conn = None
+                    if not (retry and not fresh and _unavailable(exc)):
+                        raise self._translate(exc) from exc
+        return bool(row and row[0] == 1)
+
+    def close(self) -> None:
+        with self._idle_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        with self._writer_lock:
+            writer, self._writer = self._writer, None
+        with self._lease_lock:
+            lease_conn, self._lease_conn = self._lease_conn, None
+        for conn in (*idle, writer, lease_conn):
+            if conn is not None:
+                _close(conn)
+
+    def __repr__(self) -> str:
+        return f"MySQLStore({safe_url(self.url)!r})"
