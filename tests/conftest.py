@@ -69,11 +69,16 @@ def _database_url(name: str) -> str:
     return urlunsplit(urlsplit(_mysql_url())._replace(path="/" + name))
 
 
-def _fresh_database() -> Iterator[str]:
-    """A brand-new empty database on the MariaDB/MySQL test server, dropped afterwards."""
+def _create_database() -> str:
     name = "t_" + uuid.uuid4().hex[:12]
     with _admin() as conn, conn.cursor() as cur:
         cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    return name
+
+
+def _fresh_database() -> Iterator[str]:
+    """A brand-new empty database on the MariaDB/MySQL test server, dropped afterwards."""
+    name = _create_database()
     try:
         yield _database_url(name)
     finally:
@@ -100,11 +105,7 @@ _SCHEMA = {
 def _emptied_database() -> Iterator[str]:
     """A MariaDB/MySQL database with no rows: new, or one an earlier test used, emptied. Its
     schema may already be made, as by a process that ran ``sagacity db init`` before."""
-    name = _EMPTIED.pop() if _EMPTIED else None
-    if name is None:
-        name = "t_" + uuid.uuid4().hex[:12]
-        with _admin() as conn, conn.cursor() as cur:
-            cur.execute(f"CREATE DATABASE {name} CHARACTER SET utf8mb4")
+    name = _EMPTIED.pop() if _EMPTIED else _create_database()
     try:
         yield _database_url(name)
     finally:

@@ -69,29 +69,32 @@ def test_killed_connection_never_duplicates_or_loses(postgres_url: str) -> None:
 def test_killed_mariadb_connection_never_duplicates_or_loses(mysql_url: str) -> None:
     """Appends while every session on the test's database is KILLed each return (row stored
     once) or raise; no gap, chain valid."""
-    import pymysql
-
-    from sagacity.stores.mysql import MySQLStore, connect_arguments
+    from sagacity.stores.mysql import MySQLStore
 
     store = _counting(MySQLStore(mysql_url))
+    _appends_under_kills(mysql_url, store, lambda: _kill_mariadb_sessions(mysql_url))
+
+
+def _kill_mariadb_sessions(mysql_url: str) -> int:
+    """KILL every session on the test's database but this one; how many were killed."""
+    import pymysql
+
+    from sagacity.stores.mysql import connect_arguments
+
     database = connect_arguments(mysql_url)["database"]
     with pymysql.connect(**connect_arguments(mysql_url), autocommit=True) as admin, admin.cursor() as cur:
-
-        def kill() -> int:
-            cur.execute(
-                "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
-                (database,),
-            )
-            killed = 0
-            for (session,) in cur.fetchall():
-                try:
-                    cur.execute(f"KILL {int(session)}")
-                    killed += 1
-                except pymysql.err.OperationalError:
-                    pass  # it ended meanwhile
-            return killed
-
-        _appends_under_kills(mysql_url, store, kill)
+        cur.execute(
+            "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
+            (database,),
+        )
+        killed = 0
+        for (session,) in cur.fetchall():
+            try:
+                cur.execute(f"KILL {int(session)}")
+                killed += 1
+            except pymysql.err.OperationalError:
+                pass  # it ended meanwhile
+        return killed
 
 
 def _appends_under_kills(url: str, store: Store, kill: Callable[[], int]) -> None:
@@ -154,19 +157,25 @@ def test_a_lease_whose_session_was_terminated_is_taken_on_a_new_one(postgres_url
     store = PostgresStore(f"{postgres_url}&application_name={app_name}")
     try:
         store.init_schema()
-        with store.lease("first", wait=False) as got:
-            assert got
-        assert _terminate(postgres_url, app_name) > 0
-        with store.lease("second", wait=False) as got:
-            assert got
-            other = PostgresStore(postgres_url)
-            try:
-                with other.lease("second", wait=False) as theirs:
-                    assert not theirs, "the lease taken on the new session does not exclude others"
-            finally:
-                other.close()
+        _lease_after_a_lost_session(
+            store, lambda: _terminate(postgres_url, app_name), PostgresStore(postgres_url)
+        )
     finally:
         store.close()
+
+
+def _lease_after_a_lost_session(store: Store, kill: Callable[[], int], other: Store) -> None:
+    """A lease, its session killed, another lease: taken on a new session, excluding ``other``."""
+    try:
+        with store.lease("first", wait=False) as got:
+            assert got
+        assert kill() > 0, "no session of the store to kill"
+        with store.lease("second", wait=False) as got:
+            assert got
+            with other.lease("second", wait=False) as theirs:
+                assert not theirs, "the lease taken on the new session does not exclude others"
+    finally:
+        other.close()
 
 
 class _LostReplyStore(PostgresStore):
@@ -212,32 +221,11 @@ def test_a_resume_whose_consume_reply_was_lost_runs_the_tool_once(postgres_url: 
 def test_a_mariadb_lease_whose_session_was_killed_is_taken_on_a_new_one(mysql_url: str) -> None:
     """The lease session is KILLed between two leases: the next lease reconnects, and it still
     excludes another store."""
-    import pymysql
-
-    from sagacity.stores.mysql import MySQLStore, connect_arguments
+    from sagacity.stores.mysql import MySQLStore
 
     store = MySQLStore(mysql_url)
     try:
         store.init_schema()
-        with store.lease("first", wait=False) as got:
-            assert got
-        database = connect_arguments(mysql_url)["database"]
-        with pymysql.connect(**connect_arguments(mysql_url), autocommit=True) as admin, admin.cursor() as cur:
-            cur.execute(
-                "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
-                (database,),
-            )
-            sessions = [int(row[0]) for row in cur.fetchall()]
-            assert sessions, "no session of the store to kill"
-            for session in sessions:
-                cur.execute(f"KILL {session}")
-        with store.lease("second", wait=False) as got:
-            assert got
-            other = MySQLStore(mysql_url)
-            try:
-                with other.lease("second", wait=False) as theirs:
-                    assert not theirs, "the lease taken on the new session does not exclude others"
-            finally:
-                other.close()
+        _lease_after_a_lost_session(store, lambda: _kill_mariadb_sessions(mysql_url), MySQLStore(mysql_url))
     finally:
         store.close()

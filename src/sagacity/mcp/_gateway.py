@@ -38,6 +38,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
 )
+from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
@@ -166,7 +167,14 @@ class Gateway:
             if policy.defaults.approval_ttl_set:
                 ttl["approval_ttl"] = policy.defaults.approval_ttl
             sg = await asyncio.to_thread(
-                partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
+                partial(
+                    Sagacity,
+                    db_url,
+                    registry=tools.registry,
+                    policy=policy.guardrails,
+                    **ttl,
+                    **store_options,
+                )
             )
             tools.sagacity = sg
             tg = anyio.create_task_group()
@@ -309,7 +317,9 @@ class Gateway:
                 decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
             )
         value = outcome.value
-        if decision.kind is ToolKind.IRREVERSIBLE and isinstance(value, str):
+        if isinstance(value, str) and value.startswith(DENIED_MARK):
+            return answers.refused(value)  # the guardrails policy denied it: the upstream was not called
+        if isinstance(value, str):  # held: irreversible, or by the guardrails policy
             held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]
             seq = max(r.journal_seq for r in held) if held else 0
             return answers.awaiting(book.saga_id, seq, decision.name, decision.approvals)

@@ -11,6 +11,7 @@ fenced appends; the lease only tells the living from the dead.
 - SQLite: a POSIX record lock (``lockf``) on one byte of a file beside the database, at an
   offset taken from the saga id's SHA-256. The kernel drops it when the process dies.
 - PostgreSQL: a session-level advisory lock (``stores/postgres.py``), dropped with the session.
+- MariaDB/MySQL: a ``GET_LOCK`` named lock (``stores/mysql.py``), dropped with the session.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import errno
 import hashlib
 import os
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import ClassVar
 
@@ -115,3 +117,43 @@ class FileLeases:
                 yield True
             finally:
                 fcntl.lockf(self._fd, fcntl.LOCK_UN, 1, offset)
+
+
+class SessionLeases:
+    """Leases as a database server's session locks (PostgreSQL advisory locks, MariaDB/MySQL
+    ``GET_LOCK``), all of this process's on one dedicated session, so holders never take the
+    connections their own reads and writes need; the server drops them with the session.
+
+    Threads of this process queue on a local lock per saga; the session lock, taken once per saga
+    per process, excludes other processes. As the session is shared, a lock another process holds
+    is polled with a non-blocking try (backing off to 0.1 s), never waited for on the session.
+    """
+
+    def __init__(self, try_lock: Callable[[str], bool], unlock: Callable[[str], object]) -> None:
+        """``try_lock(saga_id)``: take the saga's session lock without waiting, True if taken.
+        ``unlock(saga_id)``: release it (a ``StoreError`` there is ignored: a dead session has
+        released every lock it held)."""
+        self._local = LocalLeases()
+        self._try_lock = try_lock
+        self._unlock = unlock
+
+    @contextmanager
+    def hold(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
+        with self._local.hold(saga_id, wait=wait) as got:
+            if not got:
+                yield False
+                return
+            delay = 0.005
+            while not self._try_lock(saga_id):
+                if not wait:
+                    yield False
+                    return
+                time.sleep(delay)
+                delay = min(0.1, delay * 2)
+            try:
+                yield True
+            finally:
+                try:
+                    self._unlock(saga_id)
+                except StoreError:
+                    pass  # a dead session has released every lock it held

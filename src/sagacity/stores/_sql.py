@@ -402,6 +402,13 @@ class SQLStore(ABC):
     def _index_forget(self, cur: Cursor) -> None:
         """Drop every row and mark every saga as changed (the start of a rebuild)."""
 
+    def _notes_waiting(self) -> bool:
+        """``_index_stale`` for a store whose journal triggers note changed sagas in ``INDEX_DIRTY``."""
+        with self._cursor() as cur:
+            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {INDEX_DIRTY})")
+            row = cur.fetchone()
+        return bool(row is not None and row[0])
+
     def _drop_index_rows(self, cur: Cursor) -> None:
         """What every dialect's ``_index_forget`` starts with: no rows, no counts."""
         cur.execute(f"DELETE FROM {INDEX}")

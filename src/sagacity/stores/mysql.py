@@ -37,9 +37,8 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -54,7 +53,7 @@ from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, RowWriter
-from sagacity.stores._lease import LocalLeases
+from sagacity.stores._lease import SessionLeases
 from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
@@ -182,7 +181,10 @@ class MySQLStore(SQLStore):
         self._group = GroupCommit.over(
             RowWriter(MYSQL, self._translate), self._take_writer, self._give_writer
         )
-        self._local_leases = LocalLeases()
+        self._leases = SessionLeases(
+            lambda saga_id: self._lease_call("SELECT GET_LOCK(%s, 0)", self._lock_name("lease:" + saga_id)),
+            lambda saga_id: self._lease_call("SELECT RELEASE_LOCK(%s)", self._lock_name("lease:" + saga_id)),
+        )
         self._lease_conn: Connection[DriverCursor] | None = None
         self._lease_lock = threading.Lock()
 
@@ -364,10 +366,7 @@ class MySQLStore(SQLStore):
 
     # -- the saga index: caught up from the notes the journal's triggers leave --------------------
     def _index_stale(self) -> bool:
-        with self._cursor() as cur:
-            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {INDEX_DIRTY})")
-            row = cur.fetchone()
-        return bool(row is not None and row[0])
+        return self._notes_waiting()
 
     def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
         # Catch-ups queue on one row's lock, held to the commit; writers never take it. Under READ
@@ -397,29 +396,8 @@ class MySQLStore(SQLStore):
         digest = hashlib.sha256(f"{self.database}\0{what}".encode("utf-8", "surrogatepass")).hexdigest()
         return "sagacity:" + digest[:48]
 
-    @contextmanager
-    def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
-        # Threads of this process queue on a local lock per saga; the named lock, on this
-        # process's one lease session, excludes other processes and dies with that session.
-        with self._local_leases.hold(saga_id, wait=wait) as got:
-            if not got:
-                yield False
-                return
-            name = self._lock_name("lease:" + saga_id)
-            delay = 0.005
-            while not self._lease_call("SELECT GET_LOCK(%s, 0)", name):
-                if not wait:
-                    yield False
-                    return
-                time.sleep(delay)  # another process holds it: poll, as the session is shared
-                delay = min(0.1, delay * 2)
-            try:
-                yield True
-            finally:
-                try:
-                    self._lease_call("SELECT RELEASE_LOCK(%s)", name)
-                except StoreError:
-                    pass  # a dead session has released every lock it held
+    def lease(self, saga_id: str, *, wait: bool) -> AbstractContextManager[bool]:
+        return self._leases.hold(saga_id, wait=wait)
 
     def _lease_call(self, statement: str, name: str) -> bool:
         with self._lease_lock:

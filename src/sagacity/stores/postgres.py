@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -53,7 +53,7 @@ from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, RowWriter
-from sagacity.stores._lease import LocalLeases, lease_key
+from sagacity.stores._lease import SessionLeases, lease_key
 from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
@@ -140,7 +140,10 @@ class PostgresStore(SQLStore):
         self._writer_cursor: psycopg.RawCursor[Any] | None = None
         self._writer_lock = threading.Lock()
         self._closed = False
-        self._local_leases = LocalLeases()
+        self._leases = SessionLeases(
+            lambda saga_id: self._try_lease(lease_key(saga_id)),
+            lambda saga_id: self._lease_call("SELECT pg_advisory_unlock(%s)", lease_key(saga_id)),
+        )
         self._lease_conn: psycopg.Connection[Any] | None = None
         self._lease_lock = threading.Lock()
         try:
@@ -197,10 +200,7 @@ class PostgresStore(SQLStore):
 
     # -- the saga index: caught up from the notes the journal's triggers leave -----------------
     def _index_stale(self) -> bool:
-        with self._cursor() as cur:
-            cur.execute(f"SELECT EXISTS (SELECT 1 FROM {INDEX_DIRTY})")
-            row = cur.fetchone()
-        return bool(row is not None and row[0])
+        return self._notes_waiting()
 
     def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
         # Catch-ups queue on one advisory lock (two-key form: apart from the saga leases' keys),
@@ -227,31 +227,8 @@ class PostgresStore(SQLStore):
         cur.execute(f"DELETE FROM {INDEX_DIRTY}")
         cur.execute(f"INSERT INTO {INDEX_DIRTY} (saga_id) SELECT DISTINCT saga_id FROM {JOURNAL}")
 
-    @contextmanager
-    def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
-        # Threads of this process queue on a local lock per saga; the advisory lock, taken once
-        # per saga per process, excludes other processes. All of this process's advisory locks
-        # live on one dedicated session, so holding leases never takes connections from the pool
-        # that the lease holders' own reads and writes need.
-        with self._local_leases.hold(saga_id, wait=wait) as got:
-            if not got:
-                yield False
-                return
-            key = lease_key(saga_id)
-            delay = 0.005
-            while not self._try_lease(key):
-                if not wait:
-                    yield False
-                    return
-                time.sleep(delay)  # another process holds it: poll, as the session is shared
-                delay = min(0.1, delay * 2)
-            try:
-                yield True
-            finally:
-                try:
-                    self._lease_call("SELECT pg_advisory_unlock(%s)", key)
-                except StoreError:
-                    pass  # a dead session has released every lock it held
+    def lease(self, saga_id: str, *, wait: bool) -> AbstractContextManager[bool]:
+        return self._leases.hold(saga_id, wait=wait)
 
     def _try_lease(self, key: int) -> bool:
         """``pg_try_advisory_lock`` on the lease session, reconnecting for up to
