@@ -272,3 +272,20 @@ async def test_the_gateways_file_holds_the_guardrails_and_its_calls_are_judged(t
             (False, True),
             (False, False),
         ]
+
+
+async def test_a_call_the_policy_holds_runs_once_approved_and_re_sent(tmp_path: Path) -> None:
+    """A compensatable upstream tool held by a rule: approved in Sagacity, the re-sent call runs it
+    once (the same path as an irreversible tool's)."""
+    policy = (
+        POLICY + '\n[[rules]]\nid = "big"\ntool = "charge"\namount = "amount"\nover = 100\naction = "hold"\n'
+    )
+    async with opened(tmp_path, policy) as (gw, setup), Client(build_server(gw), mode="2026-07-28") as client:
+        held = await call(client, "charge", {"customer": "c", "amount": 500}, saga="h-1")
+        assert "[AWAITING_APPROVAL]" in text_of(held)
+        assert setup.ledger.events("charge") == []
+        [request] = await anyio.to_thread.run_sync(gw.sagacity.pending_approvals, "h-1")
+        await anyio.to_thread.run_sync(gw.sagacity.approve, "h-1", request.journal_seq, "alice@example.com")
+        ran = await call(client, "charge", {"customer": "c", "amount": 500}, saga="h-1")
+        assert ran.structured_content["amount"] == 500
+        assert len(setup.ledger.events("charge")) == 1

@@ -204,8 +204,13 @@ class Gateway:
             self.tools.adopt(await self.upstream.list_tools())
         except Exception as exc:  # noqa: BLE001 - the listing seen last still says what the proxy can do
             log.warning("listing the upstream's tools failed (%s); serving the last listing", _describe(exc))
+        rules = self.policy.guardrails
         shown = [
-            answers.present_tool(t, self.tools.decisions[t.name])
+            answers.present_tool(
+                t,
+                self.tools.decisions[t.name],
+                may_hold=rules is not None and any(r.action != "allow" for r in rules.rules_for(t.name)),
+            )
             for t in self.tools.listed.values()
             if self.tools.decisions[t.name].kind is not ToolKind.HIDDEN
         ]
@@ -280,7 +285,8 @@ class Gateway:
         closed = await self._closed(book)
         if closed is not None:
             return closed
-        if decision.kind is ToolKind.IRREVERSIBLE:
+        # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
+        if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
             for gate in await self._gates(book.saga_id):
                 if (
                     gate.tool_name == decision.name
