@@ -4,6 +4,7 @@
 
     SagacityError
     ├── ConfigurationError          bad URL, unknown scheme, missing extra, bad option
+    │   └── PolicyError             a policy file does not parse or validate (names the line)
     ├── InvalidValueError           (also ValueError) a value no journal can hold, bad arguments
     ├── StoreError                  the database failed; the driver's error is chained (``from``)
     │   ├── StoreUnavailableError   connection refused or lost and not recovered within the bound
@@ -14,7 +15,8 @@
     │   ├── UnknownToolError        (also LookupError) a journal names a tool not imported here
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
-    │   └── SagaClosedError         its compensation started (maybe in another process): no new call
+    │   ├── SagaClosedError         its compensation started (maybe in another process): no new call
+    │   └── HaltedError             the kill switch (or a policy halt) refuses it; the saga compensates
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
@@ -52,10 +54,12 @@ __all__ = [
     "CheckpointError",
     "ConfigurationError",
     "DefinitionChangedError",
+    "HaltedError",
     "InvalidValueError",
     "IrreversibleToolError",
     "JournalIntegrityError",
     "PayloadMismatchError",
+    "PolicyError",
     "SagaClosedError",
     "SagaNotFoundError",
     "SagaStateError",
@@ -78,6 +82,10 @@ class SagacityError(Exception):
 
 class ConfigurationError(SagacityError):
     """Sagacity was set up wrongly: a bad URL, an unknown scheme, a missing optional extra."""
+
+
+class PolicyError(ConfigurationError):
+    """A guardrails or gateway policy is malformed; the message names the file and line."""
 
 
 class InvalidValueError(SagacityError, ValueError):
@@ -123,6 +131,10 @@ class SagaStateError(SagacityError):
 class SagaClosedError(SagaStateError):
     """A call was refused before its tool ran: the saga's compensation started, perhaps in
     another process (a rejected gate, ``recover``), so nothing new may begin in it."""
+
+
+class HaltedError(SagaStateError):
+    """The kill switch refuses this saga or call (halt or drain); a refused call compensates."""
 
 
 class ApprovalError(SagacityError):

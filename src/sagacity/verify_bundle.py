@@ -2,7 +2,8 @@
 
 With ``--witness-key W.pub`` (repeatable) and ``--quorum N`` the bundle's log checkpoint must
 carry N valid witness cosignatures; with ``--since OLD.txt`` (a log checkpoint you kept) the
-bundle must prove its log checkpoint extends that one.
+bundle must prove its log checkpoint extends that one; with ``--tsa-cert ROOT.pem`` its RFC 3161
+timestamp token must verify up to that root (this one check also needs ``rfc3161-client``).
 
 This file stands alone on purpose. It depends on the standard library and ``cryptography`` only,
 and imports nothing else from Sagacity, so an auditor can read all of it, copy it out of the
@@ -409,6 +410,24 @@ def number(value: object, what: str) -> int:
     return value
 
 
+def verify_timestamp(token: bytes, message: bytes, root_pem: bytes) -> str:
+    """The RFC 3161 token's time, if it covers ``message`` and chains to ``root_pem``."""
+    try:
+        import rfc3161_client
+        from cryptography import x509
+    except ImportError as exc:
+        raise BundleError("checking a timestamp needs rfc3161-client: pip install rfc3161-client") from exc
+    try:
+        response = rfc3161_client.decode_timestamp_response(token)
+        builder = rfc3161_client.VerifierBuilder()
+        for root in x509.load_pem_x509_certificates(root_pem):
+            builder = builder.add_root_certificate(root)
+        builder.build().verify_message(response, message)
+    except (ValueError, rfc3161_client.VerificationError) as exc:
+        raise BundleError(f"the log checkpoint's timestamp token does not verify: {exc}") from exc
+    return f"{response.tst_info.gen_time:%Y-%m-%dT%H:%M:%SZ}"
+
+
 class LogView:
     """The bundle's log checkpoint, verified: what each saga's log proof is checked against."""
 
@@ -420,6 +439,7 @@ class LogView:
         witnesses: Sequence[tuple[str, bytes, bytes]],
         quorum: int,
         since: Sequence[str],
+        tsa_root: bytes | None,
     ) -> None:
         if not isinstance(section, dict):
             raise BundleError("the manifest's log section is malformed")
@@ -428,6 +448,15 @@ class LogView:
         except (OSError, UnicodeDecodeError) as exc:
             raise BundleError(f"cannot read the log checkpoint: {exc}") from exc
         text, self.origin, self.size, self.root = open_log_note(note, *key)
+        self.timestamped = ""
+        if tsa_root is not None:
+            if "timestamp" not in section:
+                raise BundleError("the bundle has no timestamp token on its log checkpoint")
+            try:
+                token = inside(bundle, section["timestamp"]).read_bytes()
+            except OSError as exc:
+                raise BundleError(f"cannot read the timestamp token: {exc}") from exc
+            self.timestamped = verify_timestamp(token, text.encode("utf-8"), tsa_root)
         self.cosigned = cosigners(note, text, witnesses)
         if len(self.cosigned) < quorum:
             raise BundleError(
@@ -494,6 +523,7 @@ def verify_bundle(
     witness_texts: Sequence[str] = (),
     quorum: int | None = None,
     since: Sequence[str] = (),
+    tsa_root: bytes | None = None,
 ) -> list[str]:
     """Verify everything; the report lines. Raises ``BundleError`` on the first failure."""
     name, key_id, public_key = read_verifier_key(key_text)
@@ -512,7 +542,7 @@ def verify_bundle(
     report = [f"checkpoint {origin} at {time}: {size} sagas, signed by {name} ({key_id.hex()})"]
     log = None
     if "log" in manifest:
-        log = LogView(bundle, manifest["log"], (name, key_id, public_key), witnesses, needed, since)
+        log = LogView(bundle, manifest["log"], (name, key_id, public_key), witnesses, needed, since, tsa_root)
         report.append(
             f"log checkpoint {log.origin}: {log.size} entries, cosigned by "
             f"{', '.join(log.cosigned) or 'no witness key given'}"
@@ -521,9 +551,12 @@ def verify_bundle(
                 if log.extends
                 else ""
             )
+            + (f"; timestamped {log.timestamped} by the TSA" if log.timestamped else "")
         )
-    elif witnesses or since:
-        raise BundleError("the bundle has no log checkpoint to check cosignatures or consistency on")
+    elif witnesses or since or tsa_root is not None:
+        raise BundleError(
+            "the bundle has no log checkpoint to check cosignatures, consistency or a timestamp on"
+        )
     sagas = manifest.get("sagas")
     if not isinstance(sagas, list) or not sagas:
         raise BundleError("the manifest lists no sagas")
@@ -579,12 +612,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="an older log checkpoint you kept (repeatable)",
     )
+    parser.add_argument("--tsa-cert", type=Path, help="the time-stamping authority's root certificate (PEM)")
     args = parser.parse_args(argv)
     try:
         key_text = args.key.read_text(encoding="ascii")
         witness_texts = [path.read_text(encoding="ascii") for path in args.witness_key]
         since = [path.read_text(encoding="utf-8") for path in args.since]
-        lines = verify_bundle(args.bundle, key_text, witness_texts, args.quorum, since)
+        tsa_root = args.tsa_cert.read_bytes() if args.tsa_cert is not None else None
+        lines = verify_bundle(args.bundle, key_text, witness_texts, args.quorum, since, tsa_root)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"FAILED: cannot read a key or checkpoint file: {exc}", file=sys.stderr)
         return 1

@@ -3,13 +3,15 @@
     python tests/faults/soak.py --store sqlite   --minutes 30 --out /tmp/soak-sqlite
     python tests/faults/soak.py --store postgres --minutes 30 --out /tmp/soak-pg   # own HA pair
     python tests/faults/soak.py --store postgres --url postgresql://... --minutes 2 --out DIR
+    python tests/faults/soak.py --store mysql --url mysql://root@127.0.0.1:3306/test --out DIR
 
 Not part of the test run (no ``test_`` prefix). Workers run sagas, an approver decides gates, a
 recoverer runs ``recover()`` as cron would (``workload.py``); meanwhile the nemesis, every few
 seconds, picks a fault that applies to the store:
 
 - ``kill``: SIGKILL a random workload process (restarted under a new name at once);
-- ``terminate``: ``pg_terminate_backend`` on every backend of the workload (PostgreSQL);
+- ``terminate``: ``pg_terminate_backend`` on every backend of the workload (PostgreSQL), or
+  ``KILL`` on every connection to the soak's database (MariaDB);
 - ``lock``: another process holds SQLite's write lock (``BEGIN IMMEDIATE``) for 1-8 s;
 - ``full``: a worker restarted under ``RLIMIT_FSIZE``, so every write past 64 KiB of any file it
   writes fails as on a full disk (SQLite, where the worker writes the journal's files itself),
@@ -38,6 +40,7 @@ import uuid
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
@@ -88,16 +91,29 @@ class Soak:
         sys.exit(f"unknown store {store!r}")
 
     def _fresh(self, base: str) -> str:
-        """A new schema (PostgreSQL) on a shared server, so the run starts from an empty journal."""
-        if self.args.store != "postgres":
-            return base
+        """A new schema (PostgreSQL) or database (MariaDB) on a shared server, so the run starts
+        from an empty journal."""
+        self.schema = "soak_" + uuid.uuid4().hex[:10]
+        if self.args.store == "mysql":
+            with self._mysql_admin() as conn, conn.cursor() as cur:
+                cur.execute(f"CREATE DATABASE {self.schema} CHARACTER SET utf8mb4")
+            return urlunsplit(urlsplit(base)._replace(path="/" + self.schema))
         import psycopg
 
-        self.schema = "soak_" + uuid.uuid4().hex[:10]
         with psycopg.connect(base, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {self.schema}")
         sep = "&" if "?" in base else "?"
         return f"{base}{sep}options=-csearch_path%3D{self.schema}&application_name={self.app_name}"
+
+    def _mysql_admin(self) -> Any:
+        """A root session on the MariaDB server, in no database."""
+        import pymysql
+
+        from sagacity.stores.mysql import connect_arguments
+
+        arguments = connect_arguments(self.args.url)
+        del arguments["database"]
+        return pymysql.connect(**arguments, autocommit=True)
 
     def admin_url(self) -> str:
         if self.pair is not None:
@@ -147,7 +163,7 @@ class Soak:
         kinds = ["kill"]
         if self.args.store == "sqlite":
             kinds += ["lock", "full"]
-        if self.args.store == "postgres":
+        if self.args.store in ("postgres", "mysql"):
             kinds.append("terminate")
         if self.pair is not None:
             kinds.append("failover")
@@ -168,6 +184,9 @@ class Soak:
         self.start(slot)
 
     def _terminate(self) -> None:
+        if self.args.store == "mysql":
+            self._kill_mysql_connections()
+            return
         import psycopg
 
         try:
@@ -179,6 +198,25 @@ class Soak:
                 ).fetchone()
             self.faults["backends_terminated"] += row[0] if row else 0
         except psycopg.Error:
+            self.faults["terminate_missed"] += 1
+
+    def _kill_mysql_connections(self) -> None:
+        """``KILL`` every connection the workload holds to the soak's database."""
+        import pymysql
+
+        try:
+            with self._mysql_admin() as conn, conn.cursor() as cur:
+                cur.execute(
+                    "SELECT id FROM information_schema.processlist WHERE db = %s AND id <> CONNECTION_ID()",
+                    (self.schema,),
+                )
+                for (connection_id,) in cur.fetchall():
+                    try:
+                        cur.execute(f"KILL {int(connection_id)}")
+                        self.faults["backends_terminated"] += 1
+                    except pymysql.Error:
+                        pass  # gone meanwhile
+        except pymysql.Error:
             self.faults["terminate_missed"] += 1
 
     def _lock(self) -> None:
@@ -287,7 +325,10 @@ class Soak:
     def close(self) -> None:
         if self.pair is not None:
             self.pair.stop()
-        if self.schema is not None:
+        if self.schema is not None and self.args.store == "mysql":
+            with self._mysql_admin() as conn, conn.cursor() as cur:
+                cur.execute(f"DROP DATABASE {self.schema}")
+        elif self.schema is not None:
             import psycopg
 
             with psycopg.connect(self.args.url, autocommit=True) as conn:

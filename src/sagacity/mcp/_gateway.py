@@ -39,6 +39,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
 )
+from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
@@ -171,7 +172,14 @@ class Gateway:
             if policy.defaults.approval_ttl_set:
                 ttl["approval_ttl"] = policy.defaults.approval_ttl
             sg = await asyncio.to_thread(
-                partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
+                partial(
+                    Sagacity,
+                    db_url,
+                    registry=tools.registry,
+                    policy=policy.guardrails,
+                    **ttl,
+                    **store_options,
+                )
             )
             tools.sagacity = sg
             tg = anyio.create_task_group()
@@ -201,8 +209,13 @@ class Gateway:
             self.tools.adopt(await self.upstream.list_tools())
         except Exception as exc:  # noqa: BLE001 - the listing seen last still says what the proxy can do
             log.warning("listing the upstream's tools failed (%s); serving the last listing", _describe(exc))
+        rules = self.policy.guardrails
         shown = [
-            answers.present_tool(t, self.tools.decisions[t.name])
+            answers.present_tool(
+                t,
+                self.tools.decisions[t.name],
+                may_hold=rules is not None and any(r.action != "allow" for r in rules.rules_for(t.name)),
+            )
             for t in self.tools.listed.values()
             if self.tools.decisions[t.name].kind is not ToolKind.HIDDEN
         ]
@@ -281,7 +294,8 @@ class Gateway:
         closed = await self._closed(book)
         if closed is not None:
             return closed
-        if decision.kind is ToolKind.IRREVERSIBLE:
+        # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
+        if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
             for gate in await self._gates(book.saga_id):
                 if (
                     gate.tool_name == decision.name
@@ -318,7 +332,9 @@ class Gateway:
                 decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
             )
         value = outcome.value
-        if decision.kind is ToolKind.IRREVERSIBLE and isinstance(value, str):
+        if isinstance(value, str) and value.startswith(DENIED_MARK):
+            return answers.refused(value)  # the guardrails policy denied it: the upstream was not called
+        if isinstance(value, str):  # held: irreversible, or by the guardrails policy
             held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]
             seq = max(r.journal_seq for r in held) if held else 0
             return answers.awaiting(book.saga_id, seq, decision.name, decision.approvals)
