@@ -28,6 +28,7 @@ from mcp_tools import (
     SAGACITY,
     Setup,
     agent,
+    api,
     free_port,
     http_client,
     http_proxy,
@@ -402,3 +403,25 @@ def test_a_second_stdio_proxy_on_the_same_api_port_fails_at_start_in_one_line(tm
         assert "choose another port with --api-listen" in line
         assert not first.call("get_balance", {"account": "acc-1"}, saga="still-serving").is_error
     assert len(setup.ledger.events("start")) == 1  # the second never started the upstream
+
+
+def test_an_in_doubt_call_is_resolved_did_not_happen_through_the_proxys_api(tmp_path: Path) -> None:
+    """The upstream dies mid-call in a saga with a charge: a person resolves the call "did not
+    happen" through the proxy's --api (no module to import anywhere), and the charge is refunded
+    through the upstream, once."""
+    setup = make_setup(tmp_path)
+    saga = f"resolve-{uuid.uuid4().hex[:8]}"
+    with http_proxy(setup) as (url, port), agent(url, "auto") as a:
+        assert not a.call("charge", {"customer": "c-doubt", "amount": 7}, saga=saga).is_error
+        answer = _call_and_kill_upstream(a, setup, saga, "batch-r")
+        seq = _assert_in_doubt(setup, saga, answer, "batch-r")
+        resolved = api(port, "POST", f"/resolve/{saga}/{seq}", {"happened": False, "reason": "no batch"})
+        assert resolved.status_code == 200, resolved.text
+        assert resolved.json()["status"] == "COMPENSATED"
+        assert resolved.json()["resolver"] == "alice@example.com"
+    [charge] = setup.ledger.events("charge")
+    assert [e["charge_id"] for e in setup.ledger.events("refund")] == [charge["charge_id"]]
+    with Sagacity(setup.db_url) as sg:
+        assert sg.status(saga) is SagaStatus.COMPENSATED
+        assert sg.in_doubt(saga) == []
+        assert sg.verify(saga).valid
