@@ -354,11 +354,6 @@ class SagaState:
     keyed: dict[str, Call | Gate] = field(default_factory=dict)
 
     @property
-    def principal(self) -> str | None:
-        """Who the saga belongs to: the principal its start facts name (None: nobody in particular)."""
-        return None
-
-    @property
     def executed(self) -> list[Call]:
         """Calls that executed, in order of execution (their EXECUTED seq)."""
         done = [c for c in self.calls if c.executed]

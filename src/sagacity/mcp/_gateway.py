@@ -248,14 +248,12 @@ class Gateway:
             return await self._dispatch(book, name, arguments)
 
     async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
-        """Whether ``caller`` may act on the saga: it is theirs (the journal's start facts say
-        whose, else whoever's call this proxy saw first), it has no principal, or they are admin."""
+        """Whether ``caller`` may act on the saga: it is theirs (the principal whose call this
+        proxy saw first for it), it has no principal, or they are admin. Held in this process: see
+        docs/mcp.md "Limits" for what a restart forgets."""
         if caller.admin or caller.principal is None:
             return True
-        owner = await asyncio.to_thread(self.sagacity.principal_of, book.saga_id)
-        if owner is None:
-            owner = book.owner
-        return owner is None or owner == caller.principal
+        return book.owner is None or book.owner == caller.principal
 
     async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == STATUS_TOOL:
