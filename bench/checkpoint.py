@@ -7,7 +7,10 @@ Two journal shapes, each at full size and at a tenth of it (to show memory stays
 - *many*: 10,000 sagas x 20 entries (200,000 entries)
 - *long*: 1 saga x 1,000,000 entries
 
-For each: the time to create a checkpoint (``create_checkpoint``: every chain verified, leaves
+For each: the time to log every entry and sign the log checkpoint for the first time (``log``:
+``checkpoint_log`` on a journal never logged), to sign it again when nothing is new (``relog``:
+every logged entry checked against the journal, the root recomputed), and the time to create a
+checkpoint (``create_checkpoint``: every chain verified, leaves
 folded, signed) and to verify the journal against it (``verify_against_checkpoint``), in entries/s,
 against a bare loop of ``hashlib.sha256`` over the same framed bytes (the least any verifier must
 do). Each measurement runs in a child process, so its peak RSS (``ru_maxrss``) is its own; a second,
@@ -39,7 +42,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from sagacity import Sagacity, chain
-from sagacity.checkpoints import SigningKey, create_checkpoint, verify_against_checkpoint
+from sagacity.checkpoints import SigningKey, checkpoint_log, create_checkpoint, verify_against_checkpoint
 
 TOOL, PHASE, INPUT, PAYLOAD = "reserve_inventory", "EXECUTED", '{"sku":"SKU-9","quantity":2}', "ok"
 START = datetime(2026, 1, 1)
@@ -104,10 +107,14 @@ def child(url: str, operation: str, traced: bool) -> dict[str, float]:
     key = SigningKey.generate("bench")
     with Sagacity(url, init_schema=False) as sg:
         checkpoint = create_checkpoint(sg, key, "bench") if operation == "verify" else None
+        if operation == "relog":
+            checkpoint_log(sg, key, "bench")  # the log exists; the timed run finds nothing new
         if traced:
             tracemalloc.start()
         started = time.perf_counter()
-        if checkpoint is not None:
+        if operation in ("log", "relog"):
+            entries = checkpoint_log(sg, key, "bench").size
+        elif checkpoint is not None:
             report = verify_against_checkpoint(sg, checkpoint)
             assert report.ok
             entries = report.entries
@@ -128,6 +135,18 @@ def measure(url: str, operation: str, traced: bool = False) -> dict[str, float]:
     )
     result: dict[str, float] = json.loads(done.stdout)
     return result
+
+
+def drop_log(url: str) -> None:
+    """Forget the log, so that "log" measures logging every entry for the first time."""
+    if url.startswith("sqlite"):
+        with sqlite3.connect(url.removeprefix("sqlite:///")) as db:
+            db.execute("DROP TABLE IF EXISTS sagacity_log")
+        return
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as pg:
+        pg.execute("DROP TABLE IF EXISTS sagacity_log")
 
 
 def fresh_pg_schema(base: str) -> tuple[str, str]:
@@ -190,7 +209,9 @@ def main() -> None:
                     url, schema = fresh_pg_schema(args.pg)
                 try:
                     populate(url, sagas, per_saga)
-                    for operation in ("create", "verify"):
+                    for operation in ("create", "verify", "log", "relog"):
+                        if operation == "log":
+                            drop_log(url)
                         r = measure(url, operation)
                         heap = measure(url, operation, traced=True)["heap_mib"]
                         rate = r["entries"] / r["seconds"]

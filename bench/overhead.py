@@ -1,7 +1,7 @@
 """A wrapped no-op tool call inside a saga, against the physical floor of one durable commit.
 
 Usage: ``.venv/bin/python bench/overhead.py [--pg URL] [--mysql URL] [--rounds N] [--quick]
-[--stores sqlite,postgres,mysql]``
+[--stores sqlite,postgres,mysql] [--telemetry | --policy]``
 
 What it measures, in one run, for SQLite (WAL, ``synchronous=FULL``, a temp file), PostgreSQL
 (``--pg`` or ``$SAGACITY_TEST_POSTGRES_URL``, in fresh schemas dropped afterwards) and MariaDB /
@@ -28,6 +28,12 @@ OpenTelemetry pays), ``sdk`` (the SDK's providers with nothing behind them: span
 made, then dropped) and ``sdk+batch`` (a ``BatchSpanProcessor`` and a periodic metric reader, each
 into an exporter that discards: what a real pipeline costs in this process, short of the
 serialisation and network of OTLP). Modes take turns round by round, the order rotating.
+
+With ``--policy`` it measures instead what a guardrails policy with no history rule adds to the same
+call (issue #22), one saga at a time: two ``Sagacity`` on one store, one without a policy and one
+with ``POLICY`` below (rules that apply to the call, a CEL condition evaluated on each, the kill
+switch honoured at its default poll), rounds alternating; target: <= 1.05x the call without a
+policy, paired round by round.
 
 A call journals INTENT and EXECUTED, two durable appends, so 2x the floor is the physical limit for
 one saga. Targets (issue #3): one saga <= 2.3x the floor per call; 8 and 64 sagas at once: wall time
@@ -268,6 +274,79 @@ def bench_telemetry(url: str, name: str, rounds: int, calls: int, saga_calls: in
     return lines
 
 
+#: ``--policy``'s policy: argument rules only; both apply to ``noop`` and neither decides.
+POLICY = """\
+[[rules]]
+id = "no-interns"
+when = 'principal.startsWith("intern")'
+action = "deny"
+reason = "interns may not act"
+
+[[rules]]
+id = "noop-held-for-large"
+tool = "noop"
+when = 'has(args.size) && args.size > 100'
+action = "hold"
+"""
+POLICY_TARGET = 1.05
+
+
+def bench_policy(url: str, name: str, rounds: int, calls: int, saga_calls: int) -> str:
+    """µs per call without and with the policy, rounds alternating (order swapped each round); the
+    ratio of medians and the median of each round's paired ratio."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "policy.toml"
+        path.write_text(POLICY, encoding="utf-8")
+        with Sagacity(url) as plain, Sagacity(url, policy=path) as guarded:
+            rounds_of = {
+                "off": subject_round(plain, 1, calls, saga_calls),
+                "on": subject_round(guarded, 1, calls, saga_calls),
+            }
+            values: dict[str, list[float]] = {"off": [], "on": []}
+            for r in range(-1, rounds):
+                for mode in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                    value = rounds_of[mode](r)
+                    if r >= 0:
+                        values[mode].append(value)
+    off, on = statistics.median(values["off"]), statistics.median(values["on"])
+    paired = statistics.median(b / a for a, b in zip(values["off"], values["on"], strict=True))
+    verdict = "PASS" if paired <= POLICY_TARGET else "MISS"
+    line = (
+        f"| {name:8} | {off:9.1f} | {on:9.1f} | {on - off:+8.1f} | {on / off:5.3f}x | {paired:5.3f}x "
+        f"| ≤ {POLICY_TARGET:.2f}x | {verdict} |"
+    )
+    print(line, flush=True)
+    return line
+
+
+POLICY_HEADER = (
+    "| store    | no policy | policy    | Δ µs     | ratio  | paired | target  | verdict |\n"
+    "|----------|----------:|----------:|---------:|-------:|-------:|---------|---------|"
+)
+
+
+def main_policy(args: argparse.Namespace) -> int:
+    print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"method: one saga at a time, {args.saga_calls} calls a saga, {args.calls} calls a round, "
+        f"medians of {args.rounds} rounds each, with and without the policy alternating\n"
+    )
+    print(POLICY_HEADER)
+    lines: list[str] = []
+    if "memory" in args.stores.split(","):  # all CPU: the policy's own cost, with no disk to hide it
+        lines.append(bench_policy("memory://", "memory", args.rounds, args.calls, args.saga_calls))
+    with chosen_targets(args) as targets:
+        for make in targets:
+            with make() as target:
+                lines.append(
+                    bench_policy(target.subject_url, target.name, args.rounds, args.calls, args.saga_calls)
+                )
+    print("\nWhat a guardrails policy without history rules adds to a wrapped no-op call (µs per call)")
+    print(POLICY_HEADER)
+    print("\n".join(lines))
+    return 0
+
+
 TELEMETRY_HEADER = (
     "| store    | telemetry | µs/call   | Δ median | Δ paired | ratio  |\n"
     "|----------|-----------|----------:|---------:|---------:|-------:|"
@@ -318,11 +397,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure what OpenTelemetry adds per call (off / sdk / sdk+batch; --stores may add memory)",
     )
+    parser.add_argument(
+        "--policy",
+        action="store_true",
+        help="measure what a guardrails policy without history rules adds per call (paired with none)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls, args.calls_concurrent, args.floor_ops = 3, 40, 5, 80
     if args.telemetry:
         return main_telemetry(args)
+    if args.policy:
+        return main_policy(args)
     calls = {1: args.calls, 8: args.calls_concurrent, 64: args.calls_concurrent}
 
     print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -14,8 +14,8 @@ expiry or a refused payload is appended in one batch with the start of the saga'
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
 
 from sagacity._compensation import CompensationRun, check_tools, start_rows
 from sagacity._compensation import compensate as compensate_saga
@@ -24,24 +24,32 @@ from sagacity._engine import Engine, Row, require_identity, utc_now
 from sagacity._json import require_storable
 from sagacity._state import (
     GATE_TOOL,
+    ON_REJECT_CONTINUE,
     RESUMES,
     Gate,
     SagaState,
     call_payload,
     decision_input,
     decision_payload,
+    held_approvals,
     parse_decision_payload,
     sha256_hex,
 )
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
+    DefinitionChangedError,
+    HaltedError,
     InvalidValueError,
     SagaStateError,
     UnknownToolError,
 )
+from sagacity.guardrails._rules import Action
 from sagacity.model import ApprovalDecision, ApprovalRequest, Entry, Phase
 from sagacity.tools import ToolSpec
+
+if TYPE_CHECKING:
+    from sagacity.guardrails import Verdict
 
 __all__ = [
     "Claim",
@@ -56,36 +64,63 @@ __all__ = [
 ]
 
 
-def awaiting_message(spec: ToolSpec, saga_id: str, seq: int) -> str:
-    """What the model reads instead of a result when a call is gated."""
+def awaiting_message(spec: ToolSpec, saga_id: str, seq: int, held_by: str = "") -> str:
+    """What the model reads instead of a result when a call is gated (``held_by``: the policy
+    rule that held it, and why)."""
+    why = (
+        f"the policy holds it for human approval ({held_by})"
+        if held_by
+        else ("it is irreversible and needs human approval")
+    )
     return (
-        f"[AWAITING_APPROVAL] {spec.name} did not run: it is irreversible and needs human approval "
+        f"[AWAITING_APPROVAL] {spec.name} did not run: {why} "
         f"(saga {saga_id!r}, request {seq}). Tell the user it is waiting for approval; do not retry it."
     )
 
 
 # -- gate ------------------------------------------------------------------------------------------
 def gate(
-    engine: Engine, saga_id: str, spec: ToolSpec, input: str, *, requester: str | None = None
+    engine: Engine,
+    saga_id: str,
+    spec: ToolSpec,
+    input: str,
+    verdict: Verdict | None = None,
+    *,
+    requester: str | None = None,
 ) -> ApprovalRequest:
-    """Journal AWAITING_APPROVAL with the exact input (and who asked) and store the request."""
+    """Journal AWAITING_APPROVAL with the exact input (who asked, and the policy's verdict when a
+    policy held the call) and store the request."""
+    extra = verdict.lines if verdict is not None else ""
     entry = engine.journal.append(
-        saga_id, spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, None, "", requester)
+        saga_id, spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, None, "", requester, extra)
     )
-    return store_request(engine, spec, entry)
+    return store_request(engine, spec, entry, verdict.decision.ttl if verdict is not None else None)
 
 
-def gate_payload(spec: ToolSpec, call_id: str | None, on_reject: str, requester: str | None) -> str:
+def gate_payload(
+    spec: ToolSpec, call_id: str | None, on_reject: str, requester: str | None, extra: str = ""
+) -> str:
     """An AWAITING_APPROVAL payload: the call id, the rejection policy, who asked, and the
-    tool's separation rule (journaled, so every process enforces the rule the gate was made with)."""
+    tool's separation rule (journaled, so every process enforces the rule the gate was made with),
+    then ``extra`` (the guardrails policy's verdict lines)."""
     return call_payload(
-        "", call_id, on_reject, requester=requester, requester_may_not_approve=spec.excludes_requester
+        "",
+        call_id,
+        on_reject,
+        requester=requester,
+        requester_may_not_approve=spec.excludes_requester,
+        definition=spec.definition_hash,
+        extra=extra,
     )
 
 
-def store_request(engine: Engine, spec: ToolSpec, entry: Entry) -> ApprovalRequest:
-    """The approval request for the AWAITING_APPROVAL ``entry``, stored (working state)."""
-    ttl = spec.approval_ttl if spec.approval_ttl is not None else engine.approval_ttl
+def store_request(
+    engine: Engine, spec: ToolSpec, entry: Entry, ttl: timedelta | None = None
+) -> ApprovalRequest:
+    """The approval request for the AWAITING_APPROVAL ``entry``, stored (working state);
+    ``ttl``: a policy hold's own time-to-live, which wins over the tool's."""
+    if ttl is None:
+        ttl = spec.approval_ttl if spec.approval_ttl is not None else engine.approval_ttl
     request = ApprovalRequest(
         entry.saga_id,
         entry.seq,
@@ -100,10 +135,21 @@ def store_request(engine: Engine, spec: ToolSpec, entry: Entry) -> ApprovalReque
 
 
 def gate_row(
-    spec: ToolSpec, input: str, call_id: str, on_reject: str = "", requester: str | None = None
+    spec: ToolSpec,
+    input: str,
+    call_id: str,
+    on_reject: str = "",
+    requester: str | None = None,
+    extra: str = "",
 ) -> Row:
-    """The AWAITING_APPROVAL of a framework's call, to be appended as a fenced decision."""
-    return (spec.name, Phase.AWAITING_APPROVAL, input, gate_payload(spec, call_id, on_reject, requester))
+    """The AWAITING_APPROVAL of a framework's call, to be appended as a fenced decision
+    (``extra``: the policy's verdict lines)."""
+    return (
+        spec.name,
+        Phase.AWAITING_APPROVAL,
+        input,
+        gate_payload(spec, call_id, on_reject, requester, extra),
+    )
 
 
 def supersede_rows(
@@ -221,7 +267,8 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
         approvers = found.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
-        if required is not None and len(approvers) >= required:
+        needed = max(required, held_approvals(found.entry.payload)) if required is not None else None
+        if needed is not None and len(approvers) >= needed:
             # Without the tool imported another distinct approval is recorded rather than
             # refused: resume (which needs the tool) counts them against the real number.
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} is already approved; resume it")
@@ -305,6 +352,37 @@ def _close_gate(
     return entry, run
 
 
+def _hold_again(
+    engine: Engine, state: SagaState, request: ApprovalRequest, spec: ToolSpec, why: str
+) -> ApprovalRequest:
+    """The gate is closed (REJECTED ``superseded: <why>``, nothing compensated: nothing ran) and
+    the same call gated anew under the tool's current definition, fenced, in one batch: an
+    approval never carries over to a tool that is not the one approved."""
+    seq = request.journal_seq
+
+    def choose(now: SagaState) -> list[Row]:
+        found = open_gate(now, request)
+        on_reject = ON_REJECT_CONTINUE if found.continues_on_reject else ""
+        return [
+            (
+                GATE_TOOL,
+                Phase.REJECTED,
+                decision_input(seq, request.input_hash),
+                decision_payload("", f"superseded: {why}"),
+            ),
+            (
+                spec.name,
+                Phase.AWAITING_APPROVAL,
+                found.entry.input,
+                gate_payload(spec, found.call_id, on_reject, found.requester),
+            ),
+        ]
+
+    landed = engine.decide(state, choose)
+    engine.drop_request(request.saga_id, seq)
+    return store_request(engine, spec, landed[-1])
+
+
 def _compensates(state: SagaState, seq: int) -> bool:
     """Whether closing the gate at ``seq`` compensates the saga (unless it says ``continue``)."""
     found = state.gates.get(seq)
@@ -371,6 +449,7 @@ class Claim:
     kwargs: dict[str, Any] | None = None
     refused: str = ""
     run: CompensationRun | None = None
+    denied: bool = False  # refused by the guardrails policy, not for a payload mismatch
 
 
 def claim(
@@ -405,11 +484,14 @@ def claim(
     by = f" by={resumed_by}" if resumed_by else ""
 
     def choose(now: SagaState) -> list[Row]:
-        approvers = open_gate(now, request).approvers(request.input_hash)
-        if len(approvers) < spec.approvals_required:
-            have = f"{len(approvers)} of {spec.approvals_required} approvals" if approvers else "no approval"
+        found = open_gate(now, request)
+        approvers = found.approvers(request.input_hash)
+        needed = max(spec.approvals_required, held_approvals(found.entry.payload))
+        if len(approvers) < needed:
+            have = f"{len(approvers)} of {needed} approvals" if approvers else "no approval"
             raise ApprovalRefusedError(f"{where} has {have} in the journal for this payload; resume refused")
-        return [(spec.name, Phase.INTENT, payload, call_payload(f"{RESUMES}{seq}{by}", call_id))]
+        first = call_payload(f"{RESUMES}{seq}{by}", call_id, definition=spec.pinned_hash)
+        return [(spec.name, Phase.INTENT, payload, first)]
 
     choose(state)  # every check once before the request is consumed
     live_hash = sha256_hex(payload)
@@ -419,8 +501,42 @@ def claim(
             engine, state, request, decision_payload("", mismatch), f"resume of seq {seq} refused: {mismatch}"
         )
         return Claim(request, spec, refused=mismatch, run=run)
+    approved, current = state.gates[seq].definition, spec.definition_hash
+    if approved is not None and approved != current:
+        held = _hold_again(
+            engine, state, request, spec, f"the tool's definition changed ({approved} -> {current})"
+        )
+        raise DefinitionChangedError(
+            f"{where}: {spec.name}'s definition changed since it was approved ({approved} -> {current}); "
+            f"nothing ran, the call is held again as request {held.journal_seq} for a new approval",
+            held.journal_seq,
+        )
     args, kwargs = spec.decode_input(payload)
+    guard = engine.guard
+    verdict = None
+    if guard is not None:  # the call is made for whoever asked for it, as its gate journaled
+        verdict = guard.judge_resume(saga_id, spec.name, payload, state.gates[seq].requester)
+    if verdict is not None and verdict.action is not Action.ALLOW:
+        if verdict.halts:
+            raise HaltedError(f"{where}: resume refused: {verdict.reason}")
+        why = (
+            f"the policy refused the approved call when it was to run (rule {verdict.rule}): {verdict.reason}"
+        )
+        _, run = yield from _close_gate(
+            engine, state, request, decision_payload("", why), f"resume of seq {seq} refused: {why}"
+        )
+        return Claim(request, spec, refused=why, run=run, denied=True)
+    if verdict is not None:
+        extra = verdict.lines
+        base = choose
+
+        def choose(now: SagaState) -> list[Row]:
+            [(tool_name, phase, text, first)] = base(now)
+            return [(tool_name, phase, text, f"{first}\n{extra}")]
+
     if not engine.drop_request(saga_id, seq):
+        if guard is not None and verdict is not None:
+            guard.give_back_verdict(saga_id, verdict)
         raise ApprovalNotFoundError(f"{where}: the request was consumed by a concurrent resume")
     [intent] = engine.decide(state, choose)
     return Claim(request, spec, intent.seq, args, kwargs)

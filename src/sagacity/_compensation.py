@@ -41,6 +41,7 @@ from sagacity._state import (
     decision_payload,
 )
 from sagacity.errors import InvalidValueError
+from sagacity.guardrails._meter import DEBIT, give_back_call
 from sagacity.model import (
     CompensationContext,
     CompensationOutcome,
@@ -217,6 +218,8 @@ def _record(engine: Engine, state: SagaState, step: PlannedStep, outcome: Outcom
         engine.append(
             state, intent.tool_name, Phase.COMPENSATED, intent.input, compensated_payload(step.executed_seq)
         )
+        if DEBIT in intent.payload:  # the call took from a budget: give it back
+            give_back_call(engine.journal, intent, step.executed_seq)
         return _outcome_of(step, CompensationOutcome.COMPENSATED)
     error = describe(outcome.error)
     engine.append(

@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sagacity._journal import Journal
 from sagacity._state import SagaState, fold
@@ -30,6 +31,9 @@ from sagacity.errors import (
 from sagacity.model import ApprovalRequest, Entry, Phase
 from sagacity.stores.base import Store
 from sagacity.tools import ToolRegistry
+
+if TYPE_CHECKING:
+    from sagacity.guardrails import Guard
 
 #: One entry a decision appends: (tool_name, phase, input, payload).
 Row = tuple[str, Phase, str, str]
@@ -66,6 +70,8 @@ class Engine:
         self.journal = journal
         self.registry = registry
         self.approval_ttl = approval_ttl
+        #: The guardrails policy every call is judged by (``sagacity.guardrails``), if any.
+        self.guard: Guard | None = None
         # Sagas running in this process: only for ``status`` (RUNNING) and for leaving them out
         # of this process's own ``recover``; other processes are told apart by the journal.
         self._live: dict[str, int] = {}

@@ -41,15 +41,27 @@ from sagacity._approvals import (
 from sagacity._compensation import CompensationRun
 from sagacity._effects import Operation
 from sagacity._engine import Engine, Row
-from sagacity._state import ON_REJECT_CONTINUE, Call, Gate, SagaState, call_payload, parse_decision_payload
+from sagacity._state import (
+    CALL_ID,
+    ON_REJECT_CONTINUE,
+    Call,
+    Gate,
+    SagaState,
+    call_payload,
+    held_approvals,
+    parse_decision_payload,
+)
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
+    HaltedError,
     InvalidValueError,
     PayloadMismatchError,
     SagaClosedError,
     SagaStateError,
 )
+from sagacity.guardrails._deny import denied_rows
+from sagacity.guardrails._rules import Action
 from sagacity.model import ApprovalRequest, CallPending, CallRefused, CallRejected, Entry, Phase
 from sagacity.tools import ToolSpec
 
@@ -203,6 +215,21 @@ def _start(
 ) -> Admission | None:
     """Journal the call id's first INTENT (or gate), fenced; None if another got there first."""
 
+    guard = engine.guard
+    verdict = None
+    if guard is not None:
+        verdict = guard.judge(
+            state.saga_id,
+            spec.name,
+            input,
+            irreversible=spec.irreversible,
+            approvals=spec.approvals_required,
+            principal=requester,
+        )
+    extra = verdict.lines if verdict is not None else ""
+    held = verdict.action is Action.HOLD if verdict is not None else spec.irreversible
+    denied = verdict is not None and verdict.action is Action.DENY
+
     def choose(now: SagaState) -> list[Row]:
         if now.closed:
             raise SagaClosedError(
@@ -211,18 +238,47 @@ def _start(
             )
         if now.keyed.get(call_id) is not before:
             return []
-        if spec.irreversible:
-            return [gate_row(spec, input, call_id, policy, requester)]
-        return [(spec.name, Phase.INTENT, input, call_payload("", call_id))]
+        if denied:
+            assert verdict is not None
+            return denied_rows(spec.name, input, verdict, first=f"{CALL_ID}{call_id}")
+        if held:
+            return [gate_row(spec, input, call_id, policy, requester, extra)]
+        return [
+            (
+                spec.name,
+                Phase.INTENT,
+                input,
+                call_payload("", call_id, definition=spec.pinned_hash, extra=extra),
+            )
+        ]
 
-    landed = engine.decide(state, choose)
+    try:
+        landed = engine.decide(state, choose)
+    except BaseException:
+        if guard is not None and verdict is not None:
+            guard.give_back_verdict(state.saga_id, verdict)
+        raise
     if not landed:
+        if guard is not None and verdict is not None:
+            guard.give_back_verdict(state.saga_id, verdict)
         return None
+    if denied:
+        assert verdict is not None
+        if verdict.halts:
+            raise HaltedError(f"saga {state.saga_id!r}: {spec.name} was refused: {verdict.reason}")
+        return _declined_by_policy(
+            state.saga_id, call_id, spec.name, verdict.reason, verdict.model_message(spec.name)
+        )
     [entry] = landed
     if entry.phase == Phase.INTENT:
         return Admission(seq=entry.seq)
-    request = store_request(engine, spec, entry)
+    ttl = verdict.decision.ttl if verdict is not None else None
+    request = store_request(engine, spec, entry, ttl)
     return Admission(pending=_pending(spec, request, call_id), gated=request)
+
+
+def _declined_by_policy(saga_id: str, call_id: str, tool: str, reason: str, message: str) -> Admission:
+    return Admission(declined=CallRefused(saga_id, call_id, f"{tool} denied by policy: {reason}", message))
 
 
 def _at_gate(
@@ -265,7 +321,8 @@ def _at_gate(
         return _supersede(engine, state, gate, spec, input, call_id, policy, requester)
     request = engine.find_request(state.saga_id, seq) or request_of(gate)
     approvers = gate.approvers(gate.input_hash)
-    if len(approvers) < spec.approvals_required and not expired(request):
+    needed = max(spec.approvals_required, held_approvals(gate.entry.payload))
+    if len(approvers) < needed and not expired(request):
         return Admission(pending=_pending(spec, request, call_id))
     # Approved (or expired: claim journals the expiry and refuses): run it here, in band.
     try:
@@ -280,6 +337,8 @@ def _at_gate(
         if now.resumed is None and now.rejection is None:
             raise  # nothing changed: the refusal stands
         return None  # a concurrent presentation or decision got there first
+    if granted.refused and granted.denied:
+        return Admission(refused=ApprovalRefusedError(f"{where}: {granted.refused}"), compensated=granted.run)
     if granted.refused:
         error = PayloadMismatchError(
             f"{where}: the re-presented arguments are not the approved ones ({granted.refused}); "

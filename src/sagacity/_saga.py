@@ -28,7 +28,10 @@ from sagacity._engine import Engine
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._state import CONTROL_FLOW, closes_saga
-from sagacity.errors import ApprovalRefusedError, SagaClosedError, SagaStateError
+from sagacity.errors import ApprovalRefusedError, HaltedError, SagaClosedError, SagaStateError
+from sagacity.guardrails._deny import deny_call
+from sagacity.guardrails._rules import Action
+from sagacity.guardrails._verdict import DEFAULT_RULE, Verdict
 from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
 
@@ -85,10 +88,13 @@ class SagaRun:
             self._last_seq = seq
 
     # -- journaling steps -------------------------------------------------------------------------
-    def begin(self, spec: ToolSpec, input: str) -> int:
-        """Journal INTENT (durable before the tool runs) and return its seq."""
+    def begin(self, spec: ToolSpec, input: str, payload: str = "") -> int:
+        """Journal INTENT (durable before the tool runs; ``payload``: the policy's verdict) and
+        return its seq."""
         try:
-            seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input).seq
+            if spec.intent_payload:  # an MCP tool: the definition it goes out under
+                payload = f"{payload}\n{spec.intent_payload}" if payload else spec.intent_payload
+            seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload).seq
         except SagaClosedError as exc:
             self.latch(exc)
             raise
@@ -98,6 +104,9 @@ class SagaRun:
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
         self._seen(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc)).seq)
+        guard = self.engine.guard
+        if guard is not None:
+            guard.record_outcome(self.saga_id, spec.name, self.principal, failed=True)
 
     def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
         """Journal EXECUTED with the tool's result."""
@@ -110,24 +119,72 @@ class SagaRun:
             self.latch(exc)
             raise
         self._seen(seq)
+        guard = self.engine.guard
+        if guard is not None:
+            guard.record_outcome(self.saga_id, spec.name, self.principal, failed=False)
 
-    def _gate(self, spec: ToolSpec, input: str) -> str:
+    def _gate(self, spec: ToolSpec, input: str, verdict: Verdict | None = None) -> str:
         try:
-            request = gate(self.engine, self.saga_id, spec, input, requester=self.principal)
+            request = gate(self.engine, self.saga_id, spec, input, verdict, requester=self.principal)
         except SagaClosedError as exc:
             self.latch(exc)
             raise
         self._seen(request.journal_seq)
         with self._lock:
             self._gates.append(request)
-        return awaiting_message(spec, self.saga_id, request.journal_seq)
+        held_by = ""
+        if verdict is not None and verdict.rule != DEFAULT_RULE:
+            held_by = f"rule {verdict.rule}: {verdict.reason}" if verdict.reason else f"rule {verdict.rule}"
+        return awaiting_message(spec, self.saga_id, request.journal_seq, held_by)
 
     # -- calls ------------------------------------------------------------------------------------
     def call(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.engine.guard is not None:
+            return self._guarded(spec, input, args, kwargs)
         if spec.irreversible:
             return self._gate(spec, input)
         seq = self.begin(spec, input)
         return self.execute(spec, seq, input, args, kwargs)
+
+    def _judged(self, spec: ToolSpec, input: str) -> tuple[Verdict, Any]:
+        """The policy's verdict on the call, and what the call returns without running (a gate's
+        or a denial's message to the model), or ``_RUN`` with the INTENT's seq journaled."""
+        guard = self.engine.guard
+        assert guard is not None
+        verdict = guard.judge(
+            self.saga_id,
+            spec.name,
+            input,
+            irreversible=spec.irreversible,
+            approvals=spec.approvals_required,
+            principal=self.principal,
+        )
+        if verdict.action is Action.DENY:
+            return verdict, self._deny(spec, input, verdict)
+        if verdict.action is Action.HOLD:
+            return verdict, self._gate(spec, input, verdict)
+        return verdict, _RUN
+
+    def _guarded(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        verdict, answer = self._judged(spec, input)
+        if answer is not _RUN:
+            return answer
+        try:
+            seq = self.begin(spec, input, verdict.lines)
+        except BaseException:
+            self.engine.guard.give_back_verdict(self.saga_id, verdict)  # type: ignore[union-attr]
+            raise
+        return self.execute(spec, seq, input, args, kwargs)
+
+    def _deny(self, spec: ToolSpec, input: str, verdict: Verdict) -> str:
+        """Journal the denied call (its INTENT with the verdict, closed by FAILED ``denied by
+        policy``, in one commit); a halt is latched, so the saga compensates."""
+        deny_call(self.engine, self.saga_id, spec.name, input, verdict)
+        if verdict.halts:
+            error = HaltedError(f"{spec.name} was refused in saga {self.saga_id!r}: {verdict.reason}")
+            self.latch(error)
+            raise error
+        return verdict.model_message(spec.name)
 
     def execute(
         self,
@@ -178,6 +235,12 @@ class SagaRun:
     async def call_async(
         self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
+        if self.engine.guard is not None:
+            verdict, answer = await asyncio.to_thread(self._judged, spec, input)
+            if answer is not _RUN:
+                return answer
+            seq = await asyncio.to_thread(self.begin, spec, input, verdict.lines)
+            return await self.execute_async(spec, seq, input, args, kwargs)
         if spec.irreversible:
             return await asyncio.to_thread(self._gate, spec, input)
         seq = await asyncio.to_thread(self.begin, spec, input)
@@ -261,7 +324,7 @@ class SagaRun:
                     **_options(edited, on_reject, wait),
                 )
             )
-        except (SagaClosedError, ApprovalRefusedError) as exc:
+        except (SagaClosedError, ApprovalRefusedError, HaltedError) as exc:
             self.latch(exc)
             raise
         outcome = self._admitted(admission)
@@ -295,7 +358,7 @@ class SagaRun:
                     **_options(edited, on_reject, wait),
                 )
             )
-        except (SagaClosedError, ApprovalRefusedError) as exc:
+        except (SagaClosedError, ApprovalRefusedError, HaltedError) as exc:
             self.latch(exc)
             raise
         outcome = await asyncio.to_thread(self._admitted, admission)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
@@ -33,12 +34,14 @@ from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification, verify
 from sagacity.errors import (
+    ApprovalRefusedError,
     BlockingCallError,
     ConfigurationError,
     InvalidValueError,
     PayloadMismatchError,
     SagaNotFoundError,
 )
+from sagacity.guardrails import Guard, KillSwitch, Policy
 from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -82,6 +85,9 @@ class Sagacity:
     constructor (e.g. ``max_connections`` for PostgreSQL). ``approval_ttl`` is how long approval
     requests stay valid by default (``None``: never expire; a tool's own ``approval_ttl`` wins).
     ``registry`` is where tools are looked up by name (the process-wide one by default).
+    ``policy`` (a TOML file, re-read when it changes, or a ``sagacity.guardrails.Policy``) judges
+    every call before it runs and honours the kill switch, which a process re-reads at most every
+    ``switch_poll`` seconds (docs/policies.md).
     ``principal`` is who sagas started here act for, unless ``acting_as`` says otherwise: the
     saga belongs to it, and its gates name it as their requester.
 
@@ -100,6 +106,8 @@ class Sagacity:
         init_schema: bool = True,
         approval_ttl: timedelta | float | None = DEFAULT_APPROVAL_TTL,
         registry: ToolRegistry | None = None,
+        policy: Policy | str | os.PathLike[str] | None = None,
+        switch_poll: float = 1.0,
         principal: str | None = None,
         **store_options: Any,
     ) -> None:
@@ -122,6 +130,15 @@ class Sagacity:
         self.registry = registry if registry is not None else default_registry
         self.principal = require_principal(principal) if principal is not None else None
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
+        if policy is not None:
+            self.engine.guard = Guard(self.journal, policy, poll=switch_poll)
+        #: The kill switch (``sagacity.guardrails``): halt or drain every agent, one agent or one
+        #: tool. Every ``Sagacity`` opened with a ``policy`` honours it.
+        self.kill_switch = (
+            self.engine.guard.switch
+            if self.engine.guard is not None
+            else KillSwitch(self.journal, switch_poll)
+        )
         self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
         _telemetry.watch(self, safe_url(self.url), pending=_all_pending, in_doubt=_in_doubt_count)
@@ -179,6 +196,8 @@ class Sagacity:
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
         require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
+        if self.engine.guard is not None:
+            self.engine.guard.check_start(saga_id)  # the kill switch: nothing new starts
         self.engine.enter(saga_id)
         run = new_run(self.engine, saga_id, existed=None, last_seq=0)
         acting = current_principal()
@@ -218,12 +237,6 @@ class Sagacity:
         if state.entry_count == 0:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
         return state.status
-
-    def principal_of(self, saga_id: str) -> str | None:
-        """The principal the saga belongs to, from its journal (None: none was named, or no
-        such saga). Read-only."""
-        _refuse_in_loop("principal_of")
-        return self.engine.snapshot(saga_id).principal
 
     def sagas(
         self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
@@ -645,8 +658,8 @@ def _reraise_interrupt(result: SagaResult, error: BaseException) -> SagaResult:
 def _refused(saga_id: str, seq: int, granted: Claim) -> SagaResult:
     """The result of a resume whose payload did not match: REJECTED, compensated."""
     assert granted.run is not None
-    mismatch = PayloadMismatchError(f"saga {saga_id!r} seq {seq}: {granted.refused}")
-    return granted.run.result(saga_id, error=mismatch)
+    kind = ApprovalRefusedError if granted.denied else PayloadMismatchError
+    return granted.run.result(saga_id, error=kind(f"saga {saga_id!r} seq {seq}: {granted.refused}"))
 
 
 class SagaScope:

@@ -18,6 +18,8 @@ How entries are linked (documented in docs/journal.md):
   or gate journaled under an id is what that id refers to (:attr:`SagaState.keyed`).
 * A FAILED whose payload starts ``control flow: `` closes its INTENT without being a failure: the
   framework's control flow (a retry request, a pause) left the tool, nothing is to compensate.
+  So does one starting ``denied by policy: ``: the guardrails policy denied the call, it never
+  ran (``sagacity.guardrails``; its verdict lines are in the INTENT's payload).
 * Decisions (tool ``approval-gate``) name what they decide in their input:
   ``{"seq":n,"inputHash":h}`` for a gate, ``{"seq":n,"resolution":"EXECUTED"|"FAILED"|...}`` for a
   human resolving an in-doubt INTENT (the outcome entry follows it).
@@ -58,8 +60,18 @@ REQUESTER = "requester="
 #: A gate payload line: the separation-of-duties rule journaled with the gate (``true``: the
 #: requester may not approve it), so every process enforces the same rule, tool imported or not.
 REQUESTER_MAY_NOT_APPROVE = "requester_may_not_approve="
+#: A gate and INTENT payload line: ``sha256:<hex>`` of the tool's definition (name, description,
+#: input schema) the gate was made, or the call was sent, under.
+DEFINITION_LINE = "definition="
 #: Prefix of a FAILED payload that is the framework's control flow, not a failure.
 CONTROL_FLOW = "control flow: "
+#: Prefix of the FAILED that closes a call the guardrails policy denied: it never ran, it is not
+#: a failure (the model is told why), nothing is to compensate.
+DENIED = "denied by policy: "
+#: FAILED payload prefixes that close a call without it being a failure of the saga.
+_NOT_FAILURES = (CONTROL_FLOW, DENIED)
+#: A gate payload line of a policy hold: ``verdict=hold rule=<id> approvals=<n> ...``.
+_HOLD_APPROVALS = re.compile(r"^verdict=hold rule=\S+ approvals=(\d+)", re.MULTILINE)
 _EFFECT_SEQ = re.compile(r"effect seq=(\d+)")
 
 
@@ -108,6 +120,31 @@ def one_line(field: str, text: str) -> str:
     return text
 
 
+def as_line(text: str) -> str:
+    """``text`` as one storable line: itself, or escaped as :func:`decision_payload` does."""
+    if NOT_ONE_LINE.search(text) is None and not text.startswith(ESCAPED_PREFIX):
+        return text
+    return _quoted(text)
+
+
+def unescaped(text: str) -> str:
+    """The text :func:`as_line` was given."""
+    if text.startswith(ESCAPED_PREFIX):
+        try:
+            decoded = json.loads(text[len(ESCAPED_PREFIX) :])
+        except ValueError:
+            return text
+        if isinstance(decoded, str):
+            return decoded
+    return text
+
+
+def held_approvals(payload: str) -> int:
+    """The approvals a policy hold asks for on a gate (0 when the gate is not a policy hold)."""
+    match = _HOLD_APPROVALS.search(payload) if "verdict=hold" in payload else None
+    return int(match.group(1)) if match is not None else 0
+
+
 def required_reason(text: str) -> str:
     """Why a person rejects: one line of text that is not blank, stripped. The CLI, the HTTP API
     and the dashboard require one; a rejection nobody can explain later is no evidence."""
@@ -130,10 +167,13 @@ def call_payload(
     *,
     requester: str | None = None,
     requester_may_not_approve: bool = False,
+    definition: str = "",
+    extra: str = "",
 ) -> str:
     """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
     rejection policy, the requester and the separation rule as ``key=value`` lines (the last
-    three only on a gate; the requester is an identity, one line, checked by the caller)."""
+    three only on a gate; the requester is an identity, one line, checked by the caller), then
+    ``extra`` lines (a guardrails policy's verdict)."""
     lines = [first] if first else []
     if call_id is not None:
         lines.append(f"{CALL_ID}{call_id}")
@@ -143,6 +183,10 @@ def call_payload(
         lines.append(f"{REQUESTER}{one_line('requester', requester)}")
     if requester_may_not_approve:
         lines.append(f"{REQUESTER_MAY_NOT_APPROVE}true")
+    if definition:
+        lines.append(f"{DEFINITION_LINE}{definition}")
+    if extra:
+        lines.append(extra)
     return "\n".join(lines)
 
 
@@ -189,15 +233,7 @@ def parse_decision_payload(payload: str) -> tuple[str, str]:
     are part of the reason. An escaped reason is unescaped.
     """
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
-    reason = rest.removeprefix(_REASON)
-    if reason.startswith(ESCAPED_PREFIX):
-        try:
-            decoded = json.loads(reason[len(ESCAPED_PREFIX) :])
-        except ValueError:
-            decoded = None
-        if isinstance(decoded, str):
-            reason = decoded
-    return approver.removeprefix(_APPROVER), reason
+    return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))
 
 
 @dataclass
@@ -220,15 +256,16 @@ class Call:
         outcome = self.outcome
         if outcome is None or outcome.phase != Phase.FAILED:
             return False
-        return not outcome.payload.startswith(CONTROL_FLOW)
+        return not outcome.payload.startswith(_NOT_FAILURES)
 
     @property
     def passed(self) -> bool:
-        """Closed by the framework's control flow (FAILED ``control flow: ...``): not done, not failed."""
+        """Closed by the framework's control flow (FAILED ``control flow: ...``) or denied by the
+        policy (FAILED ``denied by policy: ...``): not done, not failed."""
         outcome = self.outcome
         if outcome is None or outcome.phase != Phase.FAILED:
             return False
-        return outcome.payload.startswith(CONTROL_FLOW)
+        return outcome.payload.startswith(_NOT_FAILURES)
 
 
 @dataclass
@@ -266,6 +303,11 @@ class Gate:
     def requester(self) -> str | None:
         """Who asked for the gated call (the saga's principal when it was gated), if journaled."""
         return payload_attribute(self.entry.payload, REQUESTER) or None
+
+    @property
+    def definition(self) -> str | None:
+        """``sha256:<hex>`` of the tool's definition the gate was made under (None in older journals)."""
+        return payload_attribute(self.entry.payload, DEFINITION_LINE) or None
 
     @property
     def requester_may_not_approve(self) -> bool:
@@ -310,11 +352,6 @@ class SagaState:
     resolving: dict[int, str] = field(default_factory=dict)
     #: A framework's call id -> the latest call or gate journaled under it.
     keyed: dict[str, Call | Gate] = field(default_factory=dict)
-
-    @property
-    def principal(self) -> str | None:
-        """Who the saga belongs to: the principal its start facts name (None: nobody in particular)."""
-        return None
 
     @property
     def executed(self) -> list[Call]:

@@ -16,6 +16,7 @@ from sagacity._doctor import Diagnosis
 from sagacity._json import encode_result
 from sagacity.chain import Verification
 from sagacity.errors import StoreUnavailableError
+from sagacity.guardrails import Setting
 from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -208,6 +209,20 @@ def diagnosis_json(diagnosis: Diagnosis, older_than: timedelta, ignore: Iterable
         "olderThanSeconds": older_than.total_seconds(),
         "expired": [request_json(r) | {"expiredAt": iso(r.expires_at)} for r in diagnosis.expired],
         "findings": findings,
+    }
+
+
+def switch_json(setting: Setting) -> JSON:
+    """One kill-switch setting, as the CLI's ``--json`` and the HTTP API give it."""
+    return {
+        "state": str(setting.state),
+        "scope": setting.scope,
+        "target": setting.target,
+        "until": iso(setting.until),
+        "by": setting.by,
+        "reason": setting.reason,
+        "seq": setting.seq,
+        "setAt": iso(setting.at),
     }
 
 

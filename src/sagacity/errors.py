@@ -4,6 +4,7 @@
 
     SagacityError
     ├── ConfigurationError          bad URL, unknown scheme, missing extra, bad option
+    │   └── PolicyError             a policy file does not parse or validate (names the line)
     ├── InvalidValueError           (also ValueError) a value no journal can hold, bad arguments
     ├── StoreError                  the database failed; the driver's error is chained (``from``)
     │   ├── StoreUnavailableError   connection refused or lost and not recovered within the bound
@@ -14,12 +15,14 @@
     │   ├── UnknownToolError        (also LookupError) a journal names a tool not imported here
     │   └── IrreversibleToolError   an IRREVERSIBLE tool called outside a saga
     ├── SagaStateError              the saga is not in a state that allows the call
-    │   └── SagaClosedError         its compensation started (maybe in another process): no new call
+    │   ├── SagaClosedError         its compensation started (maybe in another process): no new call
+    │   └── HaltedError             the kill switch (or a policy halt) refuses it; the saga compensates
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
     │   │                           (none made, or already resumed, rejected or voided)
     │   ├── ApprovalRefusedError    not approved in the journal, approved twice by one person, expired
+    │   │   └── DefinitionChangedError  the tool's definition changed since approval: held again
     │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
     ├── WorkflowError
     │   ├── WorkflowDefinitionError a workflow declared wrongly (caught where it is written)
@@ -50,10 +53,13 @@ __all__ = [
     "CheckFailedError",
     "CheckpointError",
     "ConfigurationError",
+    "DefinitionChangedError",
+    "HaltedError",
     "InvalidValueError",
     "IrreversibleToolError",
     "JournalIntegrityError",
     "PayloadMismatchError",
+    "PolicyError",
     "SagaClosedError",
     "SagaNotFoundError",
     "SagaStateError",
@@ -76,6 +82,10 @@ class SagacityError(Exception):
 
 class ConfigurationError(SagacityError):
     """Sagacity was set up wrongly: a bad URL, an unknown scheme, a missing optional extra."""
+
+
+class PolicyError(ConfigurationError):
+    """A guardrails or gateway policy is malformed; the message names the file and line."""
 
 
 class InvalidValueError(SagacityError, ValueError):
@@ -123,6 +133,10 @@ class SagaClosedError(SagaStateError):
     another process (a rejected gate, ``recover``), so nothing new may begin in it."""
 
 
+class HaltedError(SagaStateError):
+    """The kill switch refuses this saga or call (halt or drain); a refused call compensates."""
+
+
 class ApprovalError(SagacityError):
     """An approval decision or resume was refused."""
 
@@ -133,6 +147,15 @@ class ApprovalNotFoundError(ApprovalError, LookupError):
 
 class ApprovalRefusedError(ApprovalError):
     """The decision or resume is not allowed: decided already, not approved, expired or void."""
+
+
+class DefinitionChangedError(ApprovalRefusedError):
+    """The tool's definition (name, description, input schema) is not the one the gate was
+    approved under: nothing ran, and the call is held again as request ``new_seq``."""
+
+    def __init__(self, message: str, new_seq: int) -> None:
+        super().__init__(message)
+        self.new_seq = new_seq
 
 
 class PayloadMismatchError(ApprovalError):

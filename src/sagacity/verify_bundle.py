@@ -2,7 +2,8 @@
 
 With ``--witness-key W.pub`` (repeatable) and ``--quorum N`` the bundle's log checkpoint must
 carry N valid witness cosignatures; with ``--since OLD.txt`` (a log checkpoint you kept) the
-bundle must prove its log checkpoint extends that one.
+bundle must prove its log checkpoint extends that one; with ``--tsa-cert ROOT.pem`` its RFC 3161
+timestamp token must verify up to that root (this one check also needs ``rfc3161-client``).
 
 This file stands alone on purpose. It depends on the standard library and ``cryptography`` only,
 and imports nothing else from Sagacity, so an auditor can read all of it, copy it out of the
@@ -110,8 +111,14 @@ def parse_entry(line: str, where: str) -> dict[str, Any]:
     return entry
 
 
-def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
-    """Check one saga's export; return its hashes in seq order. Entry ``count`` must hash to ``head``."""
+def verify_chain(
+    path: Path, saga_id: str, count: int, head: str, gates: dict[int, dict[str, Any]] | None = None
+) -> list[str]:
+    """Check one saga's export; return its hashes in seq order. Entry ``count`` must hash to ``head``.
+
+    ``gates`` collects, by seq, each approval gate's facts as the chain holds them (who asked,
+    under which rule and tool definition, who approved or rejected): see :func:`gate_report`.
+    """
     prev, seen, attested = GENESIS, 0, None
     hashes: list[str] = []
     with path.open(encoding="utf-8") as lines:
@@ -130,6 +137,8 @@ def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
                 raise BundleError(f"{where}: bad timestamp {entry['timestamp']!r}") from exc
             if expected != entry["hash"]:
                 raise BundleError(f"{where}: hash mismatch, stored {entry['hash']}, recomputed {expected}")
+            if gates is not None:
+                _note_gate(gates, entry)
             if number == count:
                 attested = entry["hash"]
             prev, seen = entry["hash"], number
@@ -139,6 +148,70 @@ def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
     if attested != head:
         raise BundleError(f"saga {saga_id!r}: entry #{count} is not the head the checkpoint attests")
     return hashes
+
+
+def _lines(payload: str) -> dict[str, str]:
+    """A payload's ``key=value`` lines (the first of each key)."""
+    found: dict[str, str] = {}
+    for line in payload.split("\n"):
+        key, sep, value = line.partition("=")
+        if sep and key not in found:
+            found[key] = value
+    return found
+
+
+def _note_gate(gates: dict[int, dict[str, Any]], entry: dict[str, Any]) -> None:
+    """Take a gate (AWAITING_APPROVAL) or a decision naming one into ``gates``, as docs/journal.md
+    lays them out: ``requester=``, ``requester_may_not_approve=``, ``definition=`` on the gate; the
+    decided seq in the decision's input, ``approver=`` on its payload's first line."""
+    if entry["phase"] == "AWAITING_APPROVAL":
+        lines = _lines(entry["payload"])
+        gates[entry["seq"]] = {
+            "tool": entry["toolName"],
+            "requester": lines.get("requester"),
+            "excluded": lines.get("requester_may_not_approve") == "true",
+            "definition": lines.get("definition"),
+            "approvers": [],
+            "rejected": None,
+        }
+    elif entry["toolName"] == "approval-gate" and entry["phase"] in ("APPROVED", "REJECTED"):
+        try:
+            decided = json.loads(entry["input"])
+        except ValueError:
+            return
+        target = decided.get("seq") if isinstance(decided, dict) else None
+        gate = gates.get(target) if isinstance(target, int) else None
+        if gate is None:
+            return
+        first = entry["payload"].partition("\n")[0]
+        approver = first.removeprefix("approver=") if first.startswith("approver=") else ""
+        if entry["phase"] == "APPROVED":
+            gate["approvers"].append(approver)
+        elif gate["rejected"] is None:
+            gate["rejected"] = approver or "the library (expired, superseded or refused)"
+
+
+def gate_report(gates: dict[int, dict[str, Any]]) -> list[str]:
+    """One line per gate: who asked, who decided, the rule and the definition it was approved under.
+    A requester among the approvers of a gate journaled with ``requester_may_not_approve`` is flagged."""
+    lines = []
+    for seq, gate in sorted(gates.items()):
+        asked = gate["requester"] or "no principal"
+        decided = (
+            f"rejected by {gate['rejected']}"
+            if gate["rejected"]
+            else f"approved by {', '.join(gate['approvers'])}"
+            if gate["approvers"]
+            else "not decided"
+        )
+        rule = "; requester may not approve" if gate["excluded"] else ""
+        if gate["excluded"] and gate["requester"] and gate["requester"] in gate["approvers"]:
+            rule += " (VIOLATED: the requester approved)"
+        lines.append(
+            f"  gate seq {seq} {gate['tool']}: requested by {asked}, {decided}{rule}; "
+            f"definition {gate['definition'] or 'not journaled'}"
+        )
+    return lines
 
 
 def _nonblank(lines: Iterator[str]) -> Iterator[str]:
@@ -337,6 +410,24 @@ def number(value: object, what: str) -> int:
     return value
 
 
+def verify_timestamp(token: bytes, message: bytes, root_pem: bytes) -> str:
+    """The RFC 3161 token's time, if it covers ``message`` and chains to ``root_pem``."""
+    try:
+        import rfc3161_client
+        from cryptography import x509
+    except ImportError as exc:
+        raise BundleError("checking a timestamp needs rfc3161-client: pip install rfc3161-client") from exc
+    try:
+        response = rfc3161_client.decode_timestamp_response(token)
+        builder = rfc3161_client.VerifierBuilder()
+        for root in x509.load_pem_x509_certificates(root_pem):
+            builder = builder.add_root_certificate(root)
+        builder.build().verify_message(response, message)
+    except (ValueError, rfc3161_client.VerificationError) as exc:
+        raise BundleError(f"the log checkpoint's timestamp token does not verify: {exc}") from exc
+    return f"{response.tst_info.gen_time:%Y-%m-%dT%H:%M:%SZ}"
+
+
 class LogView:
     """The bundle's log checkpoint, verified: what each saga's log proof is checked against."""
 
@@ -348,6 +439,7 @@ class LogView:
         witnesses: Sequence[tuple[str, bytes, bytes]],
         quorum: int,
         since: Sequence[str],
+        tsa_root: bytes | None,
     ) -> None:
         if not isinstance(section, dict):
             raise BundleError("the manifest's log section is malformed")
@@ -356,6 +448,15 @@ class LogView:
         except (OSError, UnicodeDecodeError) as exc:
             raise BundleError(f"cannot read the log checkpoint: {exc}") from exc
         text, self.origin, self.size, self.root = open_log_note(note, *key)
+        self.timestamped = ""
+        if tsa_root is not None:
+            if "timestamp" not in section:
+                raise BundleError("the bundle has no timestamp token on its log checkpoint")
+            try:
+                token = inside(bundle, section["timestamp"]).read_bytes()
+            except OSError as exc:
+                raise BundleError(f"cannot read the timestamp token: {exc}") from exc
+            self.timestamped = verify_timestamp(token, text.encode("utf-8"), tsa_root)
         self.cosigned = cosigners(note, text, witnesses)
         if len(self.cosigned) < quorum:
             raise BundleError(
@@ -422,6 +523,7 @@ def verify_bundle(
     witness_texts: Sequence[str] = (),
     quorum: int | None = None,
     since: Sequence[str] = (),
+    tsa_root: bytes | None = None,
 ) -> list[str]:
     """Verify everything; the report lines. Raises ``BundleError`` on the first failure."""
     name, key_id, public_key = read_verifier_key(key_text)
@@ -440,7 +542,7 @@ def verify_bundle(
     report = [f"checkpoint {origin} at {time}: {size} sagas, signed by {name} ({key_id.hex()})"]
     log = None
     if "log" in manifest:
-        log = LogView(bundle, manifest["log"], (name, key_id, public_key), witnesses, needed, since)
+        log = LogView(bundle, manifest["log"], (name, key_id, public_key), witnesses, needed, since, tsa_root)
         report.append(
             f"log checkpoint {log.origin}: {log.size} entries, cosigned by "
             f"{', '.join(log.cosigned) or 'no witness key given'}"
@@ -449,9 +551,12 @@ def verify_bundle(
                 if log.extends
                 else ""
             )
+            + (f"; timestamped {log.timestamped} by the TSA" if log.timestamped else "")
         )
-    elif witnesses or since:
-        raise BundleError("the bundle has no log checkpoint to check cosignatures or consistency on")
+    elif witnesses or since or tsa_root is not None:
+        raise BundleError(
+            "the bundle has no log checkpoint to check cosignatures, consistency or a timestamp on"
+        )
     sagas = manifest.get("sagas")
     if not isinstance(sagas, list) or not sagas:
         raise BundleError("the manifest lists no sagas")
@@ -470,8 +575,9 @@ def verify_bundle(
             raise BundleError(f"the manifest's saga entry is malformed ({exc})") from exc
         if not verify_inclusion(leaf_hash(saga_id, count, head), index, size, proof, root):
             raise BundleError(f"saga {saga_id!r}: its inclusion proof does not lead to the signed root")
+        gates: dict[int, dict[str, Any]] = {}
         try:
-            hashes = verify_chain(inside(bundle, saga.get("file")), saga_id, count, head)
+            hashes = verify_chain(inside(bundle, saga.get("file")), saga_id, count, head, gates)
         except (OSError, UnicodeDecodeError) as exc:
             raise BundleError(f"saga {saga_id!r}: cannot read its file ({exc})") from exc
         entries = len(hashes)
@@ -484,6 +590,7 @@ def verify_bundle(
         report.append(
             f"OK {saga_id}: {count} entries attested by the checkpoint, chain intact{later}{logged}"
         )
+        report.extend(gate_report(gates))
     return report
 
 
@@ -505,12 +612,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         type=Path,
         help="an older log checkpoint you kept (repeatable)",
     )
+    parser.add_argument("--tsa-cert", type=Path, help="the time-stamping authority's root certificate (PEM)")
     args = parser.parse_args(argv)
     try:
         key_text = args.key.read_text(encoding="ascii")
         witness_texts = [path.read_text(encoding="ascii") for path in args.witness_key]
         since = [path.read_text(encoding="utf-8") for path in args.since]
-        lines = verify_bundle(args.bundle, key_text, witness_texts, args.quorum, since)
+        tsa_root = args.tsa_cert.read_bytes() if args.tsa_cert is not None else None
+        lines = verify_bundle(args.bundle, key_text, witness_texts, args.quorum, since, tsa_root)
     except (OSError, UnicodeDecodeError) as exc:
         print(f"FAILED: cannot read a key or checkpoint file: {exc}", file=sys.stderr)
         return 1

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
 from sagacity import Entry, Phase, Sagacity
 from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.checkpoints import SigningKey
+from sagacity.cli import main
 from sagacity.stores.sqlite import path_from_url
 
 #: Runs one statement on the journal's database directly; returns the row count.
@@ -27,6 +32,14 @@ def journal_url(request: pytest.FixtureRequest) -> str:
     """A SQLite file or a fresh PostgreSQL schema: the stores an attacker could edit with SQL."""
     url: str = request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "postgres_url")
     return url
+
+
+#: The log is new enough to run on every SQL store, MariaDB too (the older tests keep two).
+ALL_SQL_STORES = [
+    "sqlite",
+    pytest.param("postgres", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
 
 
 @pytest.fixture
@@ -84,6 +97,17 @@ def raw_sql(journal_url: str) -> RawSQL:
                 return conn.execute(statement.replace("%s", "?"), params).rowcount
             finally:
                 conn.close()
+        if journal_url.startswith(("mysql:", "mariadb:")):
+            import pymysql
+
+            from sagacity.stores.mysql import connect_arguments
+
+            db = pymysql.connect(**connect_arguments(journal_url), autocommit=True)
+            try:
+                with db.cursor() as cur:
+                    return int(cur.execute(statement, params))
+            finally:
+                db.close()
         import psycopg
 
         with psycopg.connect(journal_url, autocommit=True) as pg:
@@ -115,3 +139,19 @@ def write_rows(journal_url: str, raw_sql: RawSQL) -> Callable[[Iterable[Entry]],
             )
 
     return write
+
+
+def export_bundle(db: str, saga_ids: list[str], bundle: Path, anchor: Path, pub: Path, *extra: str) -> Result:
+    """``sagacity export SAGA... --bundle`` from an anchor, through the CLI."""
+    args = ["export", *saga_ids, "--db", db, "--bundle", str(bundle), "--checkpoint", str(anchor)]
+    return CliRunner().invoke(main, [*args, "--key", str(pub), *extra], catch_exceptions=False)
+
+
+def verify_offline(bundle: Path, pub: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The standalone verifier as an auditor runs it: its own process, only files and keys."""
+    return subprocess.run(
+        [sys.executable, "-m", "sagacity.verify_bundle", str(bundle), "--key", str(pub), *extra],
+        capture_output=True,
+        text=True,
+        check=False,
+    )

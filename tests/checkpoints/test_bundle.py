@@ -20,7 +20,10 @@ from sagacity.checkpoints import (
     open_log_checkpoint,
     write_bundle,
 )
+from sagacity.checkpoints._timestamp import request_timestamp
 from sagacity.errors import CheckpointError, JournalIntegrityError
+
+from .tsa import LocalTSA, serve
 
 
 @pytest.fixture
@@ -123,7 +126,8 @@ def test_refuses_a_saga_that_no_longer_extends_the_checkpoint(key: SigningKey, t
 
 
 def test_standalone_verifier_imports_nothing_from_sagacity() -> None:
-    """verify_bundle.py depends only on the standard library and cryptography, so it can be copied out."""
+    """verify_bundle.py depends only on the standard library and cryptography (and, for --tsa-cert
+    alone, rfc3161-client), so it can be copied out."""
     tree = ast.parse(Path(standalone.__file__).read_text(encoding="utf-8"))
     roots = {
         (node.module or "").split(".")[0] if isinstance(node, ast.ImportFrom) else alias.name.split(".")[0]
@@ -131,7 +135,7 @@ def test_standalone_verifier_imports_nothing_from_sagacity() -> None:
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     }
-    assert roots - set(sys.stdlib_module_names) == {"cryptography"}
+    assert roots - set(sys.stdlib_module_names) == {"cryptography", "rfc3161_client"}
 
 
 def test_copied_out_verifier_runs_as_a_script(bundle: Path, pub: Path, tmp_path: Path) -> None:
@@ -241,3 +245,81 @@ def test_log_bundle_refuses_a_fork_and_a_missing_quorum(
     code, output = _verify_log(bundle, pub, capsys, "--witness-key", str(wpub), "--quorum", "2")
     assert code == 1
     assert "needs 2 witness keys" in output
+
+
+def test_the_bundle_report_says_who_asked_and_who_approved(
+    key: SigningKey, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline verifier reads the gate facts from the chain (docs/journal.md): the requester,
+    the separation rule, the tool definition approved under, and the approvers."""
+    from sagacity import Reversibility, acting_as, tool
+    from sagacity.tools import registry
+
+    with registry.isolated():
+
+        @tool(reversibility=Reversibility.IRREVERSIBLE, approvals=2)
+        def payout(amount: str) -> str:
+            return "paid"
+
+        sg = Sagacity("memory://")
+        with acting_as("alice@example.com"):
+            seq = sg.run("payout-1", payout, "10.00").awaiting[0].journal_seq
+        sg.approve("payout-1", seq, "bob@example.com")
+        sg.approve("payout-1", seq, "carol@example.com")
+        definition = payout.spec.definition_hash
+        bundle = write_bundle(sg, ["payout-1"], create_checkpoint(sg, key, "test.example/j"), tmp_path / "b")
+    pub = tmp_path / "test.pub"
+    pub.write_text(key.verifier.to_text() + "\n")
+    code, output = _verify(bundle, pub, capsys)
+    assert code == 0, output
+    assert (
+        f"  gate seq {seq} payout: requested by alice@example.com, approved by bob@example.com, "
+        f"carol@example.com; requester may not approve; definition {definition}"
+    ) in output
+
+
+# -- RFC 3161 timestamps, from a local TSA the test starts ------------------------------------------
+def test_timestamped_log_bundle_verifies_offline_against_the_tsa_root(
+    journal: Sagacity,
+    checkpoint: Checkpoint,
+    key: SigningKey,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tsa = LocalTSA()
+    log = checkpoint_log(journal, key, "test.example/journal")
+    with serve(tsa) as url:
+        token = request_timestamp(url, log.text.encode())
+    made = write_bundle(journal, ["order 3/ü"], checkpoint, tmp_path / "bundle", log=log, log_timestamp=token)
+    root = tmp_path / "tsa-root.pem"
+    root.write_bytes(tsa.root_pem)
+    pub = tmp_path / "test.pub"
+    pub.write_text(key.verifier.to_text())
+    args = [str(made), "--key", str(pub), "--tsa-cert", str(root)]
+    code, output = _verify_args(args, capsys)
+    assert code == 0, output
+    assert "timestamped 20" in output
+    other = tmp_path / "other-root.pem"
+    other.write_bytes(LocalTSA().root_pem)
+    code, output = _verify_args([*args[:-1], str(other)], capsys)
+    assert code == 1
+    assert "timestamp token does not verify" in output
+    # the token covers this checkpoint's text: moved onto another checkpoint it fails
+    (made / "log-checkpoint.tsr").write_bytes(token[:-1] + bytes([token[-1] ^ 1]))  # the TSA's signature
+    assert _verify_args(args, capsys)[0] == 1
+    with serve(tsa) as url:
+        (made / "log-checkpoint.tsr").write_bytes(request_timestamp(url, b"another checkpoint\n"))
+    code, output = _verify_args(args, capsys)
+    assert code == 1
+    assert "Mismatch between messages" in output
+    (made / "log-checkpoint.tsr").unlink()
+    assert "cannot read the timestamp token" in _verify_args(args, capsys)[1]
+
+
+def test_a_tsa_that_is_down_or_answers_garbage_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(CheckpointError, match="did not answer"):
+        request_timestamp("http://127.0.0.1:9/", b"x", timeout=5)
+    garbage = LocalTSA()
+    garbage.respond = lambda request: b"\x30\x03\x02\x01\x02"  # type: ignore[method-assign]
+    with serve(garbage) as url, pytest.raises(CheckpointError, match=r"not a TimeStampResp|refused"):
+        request_timestamp(url, b"x")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,7 @@ from click.testing import CliRunner, Result
 from sagacity import Phase, Sagacity
 from sagacity.cli import main
 
-from .conftest import RawSQL
+from .conftest import RawSQL, export_bundle, verify_offline
 
 
 @pytest.fixture
@@ -159,26 +158,9 @@ def test_export_bundle_verifies_with_the_standalone_verifier(
     key, pub = keys
     anchor, bundle = tmp_path / "anchor", tmp_path / "bundle"
     assert _checkpoint(journal_url, key, "--out", str(anchor)).exit_code == 0
-    made = _run(
-        "export",
-        "a",
-        "c",
-        "--db",
-        journal_url,
-        "--bundle",
-        str(bundle),
-        "--checkpoint",
-        str(anchor),
-        "--key",
-        str(pub),
-    )
+    made = export_bundle(journal_url, ["a", "c"], bundle, anchor, pub)
     assert made.exit_code == 0, made.output
-    done = subprocess.run(
-        [sys.executable, "-m", "sagacity.verify_bundle", str(bundle), "--key", str(pub)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = verify_offline(bundle, pub)
     assert done.returncode == 0, done.stderr
     assert "OK a: 5 entries" in done.stdout
     assert "OK c: 5 entries" in done.stdout

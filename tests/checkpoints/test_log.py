@@ -32,9 +32,15 @@ from sagacity.checkpoints import (
 from sagacity.checkpoints._log import entry_log
 from sagacity.errors import JournalIntegrityError, SignatureError
 
-from .conftest import RawSQL, rechain, stored_timestamp
+from .conftest import ALL_SQL_STORES, RawSQL, rechain, stored_timestamp
 
 ORIGIN = "test.example/journal"
+
+
+@pytest.fixture(params=ALL_SQL_STORES)
+def journal_url(request: pytest.FixtureRequest) -> str:
+    url: str = request.getfixturevalue(f"{request.param}_url")
+    return url
 
 
 @pytest.fixture(scope="session")

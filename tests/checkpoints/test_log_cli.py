@@ -16,7 +16,8 @@ from click.testing import CliRunner, Result
 from sagacity import Phase, Sagacity
 from sagacity.cli import main
 
-from .conftest import RawSQL, rechain, stored_timestamp
+from .conftest import RawSQL, export_bundle, rechain, stored_timestamp, verify_offline
+from .tsa import LocalTSA, serve
 
 ORIGIN = "test.example/journal"
 
@@ -114,37 +115,10 @@ def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_audito
     assert clean.exit_code == 0, clean.output
     assert "cosigned by w1.example" in clean.output
     bundle = tmp_path / "bundle"
-    exported = _run(
-        "export",
-        "a",
-        "--db",
-        journal_url,
-        "--bundle",
-        str(bundle),
-        "--checkpoint",
-        str(anchor),
-        "--key",
-        str(keys["acme.pub"]),
-        "--since",
-        str(kept),
-    )
+    exported = export_bundle(journal_url, ["a"], bundle, anchor, keys["acme.pub"], "--since", str(kept))
     assert exported.exit_code == 0, exported.output
-    offline = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "sagacity.verify_bundle",
-            str(bundle),
-            "--key",
-            str(keys["acme.pub"]),
-            "--witness-key",
-            str(keys["w1.pub"]),
-            "--since",
-            str(kept),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
+    offline = verify_offline(
+        bundle, keys["acme.pub"], "--witness-key", str(keys["w1.pub"]), "--since", str(kept)
     )
     assert offline.returncode == 0, offline.stderr
     assert "extends your log checkpoint(s) of size 15" in offline.stdout
@@ -200,3 +174,26 @@ def test_doctor_reports_how_far_the_journal_runs_ahead_of_the_last_cosigned_chec
     none = _run(*doctor, "--witness-key", f"{stranger}.pub", "--max-lag", "17")
     assert none.exit_code == 1  # no checkpoint that stranger cosigned: all 18 entries are ahead
     assert "18 ahead" in none.output
+
+
+def test_checkpoint_tsa_timestamps_the_log_checkpoint_and_the_bundle_carries_it(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], tmp_path: Path
+) -> None:
+    tsa = LocalTSA()
+    root = tmp_path / "tsa-root.pem"
+    root.write_bytes(tsa.root_pem)
+    anchor = tmp_path / "anchor"
+    with serve(tsa) as url:
+        made = _checkpoint(journal_url, keys, anchor, "--tsa", url)
+    assert made.exit_code == 0, made.output
+    assert "timestamped" in made.output
+    assert len(list(anchor.glob("log-checkpoint-*.tsr"))) == 1
+    bundle = tmp_path / "bundle"
+    exported = export_bundle(journal_url, ["b"], bundle, anchor, keys["acme.pub"])
+    assert exported.exit_code == 0, exported.output
+    offline = verify_offline(bundle, keys["acme.pub"], "--tsa-cert", str(root))
+    assert offline.returncode == 0, offline.stderr
+    assert "by the TSA" in offline.stdout
+    down = _checkpoint(journal_url, keys, tmp_path / "other", "--tsa", "http://127.0.0.1:9/")
+    assert down.exit_code == 2
+    assert "did not answer" in down.output

@@ -224,3 +224,68 @@ async def test_concurrent_calls_in_one_saga_are_journaled_in_turn(tmp_path: Path
         assert [e.phase for e in entries] == [Phase.INTENT, Phase.EXECUTED] * 12
         assert all(a.input == b.input for a, b in zip(entries[::2], entries[1::2], strict=True))
         assert len(setup.ledger.events("charge")) == 12
+
+
+GUARDED = (
+    POLICY
+    + """
+[[rules]]
+id = "big-charges"
+tool = "charge"
+amount = "amount"
+over = 100
+action = "deny"
+reason = "charges above 100 need a person"
+
+[[rules]]
+id = "charge-rate"
+tool = "charge"
+action = "deny"
+[rules.budget]
+limit = 2
+window = "1h"
+"""
+)
+
+
+async def test_the_gateways_file_holds_the_guardrails_and_its_calls_are_judged(tmp_path: Path) -> None:
+    """The same file's [[rules]]: a call over the limit is denied (the agent is told, the upstream
+    never called), a count budget stops the third charge, every verdict is journaled."""
+    async with (
+        opened(tmp_path, GUARDED) as (gw, setup),
+        Client(build_server(gw), mode="2026-07-28") as client,
+    ):
+        denied = await call(client, "charge", {"customer": "c", "amount": 500}, saga="g-1")
+        assert "charges above 100 need a person" in text_of(denied)
+        assert setup.ledger.events("charge") == []
+        for n in (1, 2):
+            ok = await call(client, "charge", {"customer": "c", "amount": n}, saga="g-1")
+            assert ok.structured_content["amount"] == n
+        third = await call(client, "charge", {"customer": "c", "amount": 3}, saga="g-1")
+        assert "charge-rate" in text_of(third)
+        assert len(setup.ledger.events("charge")) == 2
+        entries = await anyio.to_thread.run_sync(gw.sagacity.entries, "g-1")
+        verdicts = [e.payload for e in entries if e.phase == Phase.INTENT]
+        assert [("verdict=deny rule=big-charges" in v, "verdict=allow" in v) for v in verdicts] == [
+            (True, False),
+            (False, True),
+            (False, True),
+            (False, False),
+        ]
+
+
+async def test_a_call_the_policy_holds_runs_once_approved_and_re_sent(tmp_path: Path) -> None:
+    """A compensatable upstream tool held by a rule: approved in Sagacity, the re-sent call runs it
+    once (the same path as an irreversible tool's)."""
+    policy = (
+        POLICY + '\n[[rules]]\nid = "big"\ntool = "charge"\namount = "amount"\nover = 100\naction = "hold"\n'
+    )
+    async with opened(tmp_path, policy) as (gw, setup), Client(build_server(gw), mode="2026-07-28") as client:
+        held = await call(client, "charge", {"customer": "c", "amount": 500}, saga="h-1")
+        assert "[AWAITING_APPROVAL]" in text_of(held)
+        assert setup.ledger.events("charge") == []
+        [request] = await anyio.to_thread.run_sync(gw.sagacity.pending_approvals, "h-1")
+        await anyio.to_thread.run_sync(gw.sagacity.approve, "h-1", request.journal_seq, "alice@example.com")
+        ran = await call(client, "charge", {"customer": "c", "amount": 500}, saga="h-1")
+        assert ran.structured_content["amount"] == 500
+        assert len(setup.ledger.events("charge")) == 1

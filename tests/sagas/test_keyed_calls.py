@@ -134,7 +134,8 @@ def test_an_approved_gate_runs_in_band_once_with_the_approved_arguments(
     assert saga.result is not None
     assert saga.result.status is SagaStatus.AWAITING_APPROVAL
     seq = pending.request.journal_seq
-    assert sg.entries("g1")[seq - 1].payload == "call_id=c2"
+    definition = f"definition={tools.wire.spec.definition_hash}"  # the tool it was gated under
+    assert sg.entries("g1")[seq - 1].payload == f"call_id=c2\n{definition}"
     with sg.saga("g1"):
         assert isinstance(present(tools.wire, ALICE, "c2"), CallPending)  # not approved yet
     assert len(sg.pending_approvals("g1")) == 1  # no second gate
@@ -228,7 +229,8 @@ def test_on_reject_continue_tells_the_model_and_the_saga_goes_on(
     with sg.saga("g5"):
         present(tools.reserve, '{"sku":"A"}', "c1")
         pending = present(tools.wire, ALICE, "c2", on_reject="continue")
-    assert sg.entries("g5")[-1].payload == "call_id=c2\non_reject=continue"
+    definition = f"definition={tools.wire.spec.definition_hash}"
+    assert sg.entries("g5")[-1].payload == f"call_id=c2\non_reject=continue\n{definition}"
     decision = sg.reject("g5", pending.request.journal_seq, "bob@example.com", "wrong supplier")
     assert decision.result is None  # nothing compensated
     assert world["released"] == []
@@ -304,9 +306,10 @@ def test_a_keyed_call_in_a_compensated_saga_is_refused(sg: Sagacity, tools: Any)
 
 
 def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
-    # Long enough for the saga's end and the approval to be journaled first on any store (a
-    # server's commit is several fsyncs away under load), short enough to wait out.
-    @tool(reversibility=Reversibility.IRREVERSIBLE, approval_ttl=0.5)
+    # Long enough for the saga's end and the approval to be journaled first on any store, even
+    # on a loaded machine (0.5 s was not, with the whole suite on two busy cores), short enough
+    # to wait out.
+    @tool(reversibility=Reversibility.IRREVERSIBLE, approval_ttl=3.0)
     def quick_wire(amount: str, to: str) -> str:
         world["wired"].append(to)
         return "wired"
@@ -314,7 +317,7 @@ def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
     with sg.saga("ex"):
         pending = present(quick_wire, ALICE, "c1")
     sg.approve("ex", pending.request.journal_seq, "alice@example.com")
-    time.sleep(0.55)  # past the expiry, which was set when the gate opened
+    time.sleep(3.05)  # past the expiry, which was set when the gate opened
     with pytest.raises(ApprovalRefusedError), sg.saga("ex"):
         present(quick_wire, ALICE, "c1")
     assert world["wired"] == []

@@ -9,6 +9,7 @@ A bundle is a directory an auditor can check offline with the public keys and no
                         proof, and consistency proofs from older log checkpoints (``since``)
     checkpoint.txt      the signed note, verbatim
     log-checkpoint.txt  the log's C2SP checkpoint with its witnesses' cosignatures (optional)
+    log-checkpoint.tsr  an RFC 3161 timestamp token over that checkpoint's text (optional)
     sagas/000001.jsonl  one saga's export (SPEC §7 lines), possibly longer than the checkpoint
 
 The checkpoint's leaves file is deliberately not included: the proofs show each bundled saga's
@@ -37,6 +38,7 @@ BUNDLE_FORMAT = "sagacity-bundle/v2"
 MANIFEST = "bundle.json"
 CHECKPOINT_FILE = "checkpoint.txt"
 LOG_CHECKPOINT_FILE = "log-checkpoint.txt"
+LOG_TIMESTAMP_FILE = "log-checkpoint.tsr"
 
 
 def write_bundle(
@@ -47,6 +49,7 @@ def write_bundle(
     *,
     log: LogCheckpoint | None = None,
     since: Sequence[LogCheckpoint] = (),
+    log_timestamp: bytes | None = None,
 ) -> Path:
     """Write the sagas, ``checkpoint`` and inclusion proofs to ``directory`` (new or empty).
 
@@ -55,7 +58,7 @@ def write_bundle(
     Entries appended after the checkpoint are exported too; they verify as a chain, but only the
     first ``count`` are attested. With ``log`` (a log checkpoint of this journal), each saga's last
     entry in that log is proven included too, and for each of ``since`` (older log checkpoints)
-    a consistency proof to ``log`` is added.
+    a consistency proof to ``log`` is added, and ``log_timestamp`` (its RFC 3161 token) goes too.
     """
     journal = journal_of(source)
     target = Path(directory)
@@ -102,8 +105,14 @@ def write_bundle(
     if log is not None and entry_log is not None:
         (target / LOG_CHECKPOINT_FILE).write_text(log.note, encoding="utf-8", newline="\n")
         subtrees = _log.subtrees(entry_log, as_journal=False)
+        if log_timestamp is not None:
+            (target / LOG_TIMESTAMP_FILE).write_bytes(log_timestamp)
+            manifest_timestamp = {"timestamp": LOG_TIMESTAMP_FILE}
+        else:
+            manifest_timestamp = {}
         manifest["log"] = {
             "checkpoint": LOG_CHECKPOINT_FILE,
+            **manifest_timestamp,
             "since": [
                 {
                     "size": old.size,

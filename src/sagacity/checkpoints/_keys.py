@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import importlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,15 +34,22 @@ _TYPES = {ED25519: "Ed25519", COSIGNATURE_V1: "cosignature/v1"}
 _PRIVATE_PREFIX = "PRIVATE+KEY+"
 
 
+def optional_module(name: str, needed_for: str, extra: str) -> ModuleType:
+    """Import ``name`` from an optional extra, or raise a ConfigurationError naming the extra."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:  # pragma: no cover - the dev environment has every extra
+        raise ConfigurationError(
+            f"{needed_for} needs the '{name.split('.', maxsplit=1)[0].replace('_', '-')}' package: "
+            f"pip install 'sagacity[{extra}]'"
+        ) from exc
+
+
 def _ed25519() -> ModuleType:
     """The ``cryptography`` Ed25519 module, or a ConfigurationError naming the extra."""
-    try:
-        from cryptography.hazmat.primitives.asymmetric import ed25519
-    except ImportError as exc:  # pragma: no cover - the dev environment has the extra
-        raise ConfigurationError(
-            "signing checkpoints needs the 'cryptography' package: pip install 'sagacity[signing]'"
-        ) from exc
-    return ed25519
+    return optional_module(
+        "cryptography.hazmat.primitives.asymmetric.ed25519", "signing checkpoints", "signing"
+    )
 
 
 def b64decode_canonical(text: str) -> bytes:

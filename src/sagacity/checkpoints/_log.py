@@ -11,7 +11,8 @@ the SPEC tables::
 A row is only ever inserted, so a log index, once given, names the same entry forever: leaf ``i``
 of the tree is ``leaf(saga_id, seq, hash)`` of row ``i``, and the tree of a later run extends the
 tree of an earlier one. Two checkpointers racing insert the same indexes; the loser's insert finds
-them taken, rolls back and reads again. The operator can rewrite this table like any other, which
+them taken (``ON CONFLICT DO NOTHING`` writes fewer rows; on MariaDB / MySQL the duplicate-key
+error), rolls back and reads again. The operator can rewrite this table like any other, which
 is why the checkpoint over it goes to witnesses: a log that re-numbers or re-hashes a logged entry
 has a new tree that no consistency proof links to the one they cosigned.
 
@@ -37,6 +38,13 @@ _ATTEMPTS = 5
 _DDL = (
     f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
     "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
+)
+#: MariaDB / MySQL: the journal's own column types, and its table's (binary) collation, so ids
+#: compare and join byte for byte as they do in the journal.
+_MYSQL_DDL = (
+    f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id VARCHAR(512) NOT NULL, "
+    "seq BIGINT NOT NULL, hash CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, "
+    "UNIQUE (saga_id, seq)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={collation}"
 )
 
 
@@ -124,10 +132,25 @@ class SQLEntryLog:
         self._ready = False
 
     def _ensure(self) -> None:
-        if not self._ready:
-            with self._store._cursor() as cur:
+        if self._ready:
+            return
+        with self._store._cursor() as cur:
+            if self._store.dialect.on_conflict:
                 cur.execute(_DDL)
-            self._ready = True
+            else:
+                cur.execute(
+                    self._store._sql(
+                        "SELECT table_collation FROM information_schema.tables "
+                        "WHERE table_schema = DATABASE() AND table_name = ?"
+                    ),
+                    (JOURNAL,),
+                )
+                row = cur.fetchone()
+                collation = str(row[0]) if row is not None else ""
+                if not collation.replace("_", "").isalnum():
+                    raise StoreError(f"cannot tell the collation of {JOURNAL} (is the schema created?)")
+                cur.execute(_MYSQL_DDL.format(collation=collation))
+        self._ready = True
 
     def extend(self) -> int:
         self._ensure()
@@ -141,16 +164,27 @@ class SQLEntryLog:
     def _extend_retried(self) -> int:
         for _ in range(_ATTEMPTS - 1):
             try:
-                return self._extend_once()
+                return self._extend_checked()
             except _Raced:
                 continue
         try:
-            return self._extend_once()
+            return self._extend_checked()
         except _Raced as exc:
             raise StoreError("the log kept changing under this checkpointer: another logs as often") from exc
 
+    def _extend_checked(self) -> int:
+        """One batch; a key another checkpointer took first is a race (rolled back) on every dialect."""
+        try:
+            return self._extend_once()
+        except StoreError as exc:
+            if exc.__cause__ is not None and self._store.dialect.taken(exc.__cause__):
+                raise _Raced from exc
+            raise
+
     def _extend_once(self) -> int:
         sql = self._store._sql
+        # Where the database cannot skip a taken key, the insert fails on it instead (``taken``).
+        skip = " ON CONFLICT DO NOTHING" if self._store.dialect.on_conflict else ""
         with self._store._cursor(transaction=True) as cur:
             cur.execute(f"SELECT COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
             following = int(cur.fetchone()[0])
@@ -174,7 +208,7 @@ class SQLEntryLog:
                     sql(
                         f"INSERT INTO {LOG} (log_index, saga_id, seq, hash) VALUES "
                         + ", ".join(["(?, ?, ?, ?)"] * len(chunk))
-                        + " ON CONFLICT DO NOTHING"
+                        + skip
                     ),
                     params,
                 )

@@ -52,8 +52,8 @@ def log_file_name(checkpoint: LogCheckpoint, moment: datetime) -> str:
     return f"{_LOG_PREFIX}{checkpoint.size:012d}-{moment:%Y%m%dT%H%M%S.%fZ}.txt"
 
 
-def _write_new(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically and durably; fail if ``path`` exists.
+def _write_new(path: Path, text: str | bytes) -> None:
+    """Write ``text`` (or bytes) to ``path`` atomically and durably; fail if ``path`` exists.
 
     A temporary file is filled and fsynced, then hard-linked to its name: ``link`` refuses an
     existing target (``rename`` would silently replace it), so a published checkpoint is never
@@ -61,9 +61,9 @@ def _write_new(path: Path, text: str) -> None:
     """
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as out:
+        with os.fdopen(fd, "wb") as out:
             os.fchmod(out.fileno(), _PUBLIC)
-            out.write(text)
+            out.write(text.encode("utf-8") if isinstance(text, str) else text)
             out.flush()
             os.fsync(out.fileno())
         try:
@@ -120,10 +120,13 @@ class DirectorySink:
         return read_checkpoint(self.directory / LATEST, key)
 
     # -- log checkpoints (C2SP tlog-checkpoint notes, with their cosignatures) -----------------
-    def publish_log(self, checkpoint: LogCheckpoint) -> str:
-        """Write a log checkpoint (never replacing one), then point ``log-latest`` at it."""
+    def publish_log(self, checkpoint: LogCheckpoint, timestamp: bytes | None = None) -> str:
+        """Write a log checkpoint (never replacing one) and its RFC 3161 token (``.tsr``), then
+        point ``log-latest`` at it."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / log_file_name(checkpoint, datetime.now(UTC))
+        if timestamp is not None:
+            _write_new(path.with_suffix(".tsr"), timestamp)
         _write_new(path, checkpoint.note)
         _replace(self.directory / LOG_LATEST, path.name + "\n")
         _fsync_dir(self.directory)
@@ -135,6 +138,14 @@ class DirectorySink:
         if not pointer.exists():
             return None
         return read_log_checkpoint(resolve_note_path(pointer), key)
+
+    def latest_log_timestamp(self) -> bytes | None:
+        """The RFC 3161 token of the newest log checkpoint, if it was timestamped."""
+        pointer = self.directory / LOG_LATEST
+        if not pointer.exists():
+            return None
+        token = resolve_note_path(pointer).with_suffix(".tsr")
+        return token.read_bytes() if token.exists() else None
 
     def log_checkpoints(self, key: VerifierKey) -> list[LogCheckpoint]:
         """Every log checkpoint published here, oldest first, each signature checked."""
@@ -169,12 +180,14 @@ class GitSink(DirectorySink):
         )
         return where
 
-    def publish_log(self, checkpoint: LogCheckpoint) -> str:
-        where = super().publish_log(checkpoint)
+    def publish_log(self, checkpoint: LogCheckpoint, timestamp: bytes | None = None) -> str:
+        where = super().publish_log(checkpoint, timestamp)
+        token = [Path(where).with_suffix(".tsr").name] if timestamp is not None else []
         self._commit(
             f"log checkpoint {checkpoint.origin}: {checkpoint.size} entries\n\n"
             f"root {checkpoint.root_base64}\n",
             Path(where).name,
+            *token,
             LOG_LATEST,
         )
         return where

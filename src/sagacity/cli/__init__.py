@@ -18,8 +18,10 @@ from sagacity.cli import (
     evidence,
     keys,
     mcp,
+    policy,
     sagas,
     serve,
+    switch,
     witness,
     workflows,
 )
@@ -43,8 +45,10 @@ for command in (
     evidence.export,
     keys.keys,
     mcp.mcp,
+    policy.policy,
     sagas.sagas,
     serve.serve,
+    switch.switch,
     witness.witness,
     workflows.workflows,
 ):

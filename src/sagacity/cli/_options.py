@@ -11,7 +11,6 @@ import getpass
 import importlib
 import json
 import os
-import re
 import sys
 from collections.abc import Callable
 from datetime import timedelta
@@ -21,6 +20,7 @@ import click
 
 from sagacity._approvals import require_identity
 from sagacity._state import one_line, required_reason
+from sagacity._toml_lines import duration_seconds
 from sagacity.cli._common import CommandError
 from sagacity.errors import InvalidValueError
 
@@ -132,16 +132,12 @@ def import_option(fn: F) -> F:
     )(fn)
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
 def parse_duration(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
     """``30s``, ``5m``, ``2h``, ``1d`` or plain seconds, as a timedelta (an option callback)."""
-    match = _DURATION.match(value)
-    if match is None:
+    seconds = duration_seconds(value)
+    if seconds is None:
         raise click.BadParameter(f"{value!r} is not a duration like 30s, 5m, 2h or 1d")
-    return timedelta(seconds=float(match.group(1)) * _UNIT_SECONDS[match.group(2)])
+    return timedelta(seconds=seconds)
 
 
 def echo_json(value: Any) -> None:

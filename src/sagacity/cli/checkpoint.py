@@ -34,6 +34,7 @@ from sagacity.checkpoints import (
     log_consistency_proof,
 )
 from sagacity.checkpoints._scan import Progress as ProgressCallback
+from sagacity.checkpoints._timestamp import request_timestamp
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import Digits, parse_duration
 from sagacity.errors import JournalIntegrityError, SagacityError
@@ -129,6 +130,13 @@ def _sink(out_dir: str | None, git_dir: str | None) -> DirectorySink:
     type=Digits(min=0),
     help="Cosignatures the log checkpoint needs before it is published (default: every --witness).",
 )
+@click.option(
+    "--tsa",
+    "tsa_url",
+    metavar="URL",
+    help="Also get an RFC 3161 timestamp token on the log checkpoint from this time-stamping "
+    "authority (needs the 'timestamps' extra); kept beside it as .tsr.",
+)
 @db_option
 def checkpoint(
     key_path: str,
@@ -140,6 +148,7 @@ def checkpoint(
     max_skew: timedelta,
     witness_specs: tuple[str, ...],
     quorum: int | None,
+    tsa_url: str | None,
     db_url: str,
 ) -> None:
     """Verify every chain, sign the journal's state and its log, and anchor both checkpoints.
@@ -167,7 +176,7 @@ def checkpoint(
         try:
             while True:
                 _checkpoint_once(sg, key, origin, sink, max_skew)
-                _log_checkpoint_once(sg, key, origin, sink, witnesses, needed)
+                _log_checkpoint_once(sg, key, origin, sink, witnesses, needed, tsa_url)
                 made += 1
                 if every is None or (count is not None and made >= count):
                     return
@@ -193,6 +202,7 @@ def _log_checkpoint_once(
     sink: DirectorySink,
     witnesses: list[Witness],
     quorum: int,
+    tsa_url: str | None,
 ) -> LogCheckpoint:
     try:
         previous = sink.latest_log(key.verifier)
@@ -218,13 +228,14 @@ def _log_checkpoint_once(
     for refusal in refusals:
         console(stderr=True).print(f"[yellow]{escape(refusal)}[/]")
     try:
-        where = sink.publish_log(made)
+        token = request_timestamp(tsa_url, made.text.encode("utf-8")) if tsa_url is not None else None
+        where = sink.publish_log(made, token)
     except SagacityError as exc:
         raise CommandError(str(exc)) from exc
     cosigned = len(witnesses) - len(refusals)
     console().print(
         f"{escape(where)}: log of {made.size} entries, root {made.root_base64}, "
-        f"cosigned by {cosigned} of {len(witnesses)} witness(es)",
+        f"cosigned by {cosigned} of {len(witnesses)} witness(es)" + (", timestamped" if tsa_url else ""),
         soft_wrap=True,
     )
     return made

@@ -404,11 +404,9 @@ def export(
         checkpoint = _load_checkpoint(checkpoint_path, key_path)
         verifier = _load_key(key_path)
         try:
-            log = (
-                DirectorySink(checkpoint_path).latest_log(verifier)
-                if Path(checkpoint_path).is_dir()
-                else None
-            )
+            anchor = DirectorySink(checkpoint_path) if Path(checkpoint_path).is_dir() else None
+            log = anchor.latest_log(verifier) if anchor is not None else None
+            token = anchor.latest_log_timestamp() if anchor is not None else None
             since = [read_log_checkpoint(path, verifier) for path in since_paths]
         except SagacityError as exc:
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
@@ -416,7 +414,9 @@ def export(
             raise click.UsageError("--since needs --checkpoint DIR, an anchor holding log checkpoints")
         with open_sagacity(db_url) as sg:
             try:
-                where = write_bundle(sg, saga_ids, checkpoint, bundle_dir, log=log, since=since)
+                where = write_bundle(
+                    sg, saga_ids, checkpoint, bundle_dir, log=log, since=since, log_timestamp=token
+                )
             except SagacityError as exc:
                 raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         console().print(

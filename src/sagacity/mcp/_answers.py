@@ -60,16 +60,20 @@ def upstream_result(wire: dict[str, Any]) -> types.CallToolResult:
     return types.CallToolResult.model_validate(wire, by_name=False)
 
 
-def present_tool(tool: types.Tool, decision: Decision) -> types.Tool:
+def present_tool(tool: types.Tool, decision: Decision, *, may_hold: bool = False) -> types.Tool:
     """The upstream tool as the agent sees it through the proxy.
 
-    A held (irreversible) tool loses its output schema: its first answer is the proxy's "awaiting
-    approval" text, which an SDK client would otherwise reject for not matching the schema. The
-    schema stays readable under ``_meta["io.sagacity/outputSchema"]``.
+    A held tool (irreversible, or ``may_hold``: one a guardrails rule may hold or deny) loses its
+    output schema: its first answer may be the proxy's "awaiting approval" or refusal text, which
+    an SDK client would otherwise reject for not matching the schema. The schema stays readable
+    under ``_meta["io.sagacity/outputSchema"]``.
     """
     meta = dict(tool.meta or {})
     meta[KIND_META_KEY] = decision.kind.value
     update: dict[str, Any] = {"meta": meta}
+    if may_hold and tool.output_schema is not None:
+        meta[OUTPUT_SCHEMA_META_KEY] = tool.output_schema
+        update["output_schema"] = None
     if decision.kind is ToolKind.IRREVERSIBLE:
         if tool.output_schema is not None:
             meta[OUTPUT_SCHEMA_META_KEY] = tool.output_schema

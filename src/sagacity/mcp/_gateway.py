@@ -34,10 +34,12 @@ import mcp_types as types
 from sagacity import Sagacity, SagaResult, SagaStatus, acting_as
 from sagacity.errors import (
     ApprovalError,
+    DefinitionChangedError,
     InvalidValueError,
     SagaNotFoundError,
     SagaStateError,
 )
+from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
@@ -139,9 +141,13 @@ class Gateway:
         *,
         db_url: str | None = None,
         settle_interval: float | None = 2.0,
+        pin_tools: bool = False,
         **store_options: Any,
     ) -> AsyncIterator[Gateway]:
         """Connect to the upstream, check the policy against its tools, open the journal.
+
+        ``pin_tools``: the upstream's tool list as first listed is the one served; a tool whose
+        definition changes later (a rug pull) or that appears later is refused.
 
         Raises ``PolicyError`` when the policy names undo tools the upstream does not have (or
         the upstream has a tool named like one of the proxy's own), ``ConnectionError`` when the
@@ -160,13 +166,20 @@ class Gateway:
             ]
             if problems:
                 raise PolicyError("; ".join(problems))
-            tools = UpstreamTools(upstream, policy, bridge)
+            tools = UpstreamTools(upstream, policy, bridge, pin=pin_tools)
             tools.adopt(listing)
             ttl: dict[str, Any] = {}
             if policy.defaults.approval_ttl_set:
                 ttl["approval_ttl"] = policy.defaults.approval_ttl
             sg = await asyncio.to_thread(
-                partial(Sagacity, db_url, registry=tools.registry, **ttl, **store_options)
+                partial(
+                    Sagacity,
+                    db_url,
+                    registry=tools.registry,
+                    policy=policy.guardrails,
+                    **ttl,
+                    **store_options,
+                )
             )
             tools.sagacity = sg
             tg = anyio.create_task_group()
@@ -196,8 +209,13 @@ class Gateway:
             self.tools.adopt(await self.upstream.list_tools())
         except Exception as exc:  # noqa: BLE001 - the listing seen last still says what the proxy can do
             log.warning("listing the upstream's tools failed (%s); serving the last listing", _describe(exc))
+        rules = self.policy.guardrails
         shown = [
-            answers.present_tool(t, self.tools.decisions[t.name])
+            answers.present_tool(
+                t,
+                self.tools.decisions[t.name],
+                may_hold=rules is not None and any(r.action != "allow" for r in rules.rules_for(t.name)),
+            )
             for t in self.tools.listed.values()
             if self.tools.decisions[t.name].kind is not ToolKind.HIDDEN
         ]
@@ -230,14 +248,12 @@ class Gateway:
             return await self._dispatch(book, name, arguments)
 
     async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
-        """Whether ``caller`` may act on the saga: it is theirs (the journal's start facts say
-        whose, else whoever's call this proxy saw first), it has no principal, or they are admin."""
+        """Whether ``caller`` may act on the saga: it is theirs (the principal whose call this
+        proxy saw first for it), it has no principal, or they are admin. Held in this process: see
+        docs/mcp.md "Limits" for what a restart forgets."""
         if caller.admin or caller.principal is None:
             return True
-        owner = await asyncio.to_thread(self.sagacity.principal_of, book.saga_id)
-        if owner is None:
-            owner = book.owner
-        return owner is None or owner == caller.principal
+        return book.owner is None or book.owner == caller.principal
 
     async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == STATUS_TOOL:
@@ -257,6 +273,10 @@ class Gateway:
             return answers.refused(f"the upstream server has no tool named {name!r}")
         if decision.kind is ToolKind.HIDDEN:
             return answers.refused(f"{name} is not available through this proxy (policy: hidden)")
+        if name in self.tools.changed:
+            why = self.tools.changed[name]
+            log.warning("refused a call of %s: %s", name, why)
+            return answers.refused(f"{name} was not run: {why}; the proxy serves the tools it pinned")
         try:
             canonical = canonical_json(arguments)
         except InvalidValueError as exc:
@@ -272,7 +292,8 @@ class Gateway:
         closed = await self._closed(book)
         if closed is not None:
             return closed
-        if decision.kind is ToolKind.IRREVERSIBLE:
+        # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
+        if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
             for gate in await self._gates(book.saga_id):
                 if (
                     gate.tool_name == decision.name
@@ -309,7 +330,9 @@ class Gateway:
                 decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
             )
         value = outcome.value
-        if decision.kind is ToolKind.IRREVERSIBLE and isinstance(value, str):
+        if isinstance(value, str) and value.startswith(DENIED_MARK):
+            return answers.refused(value)  # the guardrails policy denied it: the upstream was not called
+        if isinstance(value, str):  # held: irreversible, or by the guardrails policy
             held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]
             seq = max(r.journal_seq for r in held) if held else 0
             return answers.awaiting(book.saga_id, seq, decision.name, decision.approvals)
@@ -364,6 +387,11 @@ class Gateway:
                 new_saga=book.origin is not SagaOrigin.META,
             )
         if isinstance(outcome, Raised):
+            if isinstance(outcome.error, DefinitionChangedError):
+                # The upstream changed the tool since the approval: held again, a new request.
+                return answers.awaiting(
+                    book.saga_id, outcome.error.new_seq, gate.tool_name, decision.approvals
+                )
             if isinstance(outcome.error, ApprovalError | SagaStateError):
                 return await self._after_race(book, gate, decision)
             return answers.refused(

@@ -12,19 +12,23 @@ for a human (IRREVERSIBLE), because a tool with no declared undo cannot be compe
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from sagacity._json import kind_of
-from sagacity.errors import ConfigurationError
+from sagacity._toml_lines import LineIndex, duration_seconds
+from sagacity.errors import PolicyError
+from sagacity.guardrails import Policy as GuardrailsPolicy
+from sagacity.guardrails import parse_policy as parse_guardrails
 from sagacity.mcp._template import Template, TemplateError, compile_template
 
 __all__ = [
@@ -40,10 +44,6 @@ __all__ = [
     "load_policy",
     "parse_policy",
 ]
-
-
-class PolicyError(ConfigurationError):
-    """The policy file is malformed; the message names the file and line."""
 
 
 class ToolKind(StrEnum):
@@ -148,6 +148,9 @@ class Policy:
     sagas: SagaPolicy = field(default_factory=SagaPolicy)
     defaults: ToolPolicy = field(default_factory=lambda: ToolPolicy("*"))
     tools: Mapping[str, ToolPolicy] = field(default_factory=dict)
+    #: The file's ``[guardrails]`` and ``[[rules]]``: the guardrails policy every call through
+    #: the gateway is judged by (docs/policies.md); None when the file has no rules.
+    guardrails: GuardrailsPolicy | None = None
 
     def decide(self, name: str, *, read_only_hint: bool | None = None) -> Decision:
         """The effective decision for upstream tool ``name`` (its ``readOnlyHint`` annotation, if any)."""
@@ -187,11 +190,18 @@ class Policy:
         )
 
     def problems_with(self, listed: Sequence[str]) -> list[str]:
-        """What is wrong with this policy for an upstream that lists ``listed``: undo tools it does not
-        have. (Tools the policy names that the upstream does not list are not an error.)"""
+        """What is wrong with this policy for an upstream that lists ``listed``, each with its line:
+        a ``[tools.X]`` table for a tool it does not have (a typo: ``hidden`` on a misspelt name
+        would leave the real tool exposed, an undo on one would leave it held), and undo tools it
+        does not have."""
         have = set(listed)
         problems = []
         for entry in self.tools.values():
+            if entry.name not in have:
+                where = f"{self.source} line {entry.line}: " if entry.line else f"{self.source}: "
+                near = difflib.get_close_matches(entry.name, sorted(have), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                problems.append(f"{where}[tools.{entry.name}] names a tool the upstream does not list{hint}")
             if entry.undo is not None and entry.undo.tool not in have:
                 where = f"{self.source} line {entry.undo.line}: " if entry.undo.line else f"{self.source}: "
                 undo = entry.undo.tool
@@ -219,69 +229,14 @@ def parse_policy(text: str, *, source: str = "policy", environ: Mapping[str, str
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PolicyError(f"{source}: {exc}") from exc
-    return _Parser(source, _LineIndex(text), os.environ if environ is None else environ).policy(data)
-
-
-# -- where things are ----------------------------------------------------------------------------
-_BARE = r"[A-Za-z0-9_-]+"
-_BASIC = r'"(?:[^"\\]|\\.)*"'
-_LITERAL = r"'[^']*'"
-_PART = rf"(?:{_BARE}|{_BASIC}|{_LITERAL})"
-_DOTTED = rf"{_PART}(?:\s*\.\s*{_PART})*"
-_HEADER = re.compile(rf"^\s*\[\[?\s*(?P<key>{_DOTTED})\s*\]\]?\s*(?:#.*)?$")
-_KEY = re.compile(rf"^\s*(?P<key>{_DOTTED})\s*=")
-_PART_RE = re.compile(_PART)
-
-
-def _split_key(dotted: str) -> tuple[str, ...]:
-    parts = []
-    for match in _PART_RE.finditer(dotted):
-        part = match.group(0)
-        if part.startswith('"'):
-            part = tomllib.loads(f"k = {part}")["k"]
-        elif part.startswith("'"):
-            part = part[1:-1]
-        parts.append(part)
-    return tuple(parts)
-
-
-class _LineIndex:
-    """Line numbers of tables and keys, found by a light scan of the text (TOML's parser gives
-    positions only for syntax errors)."""
-
-    def __init__(self, text: str) -> None:
-        self.lines: dict[tuple[str, ...], int] = {}
-        table: tuple[str, ...] = ()
-        in_multiline: str | None = None
-        for number, line in enumerate(text.splitlines(), start=1):
-            if in_multiline is not None:
-                if line.count(in_multiline) % 2 == 1:
-                    in_multiline = None
-                continue
-            header = _HEADER.match(line)
-            if header is not None:
-                table = _split_key(header.group("key"))
-                self.lines.setdefault(table, number)
-                continue
-            key = _KEY.match(line)
-            if key is not None:
-                self.lines.setdefault(table + _split_key(key.group("key")), number)
-                rest = line[key.end() :]
-                for quote in ('"""', "'''"):
-                    if rest.count(quote) % 2 == 1:
-                        in_multiline = quote
-
-    def line(self, path: tuple[str, ...]) -> int | None:
-        """The line of ``path``, or of the nearest enclosing table or key that has one."""
-        while path:
-            if path in self.lines:
-                return self.lines[path]
-            path = path[:-1]
-        return None
+    policy = _Parser(source, LineIndex(text), os.environ if environ is None else environ).policy(data)
+    if "rules" in data or "guardrails" in data:
+        policy = replace(policy, guardrails=parse_guardrails(text, source=source))
+    return policy
 
 
 # -- the parser ----------------------------------------------------------------------------------
-_TOP = {"upstream", "sagas", "defaults", "tools"}
+_TOP = {"upstream", "sagas", "defaults", "tools", "guardrails", "rules"}
 _UPSTREAM = {
     "command",
     "url",
@@ -299,13 +254,11 @@ _DEFAULTS = _TOOL - {"kind", "undo"}
 _UNDO = {"tool", "arguments"}
 _RETRY = {"attempts", "backoff", "max_backoff", "on"}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _SAGA_PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
 
 class _Parser:
-    def __init__(self, source: str, index: _LineIndex, environ: Mapping[str, str]) -> None:
+    def __init__(self, source: str, index: LineIndex, environ: Mapping[str, str]) -> None:
         self.source = source
         self.index = index
         self.environ = environ
@@ -374,12 +327,12 @@ class _Parser:
             return None
         if isinstance(value, int | float) and not isinstance(value, bool):
             return timedelta(seconds=self.number(value, path))
-        match = _DURATION.match(value) if isinstance(value, str) else None
-        if match is None:
+        seconds = duration_seconds(value) if isinstance(value, str) else None
+        if seconds is None:
             raise self.fail(
                 path, f'{".".join(path)} must be seconds, a duration like "30m", "2h", "1d", or "never"'
             )
-        return timedelta(seconds=float(match.group(1)) * _UNIT[match.group(2)])
+        return timedelta(seconds=seconds)
 
     def expand(self, text: str, path: tuple[str, ...]) -> str:
         """``${NAME}`` from the proxy's environment; ``$${`` is a literal ``${``."""

@@ -19,7 +19,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from sagacity._sagacity import Sagacity
 from sagacity.server._errors import ApiError, BodyTooLargeError
-from sagacity.server.auth import APPROVER, AUDITOR, AuthenticationError, Authenticator, Principal
+from sagacity.server.auth import ADMIN, APPROVER, AUDITOR, AuthenticationError, Authenticator, Principal
 from sagacity.stores._deadline import limited_wait
 
 _CSP = (
@@ -172,4 +172,5 @@ async def authenticated_query(request: Request, who: Annotated[Principal, Depend
 Anyone = Annotated[Principal, Depends(_principal)]
 Approver = Annotated[Principal, Depends(_role(APPROVER))]
 Auditor = Annotated[Principal, Depends(_role(AUDITOR))]
+Admin = Annotated[Principal, Depends(_role(ADMIN))]
 SagacityDep = Annotated[Sagacity, Depends(_sagacity)]

@@ -37,6 +37,7 @@ from sagacity._wire import (
     resume_json,
     saga_json,
     saga_page_json,
+    switch_json,
     verification_json,
 )
 from sagacity.errors import (
@@ -49,7 +50,7 @@ from sagacity.errors import (
 )
 from sagacity.model import SagaDetail, SagaStatus
 from sagacity.server._errors import ApiError, about
-from sagacity.server._guard import Anyone, Approver, Auditor, SagacityDep, authenticated_query
+from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
 
 #: The journal's seq is a BIGINT: anything larger names no entry and would overflow the driver.
@@ -304,6 +305,50 @@ async def resume(
     return JSONResponse(resume_json(saga_id, seq, result), 200 if result.error is None else 409)
 
 
+@router.post(
+    "/resolve/{sagaId:path}/{seq}",
+    tags=["approvals"],
+    summary="Settle an in-doubt INTENT: it happened or it did not (resolver: the authenticated principal)",
+    openapi_extra=_body_schema(
+        {
+            "happened": {"type": "boolean", "description": "Whether the call (or compensation) took effect."},
+            "result": {"type": "string", "description": "With happened on a call: its result, journaled."},
+            "reason": {"type": "string", "description": "How you know, in one line: journaled."},
+        },
+        ["happened"],
+    ),
+)
+async def resolve(
+    sagaId: SagaIdParam, seq: SeqParam, request: Request, who: Approver, sg: SagacityDep
+) -> dict[str, Any]:
+    """The resolution runs here, in the process that serves the API: a saga that was compensating
+    carries on with the tools this process has (an MCP proxy's upstream tools included), so no
+    module needs importing anywhere else."""
+    saga_id = _saga_id(sagaId)
+    body = await _json_object(request)
+    happened = body.get("happened")
+    if not isinstance(happened, bool):
+        raise ApiError(400, {"error": "happened is required: true (it took effect) or false (it did not)"})
+    result = _text_field(body, "result", meaning="the call's result") or ""
+    reason = _text_field(body, "reason", meaning="how you know") or ""
+    try:
+        status = await run_in_threadpool(
+            partial(sg.resolve_in_doubt, happened=happened, resolver=who.name, result=result, reason=reason),
+            saga_id,
+            seq,
+        )
+    except SagacityError as exc:
+        raise about(saga_id, seq, exc) from exc
+    log.info("saga %r seq %d resolved by %r: happened=%s, now %s", saga_id, seq, who.name, happened, status)
+    return {
+        "sagaId": saga_id,
+        "journalSeq": seq,
+        "happened": happened,
+        "resolver": who.name,
+        "status": str(status),
+    }
+
+
 # -- audit (role: auditor) ----------------------------------------------------------------------
 @router.get("/audit/{sagaId:path}/verify", tags=["audit"], summary="Recompute the saga's hash chain")
 def verify(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:
@@ -376,3 +421,44 @@ def doctor(
 ) -> dict[str, Any]:
     older_than = timedelta(seconds=olderThan)
     return diagnosis_json(sg.diagnose(older_than=older_than), older_than)
+
+
+@router.get("/switch", tags=["guardrails"], summary="The kill switch's settings in force")
+def switch_status(who: Auditor, sg: SagacityDep) -> list[dict[str, Any]]:
+    return [switch_json(s) for s in sg.kill_switch.in_force()]
+
+
+@router.post(
+    "/switch",
+    tags=["guardrails"],
+    summary="Halt, drain or lift (admin); journaled under the authenticated principal",
+    openapi_extra=_body_schema(
+        {
+            "state": {"type": "string", "enum": ["halt", "drain", "lift"]},
+            "tool": {"type": "string", "description": "Only this tool's calls."},
+            "agent": {"type": "string", "description": "Only this agent's sagas and calls."},
+            "ttl": {"type": "number", "description": "Seconds until it lifts by itself."},
+            "reason": {"type": "string", "description": "Journaled with the change."},
+        },
+        ["state"],
+    ),
+)
+async def set_switch(request: Request, who: Admin, sg: SagacityDep) -> dict[str, Any]:
+    body = await _json_object(request)
+    state = body.get("state")
+    if state not in ("halt", "drain", "lift"):
+        raise ApiError(400, {"error": 'state must be "halt", "drain" or "lift"'})
+    ttl = body.get("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
+        raise ApiError(400, {"error": f"ttl must be a positive number of seconds, not {ttl!r}"})
+    tool = _text_field(body, "tool", meaning="the tool to halt or drain")
+    agent = _text_field(body, "agent", meaning="the agent to halt or drain")
+    reason = _text_field(body, "reason", meaning="why") or ""
+    try:
+        setting = await run_in_threadpool(
+            partial(sg.kill_switch.set, state, by=who.name, tool=tool, agent=agent, ttl=ttl, reason=reason)
+        )
+    except InvalidValueError as exc:
+        raise ApiError(400, {"error": str(exc)}) from exc
+    log.warning("kill switch %s (%s) by %r", state, tool or agent or "global", who.name)
+    return switch_json(setting)

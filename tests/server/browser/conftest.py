@@ -26,6 +26,7 @@ CHROMIUM = os.environ.get("SAGACITY_CHROMIUM", "/usr/bin/chromium")
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN = "browser-token-0123456789"
 APPROVER_ONLY = "approver-only-token-012345"
+ADMIN = "admin-token-0123456789abc"
 T = TypeVar("T")
 
 
@@ -77,6 +78,7 @@ def served(tools: ModuleType) -> Iterator[tuple[str, Sagacity]]:
         {
             TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]},
             APPROVER_ONLY: {"name": "bob@example.com", "roles": ["approver"]},
+            ADMIN: {"name": "root@example.com", "roles": ["admin"]},
         }
     )
     port = _free_port()

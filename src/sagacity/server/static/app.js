@@ -706,6 +706,7 @@ function exportClick(sagaId) {
 //   #/approvals                    pending approvals     #/approval/<sagaId>/<seq>  one request
 //   #/sagas?status=S&after=CURSOR  a page of sagas       #/saga/<sagaId>            one saga
 //   #/workflows                    workflow runs         #/workflow/<runId>         one run (workflows.js)
+//   #/switch                       the kill switch (switch.js)
 async function route() {
   lastRouted = location.href;
   const mine = ++generation;
@@ -733,6 +734,7 @@ async function route() {
   else if (parts[0] === "sagas") next = sagasView(params, fresh);
   else if (parts[0] === "approvals") next = approvalsView(fresh);
   else if (parts[0] === "workflows" || (parts[0] === "workflow" && parts[1])) next = workflowRoute(parts, params, fresh);
+  else if (parts[0] === "switch") next = switchView(fresh);
   else if (seq && /^\d+$/.test(seq)) next = approvalView(decodeURIComponent(parts.slice(1, -1).join("/")), seq, fresh);
   else { history.replaceState(null, "", home()); route(); return; }
   try {
@@ -756,6 +758,7 @@ function chrome() {
   document.querySelector('[data-nav="approvals"]').hidden = !has("approver");
   document.querySelector('[data-nav="sagas"]').hidden = !has("auditor");
   document.querySelector('[data-nav="workflows"]').hidden = !has("auditor");
+  document.querySelector('[data-nav="switch"]').hidden = !has("auditor");
   $("who-name").textContent = `${me.name} (${me.roles.join(", ") || "no roles"})`;
   const banner = $("banner");
   banner.hidden = !me.insecure;

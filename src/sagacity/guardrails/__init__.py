@@ -1,0 +1,48 @@
+"""Guardrails: a policy over every tool call — argument rules, budgets, sequencing, a kill switch.
+
+Open a ``Sagacity`` with ``policy=`` (a TOML file, re-read when it changes, or a
+:class:`Policy`) and every call that enters a saga is judged first; the verdict (rule, decision,
+the policy text's SHA-256) is journaled in the entry the call writes anyway. See
+docs/policies.md for the format, the journal lines, shadow mode and how an auditor re-derives a
+verdict from an export.
+"""
+
+from __future__ import annotations
+
+from sagacity.errors import HaltedError, PolicyError
+from sagacity.guardrails._acting import as_agent, current_agent
+from sagacity.guardrails._evaluate import decide
+from sagacity.guardrails._guard import POLICY_SAGA, Guard
+from sagacity.guardrails._meter import METER_PREFIX
+from sagacity.guardrails._parse import load_policy, parse_policy
+from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Requires, Rule, Scope
+from sagacity.guardrails._switch import SWITCH_SAGA, KillSwitch, Setting, SwitchState
+from sagacity.guardrails._verdict import Debit, Finding, Verdict, parse_verdict
+
+__all__ = [
+    "METER_PREFIX",
+    "POLICY_SAGA",
+    "SWITCH_SAGA",
+    "Action",
+    "Budget",
+    "Debit",
+    "Finding",
+    "Guard",
+    "HaltedError",
+    "KillSwitch",
+    "Mode",
+    "Policy",
+    "PolicyError",
+    "Requires",
+    "Rule",
+    "Scope",
+    "Setting",
+    "SwitchState",
+    "Verdict",
+    "as_agent",
+    "current_agent",
+    "decide",
+    "load_policy",
+    "parse_policy",
+    "parse_verdict",
+]
