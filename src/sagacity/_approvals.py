@@ -24,6 +24,7 @@ from sagacity._engine import Engine, Row, require_identity, utc_now
 from sagacity._json import require_storable
 from sagacity._state import (
     GATE_TOOL,
+    ON_REJECT_CONTINUE,
     RESUMES,
     Gate,
     SagaState,
@@ -37,6 +38,7 @@ from sagacity._state import (
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
+    DefinitionChangedError,
     HaltedError,
     InvalidValueError,
     SagaStateError,
@@ -114,6 +116,7 @@ def gate_payload(
         on_reject,
         requester=requester,
         requester_may_not_approve=spec.excludes_requester,
+        definition=spec.definition_hash,
         extra=extra,
     )
 
@@ -356,6 +359,37 @@ def _close_gate(
     return entry, run
 
 
+def _hold_again(
+    engine: Engine, state: SagaState, request: ApprovalRequest, spec: ToolSpec, why: str
+) -> ApprovalRequest:
+    """The gate is closed (REJECTED ``superseded: <why>``, nothing compensated: nothing ran) and
+    the same call gated anew under the tool's current definition, fenced, in one batch: an
+    approval never carries over to a tool that is not the one approved."""
+    seq = request.journal_seq
+
+    def choose(now: SagaState) -> list[Row]:
+        found = open_gate(now, request)
+        on_reject = ON_REJECT_CONTINUE if found.continues_on_reject else ""
+        return [
+            (
+                GATE_TOOL,
+                Phase.REJECTED,
+                decision_input(seq, request.input_hash),
+                decision_payload("", f"superseded: {why}"),
+            ),
+            (
+                spec.name,
+                Phase.AWAITING_APPROVAL,
+                found.entry.input,
+                gate_payload(spec, found.call_id, on_reject, found.requester),
+            ),
+        ]
+
+    landed = engine.decide(state, choose)
+    engine.drop_request(request.saga_id, seq)
+    return store_request(engine, spec, landed[-1])
+
+
 def _compensates(state: SagaState, seq: int) -> bool:
     """Whether closing the gate at ``seq`` compensates the saga (unless it says ``continue``)."""
     found = state.gates.get(seq)
@@ -463,7 +497,8 @@ def claim(
         if len(approvers) < needed:
             have = f"{len(approvers)} of {needed} approvals" if approvers else "no approval"
             raise ApprovalRefusedError(f"{where} has {have} in the journal for this payload; resume refused")
-        return [(spec.name, Phase.INTENT, payload, call_payload(f"{RESUMES}{seq}{by}", call_id))]
+        first = call_payload(f"{RESUMES}{seq}{by}", call_id, definition=spec.pinned_hash)
+        return [(spec.name, Phase.INTENT, payload, first)]
 
     choose(state)  # every check once before the request is consumed
     live_hash = sha256_hex(payload)
@@ -473,6 +508,16 @@ def claim(
             engine, state, request, decision_payload("", mismatch), f"resume of seq {seq} refused: {mismatch}"
         )
         return Claim(request, spec, refused=mismatch, run=run)
+    approved, current = state.gates[seq].definition, spec.definition_hash
+    if approved is not None and approved != current:
+        held = _hold_again(
+            engine, state, request, spec, f"the tool's definition changed ({approved} -> {current})"
+        )
+        raise DefinitionChangedError(
+            f"{where}: {spec.name}'s definition changed since it was approved ({approved} -> {current}); "
+            f"nothing ran, the call is held again as request {held.journal_seq} for a new approval",
+            held.journal_seq,
+        )
     args, kwargs = spec.decode_input(payload)
     guard = engine.guard
     verdict = None

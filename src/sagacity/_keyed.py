@@ -243,7 +243,14 @@ def _start(
             return denied_rows(spec.name, input, verdict, first=f"{CALL_ID}{call_id}")
         if held:
             return [gate_row(spec, input, call_id, policy, requester, extra)]
-        return [(spec.name, Phase.INTENT, input, call_payload("", call_id, extra=extra))]
+        return [
+            (
+                spec.name,
+                Phase.INTENT,
+                input,
+                call_payload("", call_id, definition=spec.pinned_hash, extra=extra),
+            )
+        ]
 
     try:
         landed = engine.decide(state, choose)

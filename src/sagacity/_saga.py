@@ -103,6 +103,8 @@ class SagaRun:
         """Journal INTENT (durable before the tool runs; ``payload``: the policy's verdict) and
         return its seq."""
         try:
+            if spec.intent_payload:  # an MCP tool: the definition it goes out under
+                payload = f"{payload}\n{spec.intent_payload}" if payload else spec.intent_payload
             if self.fresh:
                 seq = self._first_append(
                     lambda new: (

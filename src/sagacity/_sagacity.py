@@ -270,12 +270,6 @@ class Sagacity:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
         return state.status
 
-    def principal_of(self, saga_id: str) -> str | None:
-        """The principal the saga belongs to, from its journal (None: none was named, or no
-        such saga). Read-only."""
-        _refuse_in_loop("principal_of")
-        return self.engine.snapshot(saga_id).principal
-
     def sagas(
         self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
     ) -> list[SagaSummary]:

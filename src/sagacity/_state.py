@@ -60,6 +60,9 @@ REQUESTER = "requester="
 #: A gate payload line: the separation-of-duties rule journaled with the gate (``true``: the
 #: requester may not approve it), so every process enforces the same rule, tool imported or not.
 REQUESTER_MAY_NOT_APPROVE = "requester_may_not_approve="
+#: A gate and INTENT payload line: ``sha256:<hex>`` of the tool's definition (name, description,
+#: input schema) the gate was made, or the call was sent, under.
+DEFINITION_LINE = "definition="
 #: Prefix of a FAILED payload that is the framework's control flow, not a failure.
 CONTROL_FLOW = "control flow: "
 #: Prefix of the FAILED that closes a call the guardrails policy denied: it never ran, it is not
@@ -164,6 +167,7 @@ def call_payload(
     *,
     requester: str | None = None,
     requester_may_not_approve: bool = False,
+    definition: str = "",
     extra: str = "",
 ) -> str:
     """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
@@ -179,6 +183,8 @@ def call_payload(
         lines.append(f"{REQUESTER}{one_line('requester', requester)}")
     if requester_may_not_approve:
         lines.append(f"{REQUESTER_MAY_NOT_APPROVE}true")
+    if definition:
+        lines.append(f"{DEFINITION_LINE}{definition}")
     if extra:
         lines.append(extra)
     return "\n".join(lines)
@@ -299,6 +305,11 @@ class Gate:
         return payload_attribute(self.entry.payload, REQUESTER) or None
 
     @property
+    def definition(self) -> str | None:
+        """``sha256:<hex>`` of the tool's definition the gate was made under (None in older journals)."""
+        return payload_attribute(self.entry.payload, DEFINITION_LINE) or None
+
+    @property
     def requester_may_not_approve(self) -> bool:
         """The gate's separation rule: its requester's own approval does not count, and is refused."""
         return payload_attribute(self.entry.payload, REQUESTER_MAY_NOT_APPROVE) == "true"
@@ -341,11 +352,6 @@ class SagaState:
     resolving: dict[int, str] = field(default_factory=dict)
     #: A framework's call id -> the latest call or gate journaled under it.
     keyed: dict[str, Call | Gate] = field(default_factory=dict)
-
-    @property
-    def principal(self) -> str | None:
-        """Who the saga belongs to: the principal its start facts name (None: nobody in particular)."""
-        return None
 
     @property
     def executed(self) -> list[Call]:

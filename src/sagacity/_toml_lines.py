@@ -80,15 +80,21 @@ class LineIndex:
                     arrays[table] = index
                     self.lines.setdefault(table, number)
                     table = (*table, str(index))
-                self.lines.setdefault(table, number)
+                self._note(table, number)
                 continue
             key = _KEY.match(line)
             if key is not None:
-                self.lines.setdefault(table + _split_key(key.group("key")), number)
+                self._note(table + _split_key(key.group("key")), number)
                 rest = line[key.end() :]
                 for quote in ('"""', "'''"):
                     if rest.count(quote) % 2 == 1:
                         in_multiline = quote
+
+    def _note(self, path: tuple[str, ...], number: int) -> None:
+        """``path`` and every table above it (``[toolz.charge]`` is where ``toolz`` first
+        appears, though no line says ``[toolz]``) are at ``number`` unless seen earlier."""
+        for end in range(1, len(path) + 1):
+            self.lines.setdefault(path[:end], number)
 
     def line(self, path: tuple[str, ...]) -> int | None:
         """The line of ``path``, or of the nearest enclosing table or key that has one."""

@@ -23,6 +23,7 @@
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
     │   │                           (none made, or already resumed, rejected or voided)
     │   ├── ApprovalRefusedError    not approved in the journal, approved twice by one person, expired
+    │   │   └── DefinitionChangedError  the tool's definition changed since approval: held again
     │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
     ├── WorkflowError
     │   ├── WorkflowDefinitionError a workflow declared wrongly (caught where it is written)
@@ -53,6 +54,7 @@ __all__ = [
     "CheckFailedError",
     "CheckpointError",
     "ConfigurationError",
+    "DefinitionChangedError",
     "HaltedError",
     "InvalidValueError",
     "IrreversibleToolError",
@@ -153,6 +155,15 @@ class ApprovalNotFoundError(ApprovalError, LookupError):
 
 class ApprovalRefusedError(ApprovalError):
     """The decision or resume is not allowed: decided already, not approved, expired or void."""
+
+
+class DefinitionChangedError(ApprovalRefusedError):
+    """The tool's definition (name, description, input schema) is not the one the gate was
+    approved under: nothing ran, and the call is held again as request ``new_seq``."""
+
+    def __init__(self, message: str, new_seq: int) -> None:
+        super().__init__(message)
+        self.new_seq = new_seq
 
 
 class PayloadMismatchError(ApprovalError):

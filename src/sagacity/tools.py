@@ -8,6 +8,7 @@ as they would the original. Outside a saga it just runs; inside one, each call i
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import json
 import random
@@ -20,7 +21,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from sagacity import _context
 from sagacity._json import compact
-from sagacity._state import RESERVED_TOOL_NAMES
+from sagacity._state import DEFINITION_LINE, RESERVED_TOOL_NAMES
 from sagacity.errors import (
     InvalidValueError,
     IrreversibleToolError,
@@ -80,6 +81,15 @@ class ToolSpec:
     compensation_idempotent: bool = False
     #: The separation-of-duties rule: None means on with four eyes (``approvals_required`` > 1).
     requester_may_not_approve: bool | None = None
+    #: The tool's definition as its caller saw it (``{"name", "description", "inputSchema"}``;
+    #: for an MCP tool, as the upstream listed it), set with :meth:`define`; None: derived from
+    #: the function (its name, docstring and signature).
+    definition: dict[str, Any] | None = None
+    #: The hash of a definition given with :meth:`define` (an MCP tool), journaled with every
+    #: call; "" for a tool defined by its function.
+    pinned_hash: str = ""
+    #: What the INTENT of each call journals: ``definition=<pinned_hash>``, or nothing.
+    intent_payload: str = ""
     signature: inspect.Signature = field(init=False)
     # Parameter names when every parameter is plain positional-or-keyword without a default:
     # then a call with exactly that many positional arguments binds as ``zip(names, args)``.
@@ -98,6 +108,25 @@ class ToolSpec:
     @property
     def irreversible(self) -> bool:
         return self.reversibility is Reversibility.IRREVERSIBLE
+
+    @property
+    def definition_hash(self) -> str:
+        """``sha256:<hex>`` of the definition as canonical JSON (sorted keys, compact): what a
+        gate is approved under, and what an MCP call journals."""
+        definition = self.definition
+        if definition is None:
+            definition = {
+                "name": self.name,
+                "description": inspect.getdoc(self.fn) or "",
+                "inputSchema": str(self.signature),
+            }
+        return definition_digest(definition)
+
+    def define(self, definition: dict[str, Any]) -> None:
+        """Bind the tool to ``definition`` (what the caller was shown); every call journals its hash."""
+        self.definition = dict(definition)
+        self.pinned_hash = self.definition_hash
+        self.intent_payload = DEFINITION_LINE + self.pinned_hash
 
     @property
     def excludes_requester(self) -> bool:
@@ -142,6 +171,12 @@ class ToolSpec:
             else:
                 kwargs[name] = value
         return tuple(args), kwargs
+
+
+def definition_digest(definition: dict[str, Any]) -> str:
+    """``sha256:<hex>`` of a tool definition as canonical JSON (sorted keys, compact, UTF-8)."""
+    text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def json_object(text: str, *, what: str) -> dict[str, Any]:

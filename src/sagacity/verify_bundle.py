@@ -111,8 +111,14 @@ def parse_entry(line: str, where: str) -> dict[str, Any]:
     return entry
 
 
-def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
-    """Check one saga's export; return its hashes in seq order. Entry ``count`` must hash to ``head``."""
+def verify_chain(
+    path: Path, saga_id: str, count: int, head: str, gates: dict[int, dict[str, Any]] | None = None
+) -> list[str]:
+    """Check one saga's export; return its hashes in seq order. Entry ``count`` must hash to ``head``.
+
+    ``gates`` collects, by seq, each approval gate's facts as the chain holds them (who asked,
+    under which rule and tool definition, who approved or rejected): see :func:`gate_report`.
+    """
     prev, seen, attested = GENESIS, 0, None
     hashes: list[str] = []
     with path.open(encoding="utf-8") as lines:
@@ -131,6 +137,8 @@ def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
                 raise BundleError(f"{where}: bad timestamp {entry['timestamp']!r}") from exc
             if expected != entry["hash"]:
                 raise BundleError(f"{where}: hash mismatch, stored {entry['hash']}, recomputed {expected}")
+            if gates is not None:
+                _note_gate(gates, entry)
             if number == count:
                 attested = entry["hash"]
             prev, seen = entry["hash"], number
@@ -140,6 +148,70 @@ def verify_chain(path: Path, saga_id: str, count: int, head: str) -> list[str]:
     if attested != head:
         raise BundleError(f"saga {saga_id!r}: entry #{count} is not the head the checkpoint attests")
     return hashes
+
+
+def _lines(payload: str) -> dict[str, str]:
+    """A payload's ``key=value`` lines (the first of each key)."""
+    found: dict[str, str] = {}
+    for line in payload.split("\n"):
+        key, sep, value = line.partition("=")
+        if sep and key not in found:
+            found[key] = value
+    return found
+
+
+def _note_gate(gates: dict[int, dict[str, Any]], entry: dict[str, Any]) -> None:
+    """Take a gate (AWAITING_APPROVAL) or a decision naming one into ``gates``, as docs/journal.md
+    lays them out: ``requester=``, ``requester_may_not_approve=``, ``definition=`` on the gate; the
+    decided seq in the decision's input, ``approver=`` on its payload's first line."""
+    if entry["phase"] == "AWAITING_APPROVAL":
+        lines = _lines(entry["payload"])
+        gates[entry["seq"]] = {
+            "tool": entry["toolName"],
+            "requester": lines.get("requester"),
+            "excluded": lines.get("requester_may_not_approve") == "true",
+            "definition": lines.get("definition"),
+            "approvers": [],
+            "rejected": None,
+        }
+    elif entry["toolName"] == "approval-gate" and entry["phase"] in ("APPROVED", "REJECTED"):
+        try:
+            decided = json.loads(entry["input"])
+        except ValueError:
+            return
+        target = decided.get("seq") if isinstance(decided, dict) else None
+        gate = gates.get(target) if isinstance(target, int) else None
+        if gate is None:
+            return
+        first = entry["payload"].partition("\n")[0]
+        approver = first.removeprefix("approver=") if first.startswith("approver=") else ""
+        if entry["phase"] == "APPROVED":
+            gate["approvers"].append(approver)
+        elif gate["rejected"] is None:
+            gate["rejected"] = approver or "the library (expired, superseded or refused)"
+
+
+def gate_report(gates: dict[int, dict[str, Any]]) -> list[str]:
+    """One line per gate: who asked, who decided, the rule and the definition it was approved under.
+    A requester among the approvers of a gate journaled with ``requester_may_not_approve`` is flagged."""
+    lines = []
+    for seq, gate in sorted(gates.items()):
+        asked = gate["requester"] or "no principal"
+        decided = (
+            f"rejected by {gate['rejected']}"
+            if gate["rejected"]
+            else f"approved by {', '.join(gate['approvers'])}"
+            if gate["approvers"]
+            else "not decided"
+        )
+        rule = "; requester may not approve" if gate["excluded"] else ""
+        if gate["excluded"] and gate["requester"] and gate["requester"] in gate["approvers"]:
+            rule += " (VIOLATED: the requester approved)"
+        lines.append(
+            f"  gate seq {seq} {gate['tool']}: requested by {asked}, {decided}{rule}; "
+            f"definition {gate['definition'] or 'not journaled'}"
+        )
+    return lines
 
 
 def _nonblank(lines: Iterator[str]) -> Iterator[str]:
@@ -503,8 +575,9 @@ def verify_bundle(
             raise BundleError(f"the manifest's saga entry is malformed ({exc})") from exc
         if not verify_inclusion(leaf_hash(saga_id, count, head), index, size, proof, root):
             raise BundleError(f"saga {saga_id!r}: its inclusion proof does not lead to the signed root")
+        gates: dict[int, dict[str, Any]] = {}
         try:
-            hashes = verify_chain(inside(bundle, saga.get("file")), saga_id, count, head)
+            hashes = verify_chain(inside(bundle, saga.get("file")), saga_id, count, head, gates)
         except (OSError, UnicodeDecodeError) as exc:
             raise BundleError(f"saga {saga_id!r}: cannot read its file ({exc})") from exc
         entries = len(hashes)
@@ -517,6 +590,7 @@ def verify_bundle(
         report.append(
             f"OK {saga_id}: {count} entries attested by the checkpoint, chain intact{later}{logged}"
         )
+        report.extend(gate_report(gates))
     return report
 
 

@@ -247,6 +247,37 @@ def test_log_bundle_refuses_a_fork_and_a_missing_quorum(
     assert "needs 2 witness keys" in output
 
 
+def test_the_bundle_report_says_who_asked_and_who_approved(
+    key: SigningKey, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The offline verifier reads the gate facts from the chain (docs/journal.md): the requester,
+    the separation rule, the tool definition approved under, and the approvers."""
+    from sagacity import Reversibility, acting_as, tool
+    from sagacity.tools import registry
+
+    with registry.isolated():
+
+        @tool(reversibility=Reversibility.IRREVERSIBLE, approvals=2)
+        def payout(amount: str) -> str:
+            return "paid"
+
+        sg = Sagacity("memory://")
+        with acting_as("alice@example.com"):
+            seq = sg.run("payout-1", payout, "10.00").awaiting[0].journal_seq
+        sg.approve("payout-1", seq, "bob@example.com")
+        sg.approve("payout-1", seq, "carol@example.com")
+        definition = payout.spec.definition_hash
+        bundle = write_bundle(sg, ["payout-1"], create_checkpoint(sg, key, "test.example/j"), tmp_path / "b")
+    pub = tmp_path / "test.pub"
+    pub.write_text(key.verifier.to_text() + "\n")
+    code, output = _verify(bundle, pub, capsys)
+    assert code == 0, output
+    assert (
+        f"  gate seq {seq} payout: requested by alice@example.com, approved by bob@example.com, "
+        f"carol@example.com; requester may not approve; definition {definition}"
+    ) in output
+
+
 # -- RFC 3161 timestamps, from a local TSA the test starts ------------------------------------------
 def test_timestamped_log_bundle_verifies_offline_against_the_tsa_root(
     journal: Sagacity,

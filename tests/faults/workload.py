@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sagacity import CompensationContext, Reversibility, Sagacity, current_call, tool
-from sagacity.errors import SagacityError, StoreError
+from sagacity.errors import ApprovalRefusedError, SagacityError, StoreError
 
 WIRE_INPUT = '{"amount":"100.00","to":"ACME"}'
 #: Environment variable naming the effects ledger the tools write to.
@@ -206,8 +206,13 @@ def run_approver(sg: Sagacity, acks: Acks, stop: Path) -> None:
             try:
                 if approves(saga_id):
                     record["op"] = "approve"
-                    sg.approve(saga_id, seq, "alice@example.com")
-                    acks.write({**record, "t1": time.time()})
+                    try:
+                        sg.approve(saga_id, seq, "alice@example.com")
+                        acks.write({**record, "t1": time.time()})
+                    except ApprovalRefusedError as exc:
+                        # Approved already, by an approver killed before it resumed: resume now.
+                        if "already approved" not in str(exc):
+                            raise
                     record["op"] = "resume"
                     result = sg.resume(saga_id, seq, request.input, resumed_by="approver")
                     record["status"] = str(result.status)

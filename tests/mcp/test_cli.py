@@ -89,6 +89,20 @@ def test_check_reports_what_the_proxy_does_with_each_tool(tmp_path: Path) -> Non
     assert report["problems"] == []
 
 
+def test_check_fails_on_a_typo_in_a_hidden_entry(tmp_path: Path) -> None:
+    """`[tools.refnud] kind = "hidden"` hides nothing (the real refund stays listed): `mcp check`
+    reports it with its line and exits 2, and the proxy refuses to start on it."""
+    setup = make_setup(tmp_path, policy=POLICY.replace("[tools.refund]", "[tools.refnud]"))
+    line = POLICY.splitlines().index("[tools.refund]") + 1
+    expected = f"{setup.policy} line {line}: [tools.refnud] names a tool the upstream does not list"
+    code, output = invoke("mcp", "check", "--policy", str(setup.policy), *UPSTREAM, env=setup.env)
+    assert code == 2
+    assert expected in " ".join(output.split())
+    code, output = invoke("mcp", "proxy", "--policy", str(setup.policy), *UPSTREAM, env=setup.env)
+    assert code == 2
+    assert expected in " ".join(output.split())
+
+
 def test_check_fails_on_an_undo_the_upstream_lacks(tmp_path: Path) -> None:
     """An undo tool the upstream does not list is a problem: exit status 2."""
     setup = make_setup(tmp_path, policy=POLICY + "\n[tools.send_payout]\nundo = { tool = 'claw_back' }\n")

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -23,16 +25,20 @@ from mcp_tools import (
     PAYMENTS,
     POLICY,
     SAGA_KEY,
+    SAGACITY,
     Setup,
     agent,
+    api,
     free_port,
     http_client,
     http_proxy,
     make_setup,
+    proxy_args,
     sagacity_cli,
     stdio_params,
     text_of,
     wait_for_port,
+    wait_until,
 )
 
 from sagacity import Phase, Sagacity, SagaStatus
@@ -60,8 +66,8 @@ def _assert_in_doubt(setup: Setup, saga: str, answer: Any, batch: str) -> int:
     assert "NOT retried" in text_of(answer)
     with Sagacity(setup.db_url) as sg:
         entries = sg.entries(saga)
-        settle = [(e.phase, e.payload) for e in entries if e.tool_name == "settle"]
-        assert settle == [(Phase.INTENT, "")]  # no FAILED: nobody knows whether it happened
+        settle = [(e.phase, e.payload.partition("=")[0]) for e in entries if e.tool_name == "settle"]
+        assert settle == [(Phase.INTENT, "definition")]  # no FAILED: nobody knows whether it happened
         [doubt] = sg.in_doubt(saga)
         assert (doubt.tool_name, json.loads(doubt.input)) == ("settle", {"batch": batch})
         assert sg.status(saga) is SagaStatus.IN_DOUBT
@@ -263,3 +269,159 @@ def test_closing_a_session_keeps_its_work_by_default(tmp_path: Path) -> None:
     with Sagacity(setup.db_url) as sg:
         assert sg.status(saga) is SagaStatus.COMPLETED
     assert setup.ledger.events("refund") == []
+
+
+def _restart_idle(setup: Setup, port: int, start: Any) -> None:
+    """Kill the idle upstream (its sessions die with it) and start a new one on the same port."""
+    for event in setup.ledger.events("start"):
+        try:
+            os.kill(event["pid"], signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    wait_until(lambda: not _listening(port), what=f"the killed upstream to leave port {port}")
+    start()
+
+
+def _listening(port: int) -> bool:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("upstream_protocol", ["legacy", "auto"])
+def test_an_idle_http_upstream_restarted_is_used_again_at_once(
+    http_upstream: tuple[Setup, int, Any], upstream_protocol: str
+) -> None:
+    """The streamable-HTTP upstream restarts while the proxy sits idle (at 2025-11-25 its session
+    is gone: "Session not found"): the proxy starts a new upstream session, says so in its log,
+    and the next call and the saga's compensations go through."""
+    setup, port, start = http_upstream
+    setup.policy.write_text(
+        setup.policy.read_text().replace("timeout = 20", f'timeout = 20\nprotocol = "{upstream_protocol}"')
+    )
+    saga = f"restart-{uuid.uuid4().hex[:8]}"
+    upstream = ["--upstream-url", f"http://127.0.0.1:{port}/mcp"]
+    with http_proxy(setup, "--log-level", "info", upstream=upstream) as (url, proxy_port):
+        with agent(url, "legacy") as a:
+            first = a.call("charge", {"customer": "c-before", "amount": 3}, saga=saga)
+            assert not first.is_error, text_of(first)
+            _restart_idle(setup, port, start)
+            second = a.call("charge", {"customer": "c-after", "amount": 4}, saga=saga)
+            assert not second.is_error, text_of(second)
+            _restart_idle(setup, port, start)
+            failed = a.call("charge", {"customer": "c-after", "amount": 20_000}, saga=saga)
+            assert failed.is_error
+            assert "was rolled back" in text_of(failed), text_of(failed)
+        log = (setup.tmp / f"proxy-{proxy_port}.log").read_text()
+    refunds = [e["charge_id"] for e in setup.ledger.events("refund")]
+    charges = [e["charge_id"] for e in setup.ledger.events("charge")]
+    assert len(charges) == 2
+    assert sorted(refunds) == sorted(charges)  # both charges were refunded after the restarts
+    with Sagacity(setup.db_url) as sg:
+        assert sg.status(saga) is SagaStatus.COMPENSATED
+        assert sg.verify(saga).valid
+    if upstream_protocol == "legacy":
+        assert "new upstream session" in log, log
+
+
+def test_a_call_after_an_idle_http_upstream_died_was_not_sent(http_upstream: tuple[Setup, int, Any]) -> None:
+    """The HTTP upstream dies while the proxy sits idle and nothing listens: the next call is
+    `[FAILED]` (nothing was sent), never in doubt; later calls say why without a bare
+    ExceptionGroup; a tool with `retry.on = ["unavailable"]` is retried and goes through once the
+    upstream is back, under its one INTENT."""
+    setup, port, start = http_upstream
+    setup.policy.write_text(
+        setup.policy.read_text().replace(
+            "[tools.create_ticket]\n",
+            "[tools.create_ticket]\n"
+            'retry = { attempts = 10, backoff = 0.2, max_backoff = 2, on = ["unavailable"] }\n',
+        )
+    )
+    run = uuid.uuid4().hex[:8]
+    upstream = ["--upstream-url", f"http://127.0.0.1:{port}/mcp"]
+    with agent(stdio_params(setup, *upstream, upstream=[]), "legacy") as a:
+        assert not a.call("get_balance", {"account": "acc-1"}, saga=f"warm-{run}").is_error
+        for event in setup.ledger.events("start"):
+            os.kill(event["pid"], signal.SIGKILL)
+        wait_until(lambda: not _listening(port), what=f"the killed upstream to leave port {port}")
+        for n in (1, 2):
+            answer = a.call("charge", {"customer": f"c-{n}", "amount": 3}, saga=f"down-{n}-{run}")
+            assert answer.is_error
+            assert text_of(answer).startswith(
+                "[FAILED] charge failed: UpstreamUnavailableError: nothing was sent"
+            )
+            assert "ExceptionGroup" not in text_of(answer)
+        with Sagacity(setup.db_url) as sg:
+            for n in (1, 2):
+                saga = f"down-{n}-{run}"
+                assert [e.phase for e in sg.entries(saga) if e.tool_name == "charge"] == [
+                    Phase.INTENT,
+                    Phase.FAILED,
+                ]
+                assert sg.in_doubt(saga) == []
+
+        def back_when_tried() -> None:
+            with Sagacity(setup.db_url) as sg:
+                wait_until(lambda: sg.entries(f"retry-{run}") != [], what="the retried call's INTENT")
+            start()
+
+        restarter = threading.Thread(target=back_when_tried)
+        restarter.start()
+        answer = a.call("create_ticket", {"title": "printer"}, saga=f"retry-{run}")
+        restarter.join()
+        assert not answer.is_error, text_of(answer)
+    with Sagacity(setup.db_url) as sg:
+        phases = [e.phase for e in sg.entries(f"retry-{run}") if e.tool_name == "create_ticket"]
+        assert phases == [Phase.INTENT, Phase.EXECUTED]
+    assert [e["title"] for e in setup.ledger.events("ticket")] == ["printer"]
+
+
+def test_a_second_stdio_proxy_on_the_same_api_port_fails_at_start_in_one_line(tmp_path: Path) -> None:
+    """Two stdio proxies with --api on one port: the second exits 2 at once, before serving the
+    agent, with one line saying the port is taken and how to choose another (no traceback), and
+    the first keeps serving."""
+    setup = make_setup(tmp_path)
+    port = free_port()
+    api_args = ("--api", "--api-listen", str(port), "--tokens-file", str(setup.tokens))
+    with agent(stdio_params(setup, *api_args), "legacy") as first:
+        wait_until(lambda: _listening(port), what="the first proxy's API")
+        second = subprocess.run(
+            [SAGACITY, *proxy_args(setup, *api_args)],
+            env={**os.environ, **setup.env},
+            stdin=subprocess.PIPE,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert second.returncode == 2
+        assert second.stdout == ""  # nothing on the MCP channel
+        [line] = second.stderr.strip().splitlines()
+        assert line.startswith(f"Error: cannot listen on 127.0.0.1:{port} (--api-listen)")
+        assert "choose another port with --api-listen" in line
+        assert not first.call("get_balance", {"account": "acc-1"}, saga="still-serving").is_error
+    assert len(setup.ledger.events("start")) == 1  # the second never started the upstream
+
+
+def test_an_in_doubt_call_is_resolved_did_not_happen_through_the_proxys_api(tmp_path: Path) -> None:
+    """The upstream dies mid-call in a saga with a charge: a person resolves the call "did not
+    happen" through the proxy's --api (no module to import anywhere), and the charge is refunded
+    through the upstream, once."""
+    setup = make_setup(tmp_path)
+    saga = f"resolve-{uuid.uuid4().hex[:8]}"
+    with http_proxy(setup) as (url, port), agent(url, "auto") as a:
+        assert not a.call("charge", {"customer": "c-doubt", "amount": 7}, saga=saga).is_error
+        answer = _call_and_kill_upstream(a, setup, saga, "batch-r")
+        seq = _assert_in_doubt(setup, saga, answer, "batch-r")
+        resolved = api(port, "POST", f"/resolve/{saga}/{seq}", {"happened": False, "reason": "no batch"})
+        assert resolved.status_code == 200, resolved.text
+        assert resolved.json()["status"] == "COMPENSATED"
+        assert resolved.json()["resolver"] == "alice@example.com"
+    [charge] = setup.ledger.events("charge")
+    assert [e["charge_id"] for e in setup.ledger.events("refund")] == [charge["charge_id"]]
+    with Sagacity(setup.db_url) as sg:
+        assert sg.status(saga) is SagaStatus.COMPENSATED
+        assert sg.in_doubt(saga) == []
+        assert sg.verify(saga).valid

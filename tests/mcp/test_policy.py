@@ -97,9 +97,31 @@ def test_annotations_are_defaults_that_fail_closed() -> None:
 def test_undo_tools_the_upstream_lacks_are_problems() -> None:
     """An undo naming a tool the upstream does not list is reported with its line (refused at start)."""
     policy = parse_policy(GOOD, source="p.toml", environ=ENV)
-    assert policy.problems_with(["charge", "refund", "send_payout"]) == []
-    [problem] = policy.problems_with(["charge"])
-    assert problem.startswith("p.toml line 17: 'charge' is undone by 'refund'")
+    assert policy.problems_with(["charge", "refund", "send_payout", "ledger.read"]) == []
+    undo, table = policy.problems_with(["charge", "send_payout", "ledger.read"])
+    assert undo.startswith("p.toml line 17: 'charge' is undone by 'refund'")
+    assert table.startswith("p.toml line 29: [tools.refund] names a tool the upstream does not list")
+
+
+def test_a_table_for_a_tool_the_upstream_lacks_is_a_problem_with_its_line() -> None:
+    """`[tools.X]` for a tool the upstream does not list is a mistake (a typo in a hidden entry
+    would leave the real tool exposed): a problem naming its line and the likely tool."""
+    text = '[tools.charge]\nundo = { tool = "refund" }\n\n[tools.refnud]\nkind = "hidden"\n'
+    policy = parse_policy(text, source="p.toml", environ={})
+    assert policy.problems_with(["charge", "refund"]) == [
+        "p.toml line 4: [tools.refnud] names a tool the upstream does not list (did you mean 'refund'?)"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [("timeout = 3\n", 1), ('[upstream]\ntimeout = 3\n\n[toolz.charge]\nkind = "hidden"\n', 4)],
+)
+def test_an_unknown_top_level_key_names_its_line(text: str, line: int) -> None:
+    """A misspelt table (`[toolz.charge]`, where no line says `[toolz]`) or key at the top names
+    the line where it first appears."""
+    with pytest.raises(PolicyError, match=rf"^p.toml line {line}: unknown key"):
+        parse_policy(text, source="p.toml", environ={})
 
 
 @pytest.mark.parametrize(

@@ -187,7 +187,9 @@ def test_held_call_runs_exactly_once_after_approval(world: World) -> None:
     assert len([e for e in world.setup.ledger.events("payout") if e["to"] == to]) == 1
     with world.journal() as sg:
         resumed = [e for e in sg.entries(saga) if e.phase == Phase.INTENT and e.tool_name == "send_payout"]
-        assert [e.payload for e in resumed] == [f"resumes seq={seq} by=sagacity-mcp-proxy"]
+        # the resumed call, and the upstream's definition of the tool it went out under
+        assert [e.payload.split("\n")[0] for e in resumed] == [f"resumes seq={seq} by=sagacity-mcp-proxy"]
+        assert [e.payload.split("\n")[1].startswith("definition=sha256:") for e in resumed] == [True]
         approved = [e for e in sg.entries(saga) if e.phase == Phase.APPROVED]
         assert approved[0].payload == "approver=alice@example.com"
         assert sg.verify(saga).valid

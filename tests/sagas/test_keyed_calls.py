@@ -134,7 +134,8 @@ def test_an_approved_gate_runs_in_band_once_with_the_approved_arguments(
     assert saga.result is not None
     assert saga.result.status is SagaStatus.AWAITING_APPROVAL
     seq = pending.request.journal_seq
-    assert sg.entries("g1")[seq - 1].payload == "call_id=c2"
+    definition = f"definition={tools.wire.spec.definition_hash}"  # the tool it was gated under
+    assert sg.entries("g1")[seq - 1].payload == f"call_id=c2\n{definition}"
     with sg.saga("g1", continue_existing=True):
         assert isinstance(present(tools.wire, ALICE, "c2"), CallPending)  # not approved yet
     assert len(sg.pending_approvals("g1")) == 1  # no second gate
@@ -231,7 +232,8 @@ def test_on_reject_continue_tells_the_model_and_the_saga_goes_on(
     with sg.saga("g5"):
         present(tools.reserve, '{"sku":"A"}', "c1")
         pending = present(tools.wire, ALICE, "c2", on_reject="continue")
-    assert sg.entries("g5")[-1].payload == "call_id=c2\non_reject=continue"
+    definition = f"definition={tools.wire.spec.definition_hash}"
+    assert sg.entries("g5")[-1].payload == f"call_id=c2\non_reject=continue\n{definition}"
     decision = sg.reject("g5", pending.request.journal_seq, "bob@example.com", "wrong supplier")
     assert decision.result is None  # nothing compensated
     assert world["released"] == []

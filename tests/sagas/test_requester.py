@@ -3,13 +3,15 @@ requester may not approve their own request (``requester_may_not_approve``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from sagacity import Reversibility, Sagacity, SagaStatus, acting_as, tool
 from sagacity.errors import ApprovalRefusedError, InvalidValueError
 
 
-def _payout_tools() -> tuple[object, object]:
+def _payout_tools() -> tuple[Any, Any]:
     @tool(reversibility=Reversibility.IRREVERSIBLE, approvals=2)
     def payout(amount: str) -> str:
         return f"paid {amount}"
@@ -29,9 +31,13 @@ def test_a_gate_names_its_requester_and_its_rule(sg: Sagacity) -> None:
         result = sg.run("req-1", lambda: (payout("900.00"), wire("5.00")))
     assert result.status is SagaStatus.AWAITING_APPROVAL
     gates = [e for e in sg.entries("req-1") if e.phase == "AWAITING_APPROVAL"]
-    assert [g.payload for g in gates] == [
-        "requester=agent-7 for alice@example.com\nrequester_may_not_approve=true",
-        "requester=agent-7 for alice@example.com",
+    assert [g.payload.split("\n")[:-1] for g in gates] == [
+        ["requester=agent-7 for alice@example.com", "requester_may_not_approve=true"],
+        ["requester=agent-7 for alice@example.com"],
+    ]
+    assert [g.payload.split("\n")[-1] for g in gates] == [
+        f"definition={payout.spec.definition_hash}",
+        f"definition={wire.spec.definition_hash}",
     ]
     pending = {p.request.tool_name: p for p in sg.approvals("req-1")}
     assert pending["payout"].requester == "agent-7 for alice@example.com"
@@ -54,7 +60,8 @@ def test_without_a_principal_the_requester_is_unknown(sg: Sagacity) -> None:
     payout, _ = _payout_tools()
     sg.run("anon", lambda: payout("1.00"))
     [gate] = [e for e in sg.entries("anon") if e.phase == "AWAITING_APPROVAL"]
-    assert gate.payload == "requester_may_not_approve=true"
+    assert gate.payload.split("\n")[0] == "requester_may_not_approve=true"
+    assert not any(line.startswith("requester=") for line in gate.payload.split("\n"))
     [pending] = sg.approvals("anon")
     assert pending.requester is None
     sg.approve("anon", gate.seq, "alice@example.com")

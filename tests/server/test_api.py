@@ -594,3 +594,43 @@ async def test_the_requester_may_not_approve_their_own_four_eyes_request(
         "approver=bob@example.com",
         "approver=root@example.com",
     ]
+
+
+async def test_an_in_doubt_call_is_resolved_over_http_and_compensation_carries_on(
+    client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType
+) -> None:
+    """POST /resolve settles an in-doubt INTENT under the principal's name; "did not happen" in a
+    saga with a reversible step compensates it here (the server's tools), once; a seq that is
+    not in doubt is an error, a body without happened is 400, nothing journaled for either."""
+    sid = "doubt-1"
+    await anyio.to_thread.run_sync(
+        lambda: [
+            sg.journal.append(sid, "srv_reserve", Phase.INTENT, '{"sku":"SKU-1","quantity":1}'),
+            sg.journal.append(sid, "srv_reserve", Phase.EXECUTED, '{"sku":"SKU-1","quantity":1}', "res"),
+            sg.journal.append(sid, "srv_reserve", Phase.INTENT, '{"sku":"SKU-2","quantity":1}'),
+        ]
+    )
+    before = len(await sg.entries_async(sid))
+    missing = await client.post(f"/sagacity/resolve/{sid}/3", json={"reason": "x"}, headers=ALICE)
+    assert missing.status_code == 400
+    not_in_doubt = await client.post(f"/sagacity/resolve/{sid}/1", json={"happened": False}, headers=ALICE)
+    assert not_in_doubt.status_code in {404, 409}
+    assert not_in_doubt.json()["sagaId"] == sid
+    assert len(await sg.entries_async(sid)) == before
+    response = await client.post(
+        f"/sagacity/resolve/{sid}/3", json={"happened": False, "reason": "never reached"}, headers=ALICE
+    )
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "sagaId": sid,
+        "journalSeq": 3,
+        "happened": False,
+        "resolver": "alice@example.com",
+        "status": "COMPENSATED",
+    }
+    assert tools.EFFECTS == ["released SKU-1"]
+    decision = next(e for e in await sg.entries_async(sid) if e.tool_name == "approval-gate")
+    assert decision.payload == "approver=alice@example.com\nreason=never reached"
+    again = await client.post(f"/sagacity/resolve/{sid}/3", json={"happened": False}, headers=ALICE)
+    assert again.status_code in {404, 409}
+    assert tools.EFFECTS == ["released SKU-1"]

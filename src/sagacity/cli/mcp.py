@@ -9,11 +9,14 @@ chain on the way.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import re
 import signal
+import socket
 import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -187,6 +190,12 @@ def mcp() -> None:
     help="Serve agents on --listen WITHOUT authentication: anyone who reaches it calls every upstream tool.",
 )
 @click.option(
+    "--pin-tools",
+    is_flag=True,
+    help="Pin the upstream's tool list at first sight: a tool whose name, description or input schema "
+    "changes later (a rug pull), or that appears later, is refused.",
+)
+@click.option(
     "--principal",
     metavar="NAME",
     help="On stdio: the principal the agent's sagas belong to (the person who started it).",
@@ -212,6 +221,7 @@ def proxy(
     authorization_server: str | None,
     agent_tokens_file: Path | None,
     agents_insecure: bool,
+    pin_tools: bool,
     principal: str | None,
     log_level: str,
     command: tuple[str, ...],
@@ -250,6 +260,13 @@ def proxy(
     if api and insecure:
         warn_insecure("the --api address")
     _configure_logging(log_level)
+    # The ports first, before the upstream starts or the agent is served: a port another process
+    # holds (a second proxy with --api on the same one) is one clear error now, not a traceback
+    # later while the agent only sees its connection close.
+    if listen is not None:
+        sockets = [_bind(listen, "--listen")]
+    else:
+        sockets = [_bind(api_listen, "--api-listen")] if api else []
     import anyio
 
     try:
@@ -260,6 +277,7 @@ def proxy(
             db_url,
             listen,
             mcp_path,
+            sockets,
             api_listen if api else None,
             auth,
             insecure,
@@ -267,6 +285,7 @@ def proxy(
             log_level,
             agent_auth,
             principal,
+            pin_tools,
         )
     except* SagacityError as group:
         raise CommandError("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from group
@@ -289,6 +308,7 @@ async def _serve(
     db_url: str,
     listen: tuple[str, int] | None,
     mcp_path: str,
+    sockets: list[socket.socket],
     api_at: tuple[str, int] | None,
     auth: Any,
     insecure: bool,
@@ -296,13 +316,16 @@ async def _serve(
     log_level: str,
     agent_auth: Any,
     principal: str | None,
+    pin_tools: bool,
 ) -> None:
     import anyio
 
     from sagacity.mcp import Gateway, http_app, serve_stdio
     from sagacity.stores import safe_url
 
-    async with Gateway.open(policy, target, db_url=db_url, settle_interval=settle_interval or None) as gw:
+    async with Gateway.open(
+        policy, target, db_url=db_url, settle_interval=settle_interval or None, pin_tools=pin_tools
+    ) as gw:
         api_app = None
         if api_at is not None:
             from sagacity.server import create_app
@@ -321,12 +344,12 @@ async def _serve(
                 )
                 if api_app is not None:
                     click.echo(f"Sagacity dashboard: http://{_shown(host)}:{port}/sagacity/ui/", err=True)
-                await server.serve()
+                await server.serve(sockets=sockets)
             else:
                 tg.start_soon(_stop_on_signals, tg.cancel_scope, None)
                 if api_app is not None and api_at is not None:
                     api_server = _uvicorn(api_app, api_at[0], api_at[1], log_level, lifespan="off")
-                    tg.start_soon(api_server.serve)
+                    tg.start_soon(partial(api_server.serve, sockets=sockets))
                     click.echo(
                         f"Sagacity dashboard: http://{_shown(api_at[0])}:{api_at[1]}/sagacity/ui/", err=True
                     )
@@ -386,6 +409,34 @@ def _agent_auth(
 
 def _shown(host: str) -> str:
     return f"[{host}]" if ":" in host else host
+
+
+def _bind(address: tuple[str, int], option: str) -> socket.socket:
+    """A listening socket on ``address``, or a one-line error saying who holds it and what to do."""
+    host, port = address
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, where = infos[0]
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(where)
+            sock.listen(128)
+        except OSError:
+            sock.close()
+            raise
+    except OSError as exc:
+        held = (
+            " (another process, perhaps another proxy, is listening there)"
+            if exc.errno == errno.EADDRINUSE
+            else ""
+        )
+        raise CommandError(
+            f"cannot listen on {_shown(host)}:{port} ({option}): {exc.strerror or exc}{held}; "
+            f"choose another port with {option} HOST:PORT"
+        ) from exc
+    sock.set_inheritable(True)
+    return sock
 
 
 def _uvicorn(app: Any, host: str, port: int, log_level: str, *, lifespan: Literal["on", "off"]) -> Any:

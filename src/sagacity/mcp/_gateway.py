@@ -34,6 +34,7 @@ import mcp_types as types
 from sagacity import Sagacity, SagaResult, SagaStatus, acting_as
 from sagacity.errors import (
     ApprovalError,
+    DefinitionChangedError,
     InvalidValueError,
     SagaNotFoundError,
     SagaStateError,
@@ -140,9 +141,13 @@ class Gateway:
         *,
         db_url: str | None = None,
         settle_interval: float | None = 2.0,
+        pin_tools: bool = False,
         **store_options: Any,
     ) -> AsyncIterator[Gateway]:
         """Connect to the upstream, check the policy against its tools, open the journal.
+
+        ``pin_tools``: the upstream's tool list as first listed is the one served; a tool whose
+        definition changes later (a rug pull) or that appears later is refused.
 
         Raises ``PolicyError`` when the policy names undo tools the upstream does not have (or
         the upstream has a tool named like one of the proxy's own), ``ConnectionError`` when the
@@ -161,7 +166,7 @@ class Gateway:
             ]
             if problems:
                 raise PolicyError("; ".join(problems))
-            tools = UpstreamTools(upstream, policy, bridge)
+            tools = UpstreamTools(upstream, policy, bridge, pin=pin_tools)
             tools.adopt(listing)
             ttl: dict[str, Any] = {}
             if policy.defaults.approval_ttl_set:
@@ -243,14 +248,12 @@ class Gateway:
             return await self._dispatch(book, name, arguments)
 
     async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
-        """Whether ``caller`` may act on the saga: it is theirs (the journal's start facts say
-        whose, else whoever's call this proxy saw first), it has no principal, or they are admin."""
+        """Whether ``caller`` may act on the saga: it is theirs (the principal whose call this
+        proxy saw first for it), it has no principal, or they are admin. Held in this process: see
+        docs/mcp.md "Limits" for what a restart forgets."""
         if caller.admin or caller.principal is None:
             return True
-        owner = await asyncio.to_thread(self.sagacity.principal_of, book.saga_id)
-        if owner is None:
-            owner = book.owner
-        return owner is None or owner == caller.principal
+        return book.owner is None or book.owner == caller.principal
 
     async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         if name == STATUS_TOOL:
@@ -270,6 +273,10 @@ class Gateway:
             return answers.refused(f"the upstream server has no tool named {name!r}")
         if decision.kind is ToolKind.HIDDEN:
             return answers.refused(f"{name} is not available through this proxy (policy: hidden)")
+        if name in self.tools.changed:
+            why = self.tools.changed[name]
+            log.warning("refused a call of %s: %s", name, why)
+            return answers.refused(f"{name} was not run: {why}; the proxy serves the tools it pinned")
         try:
             canonical = canonical_json(arguments)
         except InvalidValueError as exc:
@@ -380,6 +387,11 @@ class Gateway:
                 new_saga=book.origin is not SagaOrigin.META,
             )
         if isinstance(outcome, Raised):
+            if isinstance(outcome.error, DefinitionChangedError):
+                # The upstream changed the tool since the approval: held again, a new request.
+                return answers.awaiting(
+                    book.saga_id, outcome.error.new_seq, gate.tool_name, decision.approvals
+                )
             if isinstance(outcome.error, ApprovalError | SagaStateError):
                 return await self._after_race(book, gate, decision)
             return answers.refused(

@@ -12,6 +12,7 @@ for a human (IRREVERSIBLE), because a tool with no declared undo cannot be compe
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import re
@@ -189,11 +190,18 @@ class Policy:
         )
 
     def problems_with(self, listed: Sequence[str]) -> list[str]:
-        """What is wrong with this policy for an upstream that lists ``listed``: undo tools it does not
-        have. (Tools the policy names that the upstream does not list are not an error.)"""
+        """What is wrong with this policy for an upstream that lists ``listed``, each with its line:
+        a ``[tools.X]`` table for a tool it does not have (a typo: ``hidden`` on a misspelt name
+        would leave the real tool exposed, an undo on one would leave it held), and undo tools it
+        does not have."""
         have = set(listed)
         problems = []
         for entry in self.tools.values():
+            if entry.name not in have:
+                where = f"{self.source} line {entry.line}: " if entry.line else f"{self.source}: "
+                near = difflib.get_close_matches(entry.name, sorted(have), n=1)
+                hint = f" (did you mean {near[0]!r}?)" if near else ""
+                problems.append(f"{where}[tools.{entry.name}] names a tool the upstream does not list{hint}")
             if entry.undo is not None and entry.undo.tool not in have:
                 where = f"{self.source} line {entry.undo.line}: " if entry.undo.line else f"{self.source}: "
                 undo = entry.undo.tool

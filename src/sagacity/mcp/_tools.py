@@ -35,7 +35,7 @@ from sagacity.mcp._errors import (
 from sagacity.mcp._policy import Decision, Policy, ToolKind, UndoPolicy
 from sagacity.mcp._template import result_scope
 from sagacity.mcp._upstream import CallOutcome, Upstream
-from sagacity.tools import Retry, ToolRegistry
+from sagacity.tools import Retry, ToolRegistry, definition_digest
 
 if TYPE_CHECKING:
     from sagacity import Sagacity
@@ -175,10 +175,15 @@ def _error_text(result: dict[str, Any]) -> str:
 class UpstreamTools:
     """The upstream's tools as Sagacity tools, decided by the policy, in a registry of their own."""
 
-    def __init__(self, upstream: Upstream, policy: Policy, bridge: LoopBridge) -> None:
+    def __init__(self, upstream: Upstream, policy: Policy, bridge: LoopBridge, *, pin: bool = False) -> None:
         self.upstream = upstream
         self.policy = policy
         self.bridge = bridge
+        #: Pin the listing at first sight: a tool whose definition changes later, or that appears
+        #: later, is refused (``changed`` says why) and the pinned definition stays listed.
+        self.pin = pin
+        self.pinned: dict[str, str] | None = None
+        self.changed: dict[str, str] = {}
         self.registry = ToolRegistry()
         self.listed: dict[str, types.Tool] = {}
         self.decisions: dict[str, Decision] = {}
@@ -188,13 +193,34 @@ class UpstreamTools:
 
     # -- the listing -------------------------------------------------------------------------------
     def adopt(self, listing: list[types.Tool]) -> None:
-        """Take the upstream's listing: decide and register tools not seen before."""
+        """Take the upstream's listing: decide and register tools not seen before, and bind each
+        tool to its definition as listed (its hash goes with every call and gate).
+
+        Pinned, a definition that differs from the first listing's (or a tool the first listing
+        did not have) is not adopted: the tool is refused until the proxy restarts (a rug pull).
+        """
+        first = self.pinned is None
+        if first and self.pin:
+            self.pinned = {t.name: definition_hash(t) for t in listing}
         for upstream_tool in listing:
-            self.listed[upstream_tool.name] = upstream_tool
-            if upstream_tool.name not in self.decisions:
+            name = upstream_tool.name
+            if self.pinned is not None and not first:
+                seen = self.pinned.get(name)
+                now = definition_hash(upstream_tool)
+                if seen != now:
+                    self.changed[name] = (
+                        f"the upstream changed {name!r} since the proxy pinned its tools "
+                        f"({seen or 'not listed'} -> {now})"
+                        if seen is not None
+                        else f"the upstream added {name!r} after the proxy pinned its tools"
+                    )
+                    continue
+            self.listed[name] = upstream_tool
+            if name not in self.decisions:
                 hint = upstream_tool.annotations.read_only_hint if upstream_tool.annotations else None
-                decision = self.policy.decide(upstream_tool.name, read_only_hint=hint)
+                decision = self.policy.decide(name, read_only_hint=hint)
                 self._register(decision)
+            self._tools[name].spec.define(definition_of(upstream_tool))
 
     def decision(self, name: str) -> Decision | None:
         return self.decisions.get(name)
@@ -314,6 +340,21 @@ class UpstreamTools:
         undo_call.__qualname__ = f"undo_{decision.name}"
         undo_call.__module__ = _ORIGIN_MODULE
         return undo_call
+
+
+def definition_of(upstream_tool: types.Tool) -> dict[str, Any]:
+    """What the agent (and the approver) were shown of a tool: its name, description and input
+    schema, as the upstream listed them."""
+    return {
+        "name": upstream_tool.name,
+        "description": upstream_tool.description or "",
+        "inputSchema": upstream_tool.input_schema,
+    }
+
+
+def definition_hash(upstream_tool: types.Tool) -> str:
+    """``sha256:<hex>`` of :func:`definition_of` (the hash the tool's calls journal)."""
+    return definition_digest(definition_of(upstream_tool))
 
 
 def _retry(decision: Decision) -> Retry | None:

@@ -9,6 +9,14 @@ Every call ends in one of four outcomes, and the difference matters for the jour
 * ``unknown`` — the request was sent and no answer came: the connection was lost, or the call
   timed out. The upstream may or may not have acted, so the call is *in doubt* and is never retried.
 
+Over streamable HTTP a request whose connection could not even be opened (nothing listens: the
+upstream died while the proxy sat idle) was not sent: the HTTP transport answers it at once with
+an error the call reads as ``unavailable``, rather than letting the SDK report a lost connection
+(which would put a call that never left in doubt). And when the upstream answers that the
+session is gone (at 2025-11-25 a restarted server knows no session: "Session not found"), the
+request was not processed either: as the MCP specification tells a client to, a new session is
+initialized, the log says so, and the request is sent once more on it.
+
 Each call runs under its own deadline, so a hung upstream (the SDK's HTTP client can wait forever
 on a server killed mid-call) never hangs the agent. A lost connection is replaced on the next call:
 one attempt at a time owns the SDK ``Client``, in its own task, so its context managers enter and
@@ -17,6 +25,7 @@ exit in the same task as anyio requires.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Mapping
@@ -37,7 +46,14 @@ __all__ = ["CallOutcome", "Upstream", "UpstreamTarget"]
 
 log = logging.getLogger("sagacity.mcp")
 
-OutcomeKind = Literal["result", "unavailable", "rejected", "unknown"]
+#: The JSON-RPC error the proxy's own HTTP transport answers a request with when its connection
+#: could not be opened (implementation-defined range), and how its message starts.
+NOT_SENT = -32050
+_NOT_SENT_PREFIX = "sagacity: not sent: "
+#: How the SDK and servers word "this session is gone" (HTTP 404 on a request with a session id).
+_SESSION_GONE = ("session not found", "session terminated")
+
+OutcomeKind = Literal["result", "unavailable", "rejected", "unknown", "session-gone"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +87,63 @@ def wire_result(result: types.CallToolResult) -> dict[str, Any]:
     if "structuredContent" in dumped:
         kept["structuredContent"] = dumped["structuredContent"]
     return kept
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first error an exception group holds (task groups wrap what failed in them)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    exc = _leaf(exc)
+    if isinstance(exc, MCPError) and _not_sent(exc.error):  # the initialize could not be sent
+        return exc.error.message.removeprefix(_NOT_SENT_PREFIX)
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def _not_sent(error: types.ErrorData) -> bool:
+    return error.code == NOT_SENT and error.message.startswith(_NOT_SENT_PREFIX)
+
+
+def _session_gone(error: types.ErrorData) -> bool:
+    return error.code == types.INVALID_REQUEST and error.message.lower().startswith(_SESSION_GONE)
+
+
+def _not_sent_transport() -> Any:
+    """An HTTP transport that answers a JSON-RPC request whose connection could not be opened with
+    a :data:`NOT_SENT` error instead of raising (which the SDK turns into a lost connection)."""
+    import httpx2
+
+    class NotSentTransport(httpx2.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self._inner = httpx2.AsyncHTTPTransport()
+
+        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+            try:
+                return await self._inner.handle_async_request(request)
+            except (httpx2.ConnectError, httpx2.ConnectTimeout) as exc:
+                request_id = _request_id(request) if request.method == "POST" else None
+                if request_id is None:
+                    raise
+                error = {"code": NOT_SENT, "message": f"{_NOT_SENT_PREFIX}{_describe(exc)}"}
+                body = {"jsonrpc": "2.0", "id": request_id, "error": error}
+                return httpx2.Response(503, json=body, request=request)
+
+        async def aclose(self) -> None:
+            await self._inner.aclose()
+
+    return NotSentTransport()
+
+
+def _request_id(request: Any) -> Any:
+    """The JSON-RPC id of the request an HTTP request carries, or None (a notification)."""
+    try:
+        message = json.loads(request.content)
+    except ValueError:
+        return None
+    return message.get("id") if isinstance(message, dict) else None
 
 
 class _WatchedReadStream:
@@ -140,6 +213,7 @@ class Upstream:
         self.target = target
         self.connect_timeout = connect_timeout
         self.connections = 0  # how many connections were made (1 + reconnects)
+        self.sessions_renewed = 0  # how many times a gone session was replaced to send a call again
         self._attempt: _Attempt | None = None
         self._lock = anyio.Lock()
         self._tg: anyio.abc.TaskGroup | None = None
@@ -171,7 +245,11 @@ class Upstream:
                 import httpx2
                 from mcp.client.streamable_http import streamable_http_client
 
-                http = httpx2.AsyncClient(headers=dict(target.headers), timeout=httpx2.Timeout(30, read=300))
+                http = httpx2.AsyncClient(
+                    headers=dict(target.headers),
+                    timeout=httpx2.Timeout(30, read=300),
+                    transport=_not_sent_transport(),
+                )
                 async with http, streamable_http_client(target.url, http_client=http) as (read, write):
                     yield _WatchedReadStream(read, ended), write
             else:
@@ -206,7 +284,7 @@ class Upstream:
                             await attempt.broken.wait()
                             tg.cancel_scope.cancel()
             except Exception as exc:  # noqa: BLE001 - any failure to connect goes to the callers waiting
-                attempt.error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                attempt.error = _describe(exc)
                 log.warning("upstream %s: %s", self.target.describe(), attempt.error)
             finally:
                 attempt.client = None
@@ -253,7 +331,28 @@ class Upstream:
         return tools
 
     async def call(self, name: str, arguments: dict[str, Any], *, timeout: float) -> CallOutcome:
-        """Call tool ``name`` once, within ``timeout`` seconds. Never raises for the upstream's sake."""
+        """Call tool ``name`` once, within ``timeout`` seconds. Never raises for the upstream's sake.
+
+        Sent a second time only when the upstream answered that the session is gone: it did not
+        process the request, and a new session is started for it (see the module docstring).
+        """
+        outcome = await self._call_once(name, arguments, timeout)
+        if outcome.kind != "session-gone":
+            return outcome
+        log.warning(
+            "upstream %s: its session is gone (%s), so the upstream restarted or ended it; the call "
+            "to %s was not processed: starting a new upstream session and sending it again",
+            self.target.describe(),
+            outcome.reason,
+            name,
+        )
+        self.sessions_renewed += 1
+        outcome = await self._call_once(name, arguments, timeout)
+        if outcome.kind == "session-gone":  # a new session refused at once: give up, nothing ran
+            return CallOutcome("rejected", reason=f"the upstream refused the call: {outcome.reason}")
+        return outcome
+
+    async def _call_once(self, name: str, arguments: dict[str, Any], timeout: float) -> CallOutcome:
         try:
             attempt, client = await self._connected()
         except ConnectionError as exc:
@@ -270,20 +369,23 @@ class Upstream:
                 attempt.broken.set()  # the SDK's HTTP client may be wedged: use a fresh one next time
             return CallOutcome("unknown", reason=f"the upstream did not answer within {timeout:g}s")
         except MCPError as exc:
-            if exc.error.code == CONNECTION_CLOSED:
+            error = exc.error
+            if _not_sent(error):
+                attempt.broken.set()  # whatever listens next is a new server: a new session
+                return CallOutcome("unavailable", reason=error.message.removeprefix(_NOT_SENT_PREFIX))
+            if self.target.url is not None and _session_gone(error):
+                attempt.broken.set()
+                return CallOutcome("session-gone", reason=f"{error.message} ({error.code})")
+            if error.code == CONNECTION_CLOSED:
                 attempt.broken.set()
                 return CallOutcome(
                     "unknown", reason="the connection to the upstream was lost during the call"
                 )
-            if exc.error.code == REQUEST_TIMEOUT:
-                return CallOutcome(
-                    "unknown", reason=f"the upstream did not answer in time ({exc.error.message})"
-                )
+            if error.code == REQUEST_TIMEOUT:
+                return CallOutcome("unknown", reason=f"the upstream did not answer in time ({error.message})")
             return CallOutcome(
-                "rejected", reason=f"the upstream refused the call: {exc.error.message} ({exc.error.code})"
+                "rejected", reason=f"the upstream refused the call: {error.message} ({error.code})"
             )
         except Exception as exc:  # noqa: BLE001 - an unreadable answer after the request went out
-            return CallOutcome(
-                "unknown", reason=f"the upstream's answer could not be read: {type(exc).__name__}: {exc}"
-            )
+            return CallOutcome("unknown", reason=f"the upstream's answer could not be read: {_describe(exc)}")
         return CallOutcome("result", wire_result(result))

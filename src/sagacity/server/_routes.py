@@ -305,6 +305,50 @@ async def resume(
     return JSONResponse(resume_json(saga_id, seq, result), 200 if result.error is None else 409)
 
 
+@router.post(
+    "/resolve/{sagaId:path}/{seq}",
+    tags=["approvals"],
+    summary="Settle an in-doubt INTENT: it happened or it did not (resolver: the authenticated principal)",
+    openapi_extra=_body_schema(
+        {
+            "happened": {"type": "boolean", "description": "Whether the call (or compensation) took effect."},
+            "result": {"type": "string", "description": "With happened on a call: its result, journaled."},
+            "reason": {"type": "string", "description": "How you know, in one line: journaled."},
+        },
+        ["happened"],
+    ),
+)
+async def resolve(
+    sagaId: SagaIdParam, seq: SeqParam, request: Request, who: Approver, sg: SagacityDep
+) -> dict[str, Any]:
+    """The resolution runs here, in the process that serves the API: a saga that was compensating
+    carries on with the tools this process has (an MCP proxy's upstream tools included), so no
+    module needs importing anywhere else."""
+    saga_id = _saga_id(sagaId)
+    body = await _json_object(request)
+    happened = body.get("happened")
+    if not isinstance(happened, bool):
+        raise ApiError(400, {"error": "happened is required: true (it took effect) or false (it did not)"})
+    result = _text_field(body, "result", meaning="the call's result") or ""
+    reason = _text_field(body, "reason", meaning="how you know") or ""
+    try:
+        status = await run_in_threadpool(
+            partial(sg.resolve_in_doubt, happened=happened, resolver=who.name, result=result, reason=reason),
+            saga_id,
+            seq,
+        )
+    except SagacityError as exc:
+        raise about(saga_id, seq, exc) from exc
+    log.info("saga %r seq %d resolved by %r: happened=%s, now %s", saga_id, seq, who.name, happened, status)
+    return {
+        "sagaId": saga_id,
+        "journalSeq": seq,
+        "happened": happened,
+        "resolver": who.name,
+        "status": str(status),
+    }
+
+
 # -- audit (role: auditor) ----------------------------------------------------------------------
 @router.get("/audit/{sagaId:path}/verify", tags=["audit"], summary="Recompute the saga's hash chain")
 def verify(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:

@@ -85,7 +85,7 @@ def test_full_loop_resumed_in_a_new_process(app: ModuleType, url: str, effects: 
         assert [(e.tool_name, e.phase, e.payload) for e in entries] == [
             ("reserve_inventory", "INTENT", "call_id=c1"),
             ("reserve_inventory", "EXECUTED", "reservation R-SKU-9-2"),
-            ("send_wire_transfer", "AWAITING_APPROVAL", "call_id=c2"),
+            ("send_wire_transfer", "AWAITING_APPROVAL", f"call_id=c2\ndefinition={wire_definition()}"),
             ("approval-gate", "APPROVED", "approver=alice@example.com"),
             ("send_wire_transfer", "INTENT", "resumes seq=3\ncall_id=c2"),
             ("send_wire_transfer", "EXECUTED", "wired 4200.00 to alice"),
@@ -363,3 +363,10 @@ def test_a_resume_before_approval_pauses_again(app: ModuleType, effects: Path, t
 
     asyncio.run(main())
     assert app.order_tools.effects() == ["reserve SKU-9", "wire 4200.00 alice"]
+
+
+def wire_definition() -> str:
+    """The hash of send_wire_transfer's definition, which its gates journal (docs/journal.md)."""
+    from sagacity.tools import registry
+
+    return registry.get("send_wire_transfer").definition_hash

@@ -75,7 +75,7 @@ def test_full_loop_resumed_in_a_new_process(app: ModuleType, url: str, effects: 
         assert [(e.tool_name, e.phase, e.payload) for e in entries] == [
             ("reserve_inventory", "INTENT", "call_id=c1"),
             ("reserve_inventory", "EXECUTED", "reservation R-SKU-9-2"),
-            ("send_wire_transfer", "AWAITING_APPROVAL", "call_id=c2"),
+            ("send_wire_transfer", "AWAITING_APPROVAL", f"call_id=c2\ndefinition={wire_definition()}"),
             ("approval-gate", "APPROVED", "approver=alice@example.com"),
             ("send_wire_transfer", "INTENT", "resumes seq=3\ncall_id=c2"),
             ("send_wire_transfer", "EXECUTED", "wired 4200.00 to alice"),
@@ -262,3 +262,10 @@ def test_the_saga_id_defaults_to_the_conversation_id(app: ModuleType, effects: P
         result = app.agent(sg, "order").run_sync("go", conversation_id="conv-42")
         assert isinstance(result.output, DeferredToolRequests)
         assert sg.status("conv-42") is SagaStatus.AWAITING_APPROVAL
+
+
+def wire_definition() -> str:
+    """The hash of send_wire_transfer's definition, which its gates journal (docs/journal.md)."""
+    from sagacity.tools import registry
+
+    return registry.get("send_wire_transfer").definition_hash
