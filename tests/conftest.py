@@ -99,6 +99,7 @@ _SCHEMA = {
     "sagacity_saga_counts",
     "sagacity_index_mark",
     "sagacity_index_dirty",
+    "sagacity_log",
 }
 
 

@@ -52,10 +52,16 @@ def test_racing_checkpointers_never_fork_the_log(journal_url: str, key: SigningK
         for _ in range(2)
     ] + [subprocess.Popen([sys.executable, "-c", APPENDER, journal_url, name]) for name in ("x", "y")]
     notes = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=240)
-        assert proc.returncode == 0
-        notes += [note for note in (out or "").split("\x00") if note]
+    try:
+        for proc in procs:
+            out, _ = proc.communicate(timeout=240)
+            assert proc.returncode == 0
+            notes += [note for note in (out or "").split("\x00") if note]
+    finally:
+        for proc in procs:  # a failed one must not leave the others running into the next test
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert len(notes) == 16
     with Sagacity(journal_url) as sg:
         final = checkpoint_log(sg, key, "race.example")

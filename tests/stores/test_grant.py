@@ -12,7 +12,9 @@ from click.testing import CliRunner
 from psycopg import errors, sql
 
 from sagacity import Phase, Sagacity
+from sagacity.checkpoints import FindingKind, SigningKey, checkpoint_log, verify_log
 from sagacity.cli import main
+from sagacity.errors import StoreError
 
 pytestmark = pytest.mark.postgres
 
@@ -110,3 +112,44 @@ def test_grant_on_sqlite_is_refused_with_a_reason(sqlite_url: str) -> None:
     result = CliRunner().invoke(main, ["db", "grant", "--role", "app", "--db", sqlite_url])
     assert result.exit_code == 2
     assert "PostgreSQL" in result.output
+
+
+def test_the_append_only_role_logs_and_verifies_but_never_rewrites_the_log(
+    postgres_url: str, app_role: str
+) -> None:
+    """The log is evidence like the journal: the role inserts and reads it, never changes it."""
+    result = CliRunner().invoke(main, ["db", "grant", "--role", app_role, "--db", postgres_url])
+    assert result.exit_code == 0, result.output
+    key = SigningKey.generate("grant-test")
+    with Sagacity(_as_user(postgres_url, app_role)) as sg:
+        sg.journal.append("granted", "tool", Phase.EXECUTED, "{}", "ok")
+        first = checkpoint_log(sg, key, "grant.example")
+        assert first.size == 1
+        assert verify_log(sg, [first]) == []
+    with psycopg.connect(_as_user(postgres_url, app_role), autocommit=True) as conn:
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("UPDATE sagacity_log SET hash = repeat('0', 64)")
+        with pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("DELETE FROM sagacity_log")
+
+
+def test_a_journal_made_before_the_log_reads_as_an_empty_log_without_create(
+    postgres_url: str, app_role: str
+) -> None:
+    """Auditing needs no CREATE: where the log's table is missing, verifying reads an empty log."""
+    result = CliRunner().invoke(main, ["db", "grant", "--role", app_role, "--db", postgres_url])
+    assert result.exit_code == 0, result.output
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute("DROP TABLE sagacity_log")  # as a database made by an earlier release
+    key = SigningKey.generate("grant-test")
+    with Sagacity("memory://") as other:  # a checkpoint of another journal, of size 1
+        other.journal.append("other", "tool", Phase.EXECUTED, "{}", "ok")
+        elsewhere = checkpoint_log(other, key, "grant.example")
+    with Sagacity(_as_user(postgres_url, app_role)) as sg:
+        findings = verify_log(sg, [elsewhere])
+        assert [f.kind for f in findings] == [FindingKind.LOG_MISMATCH]
+        assert "the log has 0 entries" in findings[0].detail
+        with pytest.raises(StoreError, match=r"(?i)permission"):
+            checkpoint_log(sg, key, "grant.example")  # making the table is the owner's
+    with Sagacity(postgres_url) as owner:
+        assert checkpoint_log(owner, key, "grant.example").size == 0

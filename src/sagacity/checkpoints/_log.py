@@ -28,13 +28,13 @@ from typing import Protocol
 
 from sagacity.checkpoints import _merkle
 from sagacity.errors import StoreError
-from sagacity.stores._sql import JOURNAL, SQLStore
+from sagacity.stores._sql import JOURNAL, LOG, SQLStore
 from sagacity.stores.base import Store
 
-LOG = "sagacity_log"
 #: Entries logged per transaction, and leaves read per statement.
 BATCH = 5000
 _ATTEMPTS = 5
+#: A journal made before the log was part of the schema gets its table on first checkpoint.
 _DDL = (
     f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
     "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
@@ -131,29 +131,37 @@ class SQLEntryLog:
         self._store = store
         self._ready = False
 
-    def _ensure(self) -> None:
+    def _ensure(self, *, create: bool) -> bool:
+        """Whether the table exists, making it first if ``create``: reads never create it, so a
+        read-only session (or a journal never checkpointed) reads an empty log."""
         if self._ready:
-            return
-        with self._store._cursor() as cur:
-            if self._store.dialect.on_conflict:
-                cur.execute(_DDL)
-            else:
-                cur.execute(
-                    self._store._sql(
-                        "SELECT table_collation FROM information_schema.tables "
-                        "WHERE table_schema = DATABASE() AND table_name = ?"
-                    ),
-                    (JOURNAL,),
-                )
-                row = cur.fetchone()
-                collation = str(row[0]) if row is not None else ""
-                if not collation.replace("_", "").isalnum():
-                    raise StoreError(f"cannot tell the collation of {JOURNAL} (is the schema created?)")
-                cur.execute(_MYSQL_DDL.format(collation=collation))
+            return True
+        if not self._store.has_table(LOG):
+            if not create:
+                return False
+            self._store.create_table(self._ddl())
         self._ready = True
+        return True
+
+    def _ddl(self) -> str:
+        if self._store.dialect.on_conflict:
+            return _DDL
+        with self._store._cursor() as cur:
+            cur.execute(
+                self._store._sql(
+                    "SELECT table_collation FROM information_schema.tables "
+                    "WHERE table_schema = DATABASE() AND table_name = ?"
+                ),
+                (JOURNAL,),
+            )
+            row = cur.fetchone()
+        collation = str(row[0]) if row is not None else ""
+        if not collation.replace("_", "").isalnum():
+            raise StoreError(f"cannot tell the collation of {JOURNAL} (is the schema created?)")
+        return _MYSQL_DDL.format(collation=collation)
 
     def extend(self) -> int:
-        self._ensure()
+        self._ensure(create=True)
         added = 0
         while True:
             batch = self._extend_retried()
@@ -217,7 +225,8 @@ class SQLEntryLog:
             return len(rows)
 
     def size(self) -> int:
-        self._ensure()
+        if not self._ensure(create=False):
+            return 0
         with self._store._cursor() as cur:
             cur.execute(f"SELECT COUNT(*), COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
             count, following = (int(value) for value in cur.fetchone())
@@ -229,7 +238,10 @@ class SQLEntryLog:
         return count
 
     def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
-        self._ensure()
+        if not self._ensure(create=False):
+            if start < end:
+                raise StoreError(f"the log has no row {start}: the table {LOG} does not exist")
+            return
         statement = self._store._sql(
             f"SELECT l.log_index, l.saga_id, l.seq, l.hash, j.hash FROM {LOG} l LEFT JOIN {JOURNAL} j "
             "ON j.saga_id = l.saga_id AND j.seq = l.seq "
@@ -255,7 +267,8 @@ class SQLEntryLog:
             return int(cur.fetchone()[0])
 
     def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
-        self._ensure()
+        if not self._ensure(create=False):
+            return None
         with self._store._cursor() as cur:
             cur.execute(
                 self._store._sql(

@@ -31,6 +31,8 @@ INDEX = "sagacity_saga_index"
 INDEX_COUNTS = "sagacity_saga_counts"
 INDEX_MARK = "sagacity_index_mark"
 INDEX_DIRTY = "sagacity_index_dirty"
+#: The append-only log the checkpointer orders entries in (``checkpoints/_log.py``).
+LOG = "sagacity_log"
 INDEX_COLUMNS = (
     "saga_id, status, entry_count, started_at, updated_at, awaiting_approval, in_doubt, "
     "compensating, broken_at, broken_message, attention"
@@ -189,6 +191,16 @@ class SQLStore(ABC):
     @abstractmethod
     def _ts_in(self, value: Any) -> datetime:
         """A stored timestamp as a naive UTC datetime."""
+
+    @abstractmethod
+    def has_table(self, name: str) -> bool:
+        """Whether the table exists (in the current schema or database)."""
+
+    def create_table(self, ddl: str) -> None:
+        """Run one idempotent ``CREATE TABLE IF NOT EXISTS`` for a working table beside the SPEC
+        tables, safe against other processes creating it at the same moment."""
+        with self._cursor(transaction=True) as cur:
+            cur.execute(ddl)
 
     def _sql(self, statement: str) -> str:
         return self.dialect.sql(statement)

@@ -62,6 +62,7 @@ from sagacity.stores._sql import (
     INDEX_DIRTY,
     INDEX_MARK,
     JOURNAL,
+    LOG,
     TRACE,
     Cursor,
     Dialect,
@@ -80,7 +81,9 @@ _NO_SUCH_GRANT = 1147
 #: Collations that compare utf8mb4 text byte for byte with no trailing-space padding, best first.
 _BINARY_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
 _SQL_MODE = "STRICT_ALL_TABLES,NO_ZERO_DATE,NO_ZERO_IN_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"
-_TABLES = (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_COUNTS, INDEX_MARK, INDEX_DIRTY)
+_TABLES = (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_COUNTS, INDEX_MARK, INDEX_DIRTY, LOG)
+#: The tables whose rows are evidence: an append-only role may read and insert, nothing more.
+_EVIDENCE = (JOURNAL, LOG)
 #: Seconds a process waits for another's ``init_schema`` to finish.
 _SCHEMA_WAIT = 60
 
@@ -301,6 +304,14 @@ class MySQLStore(SQLStore):
             finally:
                 cur.execute("SELECT RELEASE_LOCK(%s)", (self._lock_name("schema"),))
 
+    def has_table(self, name: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT 1 FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = %s",
+                (name,),
+            )
+            return cur.fetchone() is not None
+
     def _missing_tables(self) -> list[str]:
         with self._cursor() as cur:
             cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()")
@@ -353,16 +364,17 @@ class MySQLStore(SQLStore):
                     f"{role} holds {' and '.join(wide)} on the whole database, which no table grant can "
                     f"take away: REVOKE {', '.join(wide)} ON {database}.* FROM {grantee}; then run this again"
                 )
-            journal = f"{database}.{quote_identifier(JOURNAL)}"
-            try:
-                cur.execute(f"REVOKE ALL PRIVILEGES ON {journal} FROM {grantee}")
-            except pymysql.err.MySQLError as exc:
-                if not (exc.args and exc.args[0] == _NO_SUCH_GRANT):  # nothing granted yet
-                    raise
-            cur.execute(f"GRANT SELECT, INSERT ON {journal} TO {grantee}")
-            for table in _TABLES[1:]:
+            for table in _TABLES:
                 table_name = f"{database}.{quote_identifier(table)}"
-                cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table_name} TO {grantee}")
+                if table not in _EVIDENCE:
+                    cur.execute(f"GRANT SELECT, INSERT, UPDATE, DELETE ON {table_name} TO {grantee}")
+                    continue
+                try:
+                    cur.execute(f"REVOKE ALL PRIVILEGES ON {table_name} FROM {grantee}")
+                except pymysql.err.MySQLError as exc:
+                    if not (exc.args and exc.args[0] == _NO_SUCH_GRANT):  # nothing granted yet
+                        raise
+                cur.execute(f"GRANT SELECT, INSERT ON {table_name} TO {grantee}")
 
     # -- the saga index: caught up from the notes the journal's triggers leave --------------------
     def _index_stale(self) -> bool:

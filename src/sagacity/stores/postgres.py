@@ -61,6 +61,7 @@ from sagacity.stores._sql import (
     INDEX_COUNTS,
     INDEX_DIRTY,
     JOURNAL,
+    LOG,
     TRACE,
     Cursor,
     Dialect,
@@ -334,8 +335,8 @@ class PostgresStore(SQLStore):
                 "SELECT to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
                 "AND to_regclass(%s) IS NOT NULL, to_regclass(%s) IS NOT NULL "
                 "AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL "
-                "AND to_regclass(%s) IS NOT NULL",
-                (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY, INDEX_COUNTS),
+                "AND to_regclass(%s) IS NOT NULL AND to_regclass(%s) IS NOT NULL",
+                (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY, INDEX_COUNTS, LOG),
             )
             row = cur.fetchone()
         if row is not None and row[0] and row[1]:
@@ -357,6 +358,18 @@ class PostgresStore(SQLStore):
             return
         self._run_ddl()
 
+    def has_table(self, name: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute("SELECT to_regclass(%s) IS NOT NULL", (name,))
+            return bool(cur.fetchone()[0])
+
+    def create_table(self, ddl: str) -> None:
+        # Two sessions racing ``CREATE TABLE IF NOT EXISTS`` can both pass the check and one then
+        # fails on the catalogue's unique index: queue on the schema lock instead.
+        with self._cursor(transaction=True) as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
+            cur.execute(ddl)
+
     def _run_ddl(self) -> None:
         with self._cursor(transaction=True) as cur:
             cur.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK_KEY,))
@@ -377,13 +390,17 @@ class PostgresStore(SQLStore):
         table owner can still do anything: run the application as ``role``, not as the owner.
         """
         ident = sql.Identifier(role)
-        journal, approvals, expiry, trace, index, dirty, counts = (
-            sql.Identifier(t) for t in (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY, INDEX_COUNTS)
+        journal, approvals, expiry, trace, index, dirty, counts, entry_log = (
+            sql.Identifier(t)
+            for t in (JOURNAL, APPROVALS, EXPIRY, TRACE, INDEX, INDEX_DIRTY, INDEX_COUNTS, LOG)
         )
         statements = [
             sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(sql.Identifier(self._schema()), ident),
             sql.SQL("REVOKE ALL ON {} FROM {}").format(journal, ident),
             sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(journal, ident),
+            # The log is evidence too: its rows are only ever inserted.
+            sql.SQL("REVOKE ALL ON {} FROM {}").format(entry_log, ident),
+            sql.SQL("GRANT SELECT, INSERT ON {} TO {}").format(entry_log, ident),
             sql.SQL("GRANT SELECT, INSERT, UPDATE, DELETE ON {}, {}, {}, {}, {}, {} TO {}").format(
                 approvals, expiry, trace, index, dirty, counts, ident
             ),

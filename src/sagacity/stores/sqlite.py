@@ -299,6 +299,11 @@ class SQLiteStore(SQLStore):
         # at a twentieth of the cost: it dominated the time to verify a long saga.
         return datetime.fromisoformat(value)
 
+    def has_table(self, name: str) -> bool:
+        with self._cursor() as cur:
+            cur.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,))
+            return cur.fetchone() is not None
+
     def init_schema(self) -> None:
         with self._cursor() as cur:
             if self._read_only_uri is not None:

@@ -76,3 +76,9 @@ INSERT INTO sagacity_index_dirty (saga_id)
 SELECT DISTINCT j.saga_id FROM side_effect_journal j
 WHERE NOT EXISTS (SELECT 1 FROM sagacity_saga_index i WHERE i.saga_id = j.saga_id)
   AND NOT EXISTS (SELECT 1 FROM sagacity_index_dirty d WHERE d.saga_id = j.saga_id);
+-- Extension: the log (src/sagacity/checkpoints/_log.py): the order the checkpointer gave the
+-- entries, each row inserted once and never changed; ids and hashes typed as in the journal.
+CREATE TABLE IF NOT EXISTS sagacity_log (
+    log_index BIGINT PRIMARY KEY, saga_id VARCHAR(512) NOT NULL, seq BIGINT NOT NULL,
+    hash CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, UNIQUE (saga_id, seq)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=sagacity_collation;

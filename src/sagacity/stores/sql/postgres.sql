@@ -44,6 +44,12 @@ WHERE NOT EXISTS (SELECT 1 FROM sagacity_saga_counts) GROUP BY status;
 -- or key, written by a row trigger: the cheapest note PostgreSQL can take (~2 % of a one-row
 -- commit, measured; a statement trigger with a transition table cost 8 %).
 CREATE TABLE IF NOT EXISTS sagacity_index_dirty (saga_id TEXT NOT NULL);
+-- Extension: the log (src/sagacity/checkpoints/_log.py): the order the checkpointer gave the
+-- entries, each row inserted once and never changed. Evidence for witnesses, not for this table's
+-- owner: a re-numbered or re-hashed row has a tree no consistency proof links to the cosigned one.
+CREATE TABLE IF NOT EXISTS sagacity_log (
+    log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, seq BIGINT NOT NULL, hash CHAR(64) NOT NULL,
+    UNIQUE (saga_id, seq));
 -- SECURITY DEFINER, so a writer's role (the Java library's, an append-only role) needs no
 -- privilege on the notes; every name is schema-qualified (sagacity_schema. is replaced by the
 -- schema the tables are created in), so a writer's search_path cannot redirect it.

@@ -47,3 +47,8 @@ INSERT INTO sagacity_saga_counts (status, sagas)
 SELECT status, count(*) FROM sagacity_saga_index
 WHERE NOT EXISTS (SELECT 1 FROM sagacity_saga_counts) GROUP BY status;
 CREATE TABLE IF NOT EXISTS sagacity_index_mark (name TEXT NOT NULL PRIMARY KEY, value INTEGER NOT NULL);
+-- Extension: the log (src/sagacity/checkpoints/_log.py): the order the checkpointer gave the
+-- entries, each row inserted once and never changed.
+CREATE TABLE IF NOT EXISTS sagacity_log (
+    log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, seq BIGINT NOT NULL, hash CHAR(64) NOT NULL,
+    UNIQUE (saga_id, seq));
