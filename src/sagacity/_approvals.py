@@ -457,6 +457,13 @@ class Claim:
     refused: str = ""
     run: CompensationRun | None = None
     denied: bool = False  # refused by the guardrails policy, not for a payload mismatch
+    #: The saga's START input (its start facts), None for a saga without one: the resumed
+    #: run journals the saga's END with it once the work is done.
+    started: str | None = None
+
+
+def _start_of(state: SagaState) -> str | None:
+    return state.start.input if state.start is not None else None
 
 
 def claim(
@@ -546,4 +553,4 @@ def claim(
             guard.give_back_verdict(saga_id, verdict)
         raise ApprovalNotFoundError(f"{where}: the request was consumed by a concurrent resume")
     [intent] = engine.decide(state, choose)
-    return Claim(request, spec, intent.seq, args, kwargs)
+    return Claim(request, spec, intent.seq, args, kwargs, started=_start_of(state))

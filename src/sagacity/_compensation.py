@@ -32,6 +32,7 @@ from sagacity._engine import Engine, Row
 from sagacity._state import (
     COMPENSATES,
     GATE_TOOL,
+    LIFE_TOOL,
     SAGA_TOOL,
     Call,
     SagaState,
@@ -39,6 +40,7 @@ from sagacity._state import (
     compensation_failed_payload,
     decision_input,
     decision_payload,
+    end_payload,
 )
 from sagacity.errors import InvalidValueError
 from sagacity.guardrails._meter import DEBIT, give_back_call
@@ -293,7 +295,14 @@ def _finish_rows(state: SagaState, registry: ToolRegistry) -> list[Row]:
     failed = outcomes.count(Phase.COMPENSATION_FAILED)
     phase = Phase.COMPENSATION_FAILED if failed else Phase.COMPENSATED
     summary = f"compensation finished: {len(outcomes) - failed} compensated, {failed} failed"
-    return [(SAGA_TOOL, phase, "", summary)]
+    rows: list[Row] = [(SAGA_TOOL, phase, "", summary)]
+    if state.start is not None:  # the saga's END, in the same batch: how it ended
+        if failed:
+            ended = SagaStatus.COMPENSATION_FAILED
+        else:
+            ended = SagaStatus.REJECTED if state.rejected is not None else SagaStatus.COMPENSATED
+        rows.append((LIFE_TOOL, Phase.EXECUTED, state.start.input, end_payload(ended)))
+    return rows
 
 
 def _loads(text: str) -> dict[str, Any]:

@@ -168,6 +168,12 @@ class Engine:
         with self._live_lock:
             return saga_id in self._live
 
+    def is_running(self, saga_id: str) -> bool:
+        """Whether a process is known to be running the saga (its status is then RUNNING, and
+        ``recover`` leaves it alone): today, one live in this process. Every status read asks
+        here (``_state.status_of``), so a cross-process liveness proof plugs in at this one place."""
+        return self.is_live(saga_id)
+
     def live(self) -> set[str]:
         """The sagas live in this process right now."""
         with self._live_lock:

@@ -31,7 +31,7 @@ from typing import TypeVar
 
 from sagacity import _telemetry, chain
 from sagacity._json import escape_text, require_storable
-from sagacity._state import closes_saga
+from sagacity._state import LIFE_TOOL, closes_saga
 from sagacity.errors import (
     AppendConflictError,
     InvalidValueError,
@@ -64,6 +64,18 @@ _BEGINS_CALL = frozenset({Phase.INTENT, Phase.AWAITING_APPROVAL})
 
 Tail = tuple[int, str, bool]
 """A saga's cached tail: its last seq and hash, and whether its compensation started."""
+
+
+class SagaStart:
+    """A saga starting in this process: its START entry's input (the start facts), journaled in
+    one insert with the saga's first entry, if that entry lands at seq 1 (``Journal.starting``)."""
+
+    __slots__ = ("input", "landed", "users")
+
+    def __init__(self, input: str) -> None:
+        self.input = input
+        self.landed = False
+        self.users = 1
 
 
 def _remember(tails: dict[str, Tail], saga_id: str, tail: Tail) -> None:
@@ -107,6 +119,39 @@ class Journal:
         self._insert_at: Callable[[Entry, str], bool] | None = (
             None if stamped is None else stamped.insert_entry_at
         )
+        # Sagas starting in this process: the first entry each one lands at seq 1 carries its
+        # START with it (one insert, two rows). Looked up only when the tail is seq 0.
+        self._starts: dict[str, SagaStart] = {}
+        self._starts_lock = threading.Lock()
+
+    # -- starting sagas --------------------------------------------------------------------------
+    def starting(self, saga_id: str, facts: str) -> SagaStart:
+        """Register the start facts of a saga a run starts here: whichever append or decision
+        lands the saga's first entry writes its START (seq 1) before it, in the same insert.
+        Two runs of one saga id in this process share the first registration."""
+        with self._starts_lock:
+            start = self._starts.get(saga_id)
+            if start is None:
+                start = self._starts[saga_id] = SagaStart(facts)
+            else:
+                start.users += 1
+            return start
+
+    def started(self, saga_id: str) -> None:
+        """The run that registered ``starting`` ended: forget its facts."""
+        with self._starts_lock:
+            start = self._starts.get(saga_id)
+            if start is not None:
+                start.users -= 1
+                if start.users <= 0:
+                    del self._starts[saga_id]
+
+    def _start_row(self, saga_id: str) -> SagaStart | None:
+        if not self._starts:
+            return None
+        with self._starts_lock:
+            start = self._starts.get(saga_id)
+        return start if start is not None and not start.landed else None
 
     # -- writing ---------------------------------------------------------------------------------
     def append(
@@ -159,19 +204,27 @@ class Journal:
             for attempt in range(self.max_append_attempts):
                 if seq and new_saga:
                     raise SagaExistsError(f"saga {saga_id!r} already has entries (seq 1 to {seq})")
-                if closed and phase in _BEGINS_CALL:
+                if closed and (phase in _BEGINS_CALL or tool_name == LIFE_TOOL):
                     raise SagaClosedError(
                         f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "
                         "started and did not run; its journal is closed, start a new saga id"
                     )
-                entry, stamp = self._build(saga_id, seq + 1, prev, tool_name, phase, input, stored_payload)
-                try:
-                    if self._insert_at is None:
-                        inserted = self.store.insert_entry(entry)
-                    else:
-                        inserted = self._insert_at(entry, stamp)
-                except StoreUnavailableError as exc:
-                    inserted = self._confirm([entry], exc)
+                start = self._start_row(saga_id) if seq == 0 else None
+                if start is not None:
+                    entry, inserted = self._insert_started(
+                        saga_id, start, tool_name, phase, input, stored_payload
+                    )
+                else:
+                    entry, stamp = self._build(
+                        saga_id, seq + 1, prev, tool_name, phase, input, stored_payload
+                    )
+                    try:
+                        if self._insert_at is None:
+                            inserted = self.store.insert_entry(entry)
+                        else:
+                            inserted = self._insert_at(entry, stamp)
+                    except StoreUnavailableError as exc:
+                        inserted = self._confirm([entry], exc)
                 if inserted:
                     _remember(tails, saga_id, (entry.seq, entry.hash, closed))
                     if started:
@@ -185,6 +238,20 @@ class Journal:
             f"append to saga {saga_id!r} ({tool_name} {phase}) lost the race for the next seq "
             f"{self.max_append_attempts} times; nothing was written"
         )
+
+    def _insert_started(
+        self, saga_id: str, start: SagaStart, tool_name: str, phase: Phase, input: str, payload: str
+    ) -> tuple[Entry, bool]:
+        """The saga's START at seq 1 and the entry at seq 2, in one insert (all or none)."""
+        first, _ = self._build(saga_id, 1, chain.GENESIS_HASH, LIFE_TOOL, Phase.INTENT, start.input, "")
+        entry, _ = self._build(saga_id, 2, first.hash, tool_name, phase, input, payload)
+        try:
+            inserted = self.store.insert_entries([first, entry])
+        except StoreUnavailableError as exc:
+            inserted = self._confirm([first, entry], exc)
+        if inserted:
+            start.landed = True
+        return entry, inserted
 
     def commit(
         self, saga_id: str, after: tuple[int, str], rows: list[tuple[str, Phase, str, str]]
@@ -205,6 +272,9 @@ class Journal:
         seq, prev = after
         entries = []
         closed = False
+        start = self._start_row(saga_id) if seq == 0 else None
+        if start is not None:  # the saga's first entries: its START goes first
+            rows = [(LIFE_TOOL, Phase.INTENT, start.input, ""), *rows]
         for tool_name, phase, text, payload in rows:
             seq += 1
             entry, _ = self._build(saga_id, seq, prev, tool_name, Phase(phase), text, escape_text(payload))
@@ -217,6 +287,8 @@ class Journal:
             inserted = self._confirm(entries, exc)
         if not inserted:
             return None
+        if start is not None:
+            start.landed = True
         stripe = hash(saga_id) % _STRIPES
         with self._stripes[stripe]:
             tails = self._tails[stripe]

@@ -269,7 +269,7 @@ def _start(
         return _declined_by_policy(
             state.saga_id, call_id, spec.name, verdict.reason, verdict.model_message(spec.name)
         )
-    [entry] = landed
+    entry = landed[-1]  # after the saga's START when it is the saga's first entry
     if entry.phase == Phase.INTENT:
         return Admission(seq=entry.seq)
     ttl = verdict.decision.ttl if verdict is not None else None

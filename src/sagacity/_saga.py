@@ -25,9 +25,10 @@ from sagacity._compensation import CompensationRun, compensate, describe
 from sagacity._context import enter_call, entered, leave_call
 from sagacity._effects import Operation, drive, drive_async, finish_shielded
 from sagacity._engine import Engine
+from sagacity._journal import SagaStart
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
-from sagacity._state import CONTROL_FLOW, closes_saga
+from sagacity._state import CONTROL_FLOW, LIFE_TOOL, closes_saga, end_payload
 from sagacity.errors import (
     ApprovalRefusedError,
     HaltedError,
@@ -55,6 +56,12 @@ class SagaRun:
     #: first entry must be the saga's first, or the run is refused (``SagaExistsError``) before
     #: anything is journaled. Cleared once the first entry lands. Set by the facade.
     fresh: bool = False
+    #: The start facts this run registered (``Journal.starting``): its first entry, if it is the
+    #: saga's first, lands after the saga's START. Set by the facade.
+    start: SagaStart | None = None
+    #: The START's input of a saga this run continues or resumes (read when the run began), or
+    #: None when the saga has no START (or the run did not read it).
+    started_input: str | None = None
 
     def __init__(
         self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
@@ -73,6 +80,7 @@ class SagaRun:
         self._last_seq = last_seq
         self._compensated: CompensationRun | None = None  # a refusal in band already compensated
         self._first = threading.Lock()  # a fresh run's first append, one at a time
+        self._appended = False  # whether this run journaled anything (then it journals its END)
 
     # -- state shared across copied contexts ------------------------------------------------------
     @property
@@ -93,10 +101,22 @@ class SagaRun:
 
     def _seen(self, seq: int) -> None:
         # Plain int compare-and-store under the GIL; the ending only needs a lower bound.
+        self._appended = True
         if seq > self._last_seq:
             if self.existed is None:
-                self.existed = seq > 1  # another writer's entry before ours: it existed
+                # Another writer's entry before ours: it existed (our own START is not one).
+                self.existed = seq > 1 and not (self.start is not None and self.start.landed)
             self._last_seq = seq
+
+    def _end_input(self) -> str | None:
+        """The START's input, when the saga has a START and this run journaled something: its
+        END (same input) is then due when the run's work is done."""
+        if not self._appended:
+            return None
+        start = self.start
+        if start is not None and start.landed:
+            return start.input
+        return self.started_input
 
     # -- journaling steps -------------------------------------------------------------------------
     def begin(self, spec: ToolSpec, input: str, payload: str = "") -> int:
@@ -541,6 +561,14 @@ class SagaRun:
         else:
             waiting = bool(pending)
         status = SagaStatus.AWAITING_APPROVAL if waiting else SagaStatus.COMPLETED
+        if status is SagaStatus.COMPLETED and (facts := self._end_input()) is not None:
+            try:
+                end = self.journal.append(
+                    self.saga_id, LIFE_TOOL, Phase.EXECUTED, facts, end_payload(SagaStatus.COMPLETED)
+                )
+            except SagaClosedError:
+                return None  # compensation started elsewhere meanwhile: the saga did not complete
+            self._seen(end.seq)
         return SagaResult(self.saga_id, status, value, None, (), pending)
 
 

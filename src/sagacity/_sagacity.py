@@ -29,7 +29,15 @@ from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPT
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
 from sagacity._saga import SagaRun
-from sagacity._state import SagaState, fold
+from sagacity._state import (
+    LIFE_TOOL,
+    ON_ABANDON_COMPENSATE,
+    SagaState,
+    fold,
+    require_on_abandon,
+    start_input,
+    status_of,
+)
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification, verify
@@ -48,6 +56,7 @@ from sagacity.model import (
     Entry,
     InDoubtCall,
     PendingApproval,
+    Phase,
     SagaDetail,
     SagaResult,
     SagaStatus,
@@ -90,6 +99,10 @@ class Sagacity:
     ``switch_poll`` seconds (docs/policies.md).
     ``principal`` is who sagas started here act for, unless ``acting_as`` says otherwise: the
     saga belongs to it, and its gates name it as their requester.
+    ``on_abandon`` is what ``recover`` does with a saga started here that is abandoned (its
+    process died between calls): ``"compensate"`` (the default) or ``"report"`` (listed for a
+    human, ``sagacity doctor``); ``sg.saga(id, on_abandon=...)`` chooses per saga. It is
+    journaled in the saga's start entry, so every process treats the saga the same way.
 
     Every blocking method has an ``_async`` twin; the blocking one refuses to run inside an
     event loop. Any number of processes and machines may share one store: every decision is
@@ -109,6 +122,7 @@ class Sagacity:
         policy: Policy | str | os.PathLike[str] | None = None,
         switch_poll: float = 1.0,
         principal: str | None = None,
+        on_abandon: str = ON_ABANDON_COMPENSATE,
         **store_options: Any,
     ) -> None:
         if store is not None and not isinstance(store, Store):
@@ -129,6 +143,7 @@ class Sagacity:
         )
         self.registry = registry if registry is not None else default_registry
         self.principal = require_principal(principal) if principal is not None else None
+        self.on_abandon = require_on_abandon(on_abandon)
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
         if policy is not None:
             self.engine.guard = Guard(self.journal, policy, poll=switch_poll)
@@ -208,17 +223,22 @@ class Sagacity:
             return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
         return await self._conclude_async(run, value, None)
 
-    def saga(self, saga_id: str, *, continue_existing: bool = False) -> SagaScope:
+    def saga(
+        self, saga_id: str, *, continue_existing: bool = False, on_abandon: str | None = None
+    ) -> SagaScope:
         """``with sg.saga(id) as saga:`` (or ``async with``); ``saga.result`` after the block.
 
         An exception from the block is re-raised after compensating. A saga id names one run:
         like ``run``, the block is refused (``SagaExistsError``, nothing journaled) when the id
         already has a journal, unless ``continue_existing=True`` says to add to that saga on
-        purpose (a conversation's next turn, a workflow's next stage).
+        purpose (a conversation's next turn, a workflow's next stage). ``on_abandon``
+        (``"compensate"`` or ``"report"``; default the Sagacity's) is journaled in the saga's
+        start entry: what ``recover`` does if the saga is abandoned.
         """
-        return SagaScope(self, saga_id, continue_existing)
+        chosen = require_on_abandon(on_abandon) if on_abandon is not None else None
+        return SagaScope(self, saga_id, continue_existing, chosen)
 
-    def _start(self, saga_id: str, continue_existing: bool = False) -> SagaRun:
+    def _start(self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None) -> SagaRun:
         """The run of a saga starting here. It reads nothing: the journal's first append is the
         check (a fresh run's lands only as seq 1, else ``SagaExistsError`` and nothing written;
         in a saga whose compensation started it is refused before the tool runs,
@@ -234,24 +254,37 @@ class Sagacity:
         run.fresh = not continue_existing
         acting = current_principal()
         run.principal = acting.name if acting is not None else self.principal
+        if continue_existing:
+            first = self.journal.read(self.store.get_entry, saga_id, 1)
+            if first is not None and first.tool_name == LIFE_TOOL and first.phase == Phase.INTENT:
+                run.started_input = first.input
+        facts = start_input(on_abandon or self.on_abandon, run.principal)
+        run.start = self.journal.starting(saga_id, facts)
         return run
 
-    async def _start_async(self, saga_id: str, continue_existing: bool = False) -> SagaRun:
-        return self._start(saga_id, continue_existing)  # no I/O: nothing to move off the loop
+    async def _start_async(
+        self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None
+    ) -> SagaRun:
+        return self._start(saga_id, continue_existing, on_abandon)  # no I/O: nothing off the loop
+
+    def _leave(self, run: SagaRun) -> None:
+        self.engine.leave(run.saga_id)
+        if run.start is not None:
+            self.journal.started(run.saga_id)
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
             with current(run):
                 return drive(run.conclusion(value, error))
         finally:
-            self.engine.leave(run.saga_id)
+            self._leave(run)
 
     async def _conclude_async(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
             with current(run):
                 return await drive_async(run.conclusion(value, error))
         finally:
-            self.engine.leave(run.saga_id)
+            self._leave(run)
 
     # -- state -------------------------------------------------------------------------------------
     def status(self, saga_id: str) -> SagaStatus:
@@ -268,7 +301,7 @@ class Sagacity:
         state = self.engine.snapshot(saga_id)
         if state.entry_count == 0:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        return state.status
+        return status_of(state, live=self.engine.is_running(saga_id))
 
     def sagas(
         self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
@@ -328,7 +361,7 @@ class Sagacity:
         state = fold(saga_id, entries)
         return SagaDetail(
             saga_id,
-            SagaStatus.RUNNING if self.engine.is_live(saga_id) else state.status,
+            status_of(state, live=self.engine.is_running(saga_id)),
             tuple(entries),
             verify(entries),
             tuple(_reads.decisions(entries)),
@@ -534,7 +567,9 @@ class Sagacity:
     def _resumed(self, saga_id: str, granted: Claim) -> SagaRun:
         self.engine.enter(saga_id)  # left in _conclude, whatever happens
         gate = granted.request.journal_seq
-        return new_run(self.engine, saga_id, existed=True, last_seq=granted.seq, gate=gate)
+        run = new_run(self.engine, saga_id, existed=True, last_seq=granted.seq, gate=gate)
+        run.started_input = granted.started
+        return run
 
     @operation("expire")
     def expire_approvals(self, now: datetime | None = None) -> list[ApprovalRequest]:
@@ -701,10 +736,13 @@ class SagaScope:
     re-raised after the saga is compensated.
     """
 
-    def __init__(self, sg: Sagacity, saga_id: str, continue_existing: bool = False) -> None:
+    def __init__(
+        self, sg: Sagacity, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None
+    ) -> None:
         self.sagacity = sg
         self.saga_id = saga_id
         self.continue_existing = continue_existing
+        self.on_abandon = on_abandon
         self.result: SagaResult | None = None
         self._run: SagaRun | None = None
         self._entered: Any = None
@@ -723,7 +761,7 @@ class SagaScope:
 
     def __enter__(self) -> SagaScope:
         _refuse_in_loop("saga", "`async with sg.saga(...)`")
-        return self._enter(self.sagacity._start(self.saga_id, self.continue_existing))
+        return self._enter(self.sagacity._start(self.saga_id, self.continue_existing, self.on_abandon))
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -731,7 +769,8 @@ class SagaScope:
         self.result = self.sagacity._conclude(self._exit_context(), None, exc)
 
     async def __aenter__(self) -> SagaScope:
-        return self._enter(await self.sagacity._start_async(self.saga_id, self.continue_existing))
+        started = await self.sagacity._start_async(self.saga_id, self.continue_existing, self.on_abandon)
+        return self._enter(started)
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -25,6 +25,12 @@ How entries are linked (documented in docs/journal.md):
   human resolving an in-doubt INTENT (the outcome entry follows it).
 * Saga-level entries (tool ``saga``): FAILED marks the start of compensation with the reason;
   COMPENSATED or COMPENSATION_FAILED marks its end.
+* The saga's lifecycle (tool ``sagacity:saga``): its START is an INTENT at seq 1 whose input is
+  the start facts as compact JSON (``{"onAbandon":"compensate","principal":"alice"}``), written
+  in one insert with the saga's first call; its END is an EXECUTED with the same input whose
+  payload says how the saga ended (``{"status":"COMPLETED"}``). A call after an END (a saga
+  continued on purpose) opens the saga again. A saga without a START (journaled by an older
+  version, or by another implementation) has no lifecycle: its status is read as it always was.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sagacity._json import ESCAPED_PREFIX
 from sagacity.chain import GENESIS_HASH
@@ -45,8 +52,15 @@ from sagacity.model import Entry, Phase, SagaStatus
 SAGA_TOOL = "saga"
 #: tool_name of decision entries (SPEC §2).
 GATE_TOOL = "approval-gate"
-#: Names no user tool may take.
+#: tool_name of a saga's START (INTENT, seq 1) and END (EXECUTED) entries.
+LIFE_TOOL = "sagacity:saga"
+#: Names no user tool may take, and the prefix of every name reserved for Sagacity's own entries.
 RESERVED_TOOL_NAMES = frozenset({SAGA_TOOL, GATE_TOOL})
+RESERVED_PREFIX = "sagacity:"
+#: What ``recover`` does with an abandoned saga (journaled in its start facts).
+ON_ABANDON_COMPENSATE = "compensate"
+ON_ABANDON_REPORT = "report"
+ON_ABANDON = (ON_ABANDON_COMPENSATE, ON_ABANDON_REPORT)
 
 COMPENSATES = "compensates seq="
 RESUMES = "resumes seq="
@@ -90,6 +104,28 @@ def compensation_failed_payload(executed_seq: int, error: str) -> str:
 
 def decision_input(seq: int, input_hash: str) -> str:
     return json.dumps({"seq": seq, "inputHash": input_hash}, separators=(",", ":"))
+
+
+def require_on_abandon(on_abandon: str) -> str:
+    """``compensate`` or ``report``, else ``InvalidValueError`` naming both."""
+    if on_abandon not in ON_ABANDON:
+        raise InvalidValueError(
+            f"on_abandon must be {ON_ABANDON_COMPENSATE!r} or {ON_ABANDON_REPORT!r}, not {on_abandon!r}"
+        )
+    return on_abandon
+
+
+def start_input(on_abandon: str, principal: str | None) -> str:
+    """A saga's start facts, the input of its START and END entries (compact JSON, fixed order)."""
+    facts = {"onAbandon": on_abandon}
+    if principal is not None:
+        facts["principal"] = principal
+    return json.dumps(facts, separators=(",", ":"), ensure_ascii=False)
+
+
+def end_payload(status: SagaStatus) -> str:
+    """The payload of a saga's END entry: how it ended."""
+    return json.dumps({"status": str(status)}, separators=(",", ":"))
 
 
 def resolution_input(seq: int, outcome: Phase) -> str:
@@ -352,6 +388,16 @@ class SagaState:
     resolving: dict[int, str] = field(default_factory=dict)
     #: A framework's call id -> the latest call or gate journaled under it.
     keyed: dict[str, Call | Gate] = field(default_factory=dict)
+    #: The saga's START entry (seq 1), None for a saga journaled without a lifecycle.
+    start: Entry | None = None
+    #: The start facts (the START's input as a JSON object): ``onAbandon``, ``principal``.
+    start_facts: dict[str, Any] = field(default_factory=dict)
+    #: The END entry nothing has begun after (None: not ended, or a later call opened it again).
+    ended: Entry | None = None
+    #: The gate's REJECTED decision that started the compensation: a rejection ended the saga.
+    rejected: Entry | None = None
+    #: The latest REJECTED decision on a gate (to tell whether it started the compensation).
+    last_rejection: Entry | None = None
 
     @property
     def executed(self) -> list[Call]:
@@ -389,15 +435,35 @@ class SagaState:
 
     @property
     def status(self) -> SagaStatus:
-        if self.open_calls or self.open_compensations:
-            return SagaStatus.IN_DOUBT
-        if self.finished is not None:
-            return SagaStatus(self.finished.phase)
-        if self.compensating:
-            return SagaStatus.COMPENSATING
-        if self.open_gates:
-            return SagaStatus.AWAITING_APPROVAL
-        return SagaStatus.COMPLETED
+        """The status the journal alone gives (no process is known to be running the saga)."""
+        return status_of(self)
+
+    @property
+    def principal(self) -> str | None:
+        """The principal the saga was started for, as its start facts journal it."""
+        principal = self.start_facts.get("principal")
+        return principal if isinstance(principal, str) and principal else None
+
+    @property
+    def on_abandon(self) -> str:
+        """What ``recover`` does once the saga is abandoned: ``compensate`` or ``report`` (a
+        value this version does not know is reported: a human decides)."""
+        chosen = self.start_facts.get("onAbandon")
+        return chosen if chosen in ON_ABANDON else ON_ABANDON_REPORT
+
+    @property
+    def abandoned(self) -> bool:
+        """Started, not ended, and nothing is in flight, awaited or being compensated: unless a
+        process is still running it between two calls, nobody will finish it."""
+        return (
+            self.start is not None
+            and self.ended is None
+            and self.finished is None
+            and not self.compensating
+            and not self.open_calls
+            and not self.open_compensations
+            and not self.open_gates
+        )
 
     def apply(self, entry: Entry) -> None:
         """Take the saga's next entry into account (entries must come in seq order)."""
@@ -407,9 +473,15 @@ class SagaState:
         self.last_timestamp = entry.timestamp
         if self.first_timestamp is None:
             self.first_timestamp = entry.timestamp
+        if entry.tool_name == LIFE_TOOL:
+            _life(self, entry)
+            return
         if entry.tool_name == SAGA_TOOL and entry.phase != Phase.INTENT:
             if entry.phase == Phase.FAILED and self.failure is None:
                 self.failure = entry
+                rejection = self.last_rejection
+                if rejection is not None and rejection.seq == entry.seq - 1:
+                    self.rejected = rejection  # appended in one batch: the rejection started it
             elif entry.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
                 self.finished = entry
             return
@@ -429,9 +501,36 @@ class SagaState:
             comp = self.compensations.setdefault(int(match.group(1)), Compensation(int(match.group(1))))
             comp.outcome = entry
         elif phase == Phase.AWAITING_APPROVAL:
+            self.ended = None  # a gate after the END: the saga was continued
             gate = self.gates[entry.seq] = Gate(entry)
             if entry.payload and (call_id := gate.call_id) is not None:
                 self.keyed[call_id] = gate
+
+
+def status_of(state: SagaState, *, live: bool = False) -> SagaStatus:
+    """The saga's status: the fold's, or ``RUNNING`` when a process is known to be running it
+    (``live``: in this process today; ``Engine.is_running`` is where every reader asks).
+
+    For a saga with a START: ABANDONED when it is started, not ended, and nothing is in flight,
+    awaited or being compensated; REJECTED when a rejection started a compensation that then
+    undid every step. A saga without a START reads as it always did (COMPLETED between calls).
+    """
+    if live:
+        return SagaStatus.RUNNING
+    if state.open_calls or state.open_compensations:
+        return SagaStatus.IN_DOUBT
+    finished = state.finished
+    if finished is not None:
+        if state.start is not None and state.rejected is not None and finished.phase == Phase.COMPENSATED:
+            return SagaStatus.REJECTED
+        return SagaStatus(finished.phase)
+    if state.compensating:
+        return SagaStatus.COMPENSATING
+    if state.open_gates:
+        return SagaStatus.AWAITING_APPROVAL
+    if state.start is None or state.ended is not None:
+        return SagaStatus.COMPLETED
+    return SagaStatus.ABANDONED
 
 
 def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
@@ -450,6 +549,23 @@ def closes_saga(entry: Entry) -> bool:
 _CLOSING_PHASES = frozenset({Phase.FAILED, Phase.COMPENSATED, Phase.COMPENSATION_FAILED})
 
 
+def _life(state: SagaState, entry: Entry) -> None:
+    """A START (INTENT at seq 1, the start facts) or an END (EXECUTED) of the saga."""
+    if entry.phase == Phase.INTENT and entry.seq == 1 and state.start is None:
+        try:
+            facts = json.loads(entry.input)
+        except ValueError:
+            facts = None
+        if isinstance(facts, dict):
+            state.start = entry
+            state.start_facts = facts
+            return
+    elif entry.phase == Phase.EXECUTED and state.start is not None:
+        state.ended = entry
+        return
+    state.orphans.append(entry)
+
+
 def _intent(state: SagaState, entry: Entry) -> None:
     if entry.payload.startswith(COMPENSATES):
         executed_seq = _int(entry.payload.removeprefix(COMPENSATES))
@@ -458,6 +574,7 @@ def _intent(state: SagaState, entry: Entry) -> None:
             return
         state.compensations.setdefault(executed_seq, Compensation(executed_seq)).intent = entry
         return
+    state.ended = None  # a call after the END: the saga was continued
     call = Call(entry)
     if entry.payload:
         call.call_id = payload_attribute(entry.payload, CALL_ID)
@@ -509,8 +626,10 @@ def _decide(state: SagaState, entry: Entry) -> None:
         approvers = gate.approvals.setdefault(str(decided.get("inputHash", "")), [])
         if approver not in approvers:
             approvers.append(approver)
-    elif entry.phase == Phase.REJECTED and gate.rejection is None:
-        gate.rejection = entry
+    elif entry.phase == Phase.REJECTED:
+        state.last_rejection = entry
+        if gate.rejection is None:
+            gate.rejection = entry
 
 
 def _int(text: str) -> int | None:

@@ -65,6 +65,12 @@ class SagaStatus(StrEnum):
     ``RUNNING`` is only ever reported for a saga live in this process; ``COMPENSATING`` means a
     compensation run began and has not finished (``Sagacity.recover`` finishes it); ``IN_DOUBT``
     means a call or compensation started and has no journaled outcome: a human must resolve it.
+    ``ABANDONED`` is a saga that was started and never ended, with nothing in flight or awaiting
+    approval: its process died between calls (or could not journal how it ended), unless that
+    process is merely between two calls; ``recover`` compensates or reports it, as its start
+    facts say. ``REJECTED`` is a saga that a rejection (a human's, an expiry, a refused resume)
+    ended and whose every step was undone. Sagas journaled without a start entry (older
+    versions, other implementations) are never ABANDONED or REJECTED: they read as they always did.
     """
 
     RUNNING = "RUNNING"
@@ -75,6 +81,7 @@ class SagaStatus(StrEnum):
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     REJECTED = "REJECTED"
     IN_DOUBT = "IN_DOUBT"
+    ABANDONED = "ABANDONED"
 
 
 class CompensationOutcome(StrEnum):

@@ -21,7 +21,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from sagacity import _context
 from sagacity._json import compact
-from sagacity._state import DEFINITION_LINE, RESERVED_TOOL_NAMES
+from sagacity._state import DEFINITION_LINE, RESERVED_PREFIX, RESERVED_TOOL_NAMES
 from sagacity.errors import (
     InvalidValueError,
     IrreversibleToolError,
@@ -219,8 +219,12 @@ class ToolRegistry:
         self._lock = threading.Lock()
 
     def register(self, spec: ToolSpec) -> None:
-        if spec.name in RESERVED_TOOL_NAMES:
-            raise ToolRegistrationError(f"tool name {spec.name!r} is reserved for Sagacity's own entries")
+        if spec.name in RESERVED_TOOL_NAMES or spec.name.startswith(RESERVED_PREFIX):
+            raise ToolRegistrationError(
+                f"tool name {spec.name!r} is reserved for Sagacity's own entries (so are "
+                f"{', '.join(sorted(RESERVED_TOOL_NAMES))} and every name starting "
+                f"{RESERVED_PREFIX!r}): give the tool another name (@tool(name=...))"
+            )
         if not spec.name or "\x00" in spec.name:
             raise ToolRegistrationError("a tool name must be a non-empty string without NUL")
         with self._lock:

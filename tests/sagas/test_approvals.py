@@ -110,8 +110,12 @@ def test_approve_then_resume_executes_once(
     assert approved.tool_name == "approval-gate"
     assert json.loads(approved.input) == {"seq": request.journal_seq, "inputHash": request.input_hash}
     assert approved.payload == "approver=alice@example.com"
-    assert [e.phase for e in entries[-2:]] == ["INTENT", "EXECUTED"]
-    assert entries[-2].payload == f"resumes seq={request.journal_seq}"
+    assert [(e.tool_name, e.phase) for e in entries[-3:]] == [
+        ("send_wire", "INTENT"),
+        ("send_wire", "EXECUTED"),
+        ("sagacity:saga", "EXECUTED"),  # the resumed run ended the saga
+    ]
+    assert entries[-3].payload == f"resumes seq={request.journal_seq}"
     assert sg.pending_approvals("ok") == []
     assert sg.status("ok") is SagaStatus.COMPLETED
     with pytest.raises(ApprovalNotFoundError):
@@ -163,13 +167,13 @@ def test_stale_payload_is_rejected_and_compensated(
     request = gated(sg, "stale", wire, reserve)
     sg.approve("stale", request.journal_seq, "alice")
     result = sg.resume("stale", request.journal_seq, '{"amount":"100.00","to":"attacker"}')
-    assert result.status is SagaStatus.COMPENSATED
+    assert result.status is SagaStatus.REJECTED
     assert isinstance(result.error, PayloadMismatchError)
     assert world["wired"] == []
     assert world["released"] == ["SKU-1"]
     rejected = next(e for e in sg.entries("stale") if e.phase == Phase.REJECTED)
     assert "differs from the approved" in rejected.payload
-    assert sg.status("stale") is SagaStatus.COMPENSATED
+    assert sg.status("stale") is SagaStatus.REJECTED
     with pytest.raises(ApprovalNotFoundError):
         sg.resume("stale", request.journal_seq, request.input)
 
@@ -180,7 +184,7 @@ def test_reject_compensates_once(sg: Sagacity, wire: Wire, reserve: Tool[[str], 
     decision = sg.reject("rej", request.journal_seq, approver="bob", reason="too large")
     assert not decision.approved
     assert decision.result is not None
-    assert decision.result.status is SagaStatus.COMPENSATED
+    assert decision.result.status is SagaStatus.REJECTED
     assert world["released"] == ["SKU-1"]
     rejected = next(e for e in sg.entries("rej") if e.phase == Phase.REJECTED)
     assert rejected.payload == "approver=bob\nreason=too large"
@@ -192,7 +196,7 @@ def test_reject_compensates_once(sg: Sagacity, wire: Wire, reserve: Tool[[str], 
         with pytest.raises(ApprovalNotFoundError):
             decide()
     assert world["released"] == ["SKU-1"]
-    assert sg.status("rej") is SagaStatus.COMPENSATED
+    assert sg.status("rej") is SagaStatus.REJECTED
 
 
 def test_deciding_unknown_or_non_gate_seqs_is_an_error(
@@ -299,7 +303,7 @@ def test_expired_request_cannot_be_approved_and_compensates(
     rejected = next(e for e in sg.entries("exp") if e.phase == Phase.REJECTED)
     assert "expired" in rejected.payload
     assert world["released"] == ["SKU-1"]
-    assert sg.status("exp") is SagaStatus.COMPENSATED
+    assert sg.status("exp") is SagaStatus.REJECTED
 
 
 def test_expiry_sweep_and_default_ttl(
@@ -311,7 +315,7 @@ def test_expiry_sweep_and_default_ttl(
         assert request.expires_at == request.created_at
         expired = sg.expire_approvals()
         assert [r.journal_seq for r in expired] == [request.journal_seq]
-        assert sg.status("due") is SagaStatus.COMPENSATED
+        assert sg.status("due") is SagaStatus.REJECTED
     with Sagacity(store_url, approval_ttl=None) as sg:
         request = gated(sg, "never", wire, reserve)
         assert request.expires_at is None
@@ -409,7 +413,7 @@ def test_a_gate_stranded_without_its_request_can_still_be_rejected(
     sg.store.delete_approval_request("stranded", request.journal_seq)  # what the crashed resume did
     decision = sg.reject("stranded", request.journal_seq, "ops", "resume crashed before running")
     assert decision.result is not None
-    assert decision.result.status is SagaStatus.COMPENSATED
+    assert decision.result.status is SagaStatus.REJECTED
     assert world["released"] == ["SKU-1"]
     with pytest.raises(ApprovalNotFoundError):
         sg.reject("stranded", request.journal_seq, "ops")
@@ -449,7 +453,7 @@ def test_expiry_sweep_skips_sagas_whose_tools_are_missing(store_url: str, wire: 
         registry.unregister("other_hold")
         with pytest.raises(UnknownToolError, match="'b'"):
             sg.expire_approvals()
-        assert sg.status("a") is SagaStatus.COMPENSATED
+        assert sg.status("a") is SagaStatus.REJECTED  # an expiry is a rejection
         assert sg.status("b") is SagaStatus.AWAITING_APPROVAL
 
 

@@ -80,7 +80,7 @@ def test_reject_refuses_a_reason_that_would_add_a_line(
     assert [r.journal_seq for r in sg.pending_approvals("forge-1")] == [request.journal_seq]
     decision = sg.reject("forge-1", request.journal_seq, "bob@example.com", "fine by me")
     assert decision.result is not None
-    assert decision.result.status is SagaStatus.COMPENSATED
+    assert decision.result.status is SagaStatus.REJECTED
     assert approver_lines(sg.entries("forge-1")) == ["approver=bob@example.com"]
 
 

@@ -27,6 +27,7 @@ from sagacity.framework import (
     journaled_call_async,
     spec_of,
 )
+from sagacity.testing import tool_entries
 
 ALICE = '{"amount":"100.00","to":"alice"}'
 MALLORY = '{"amount":"100.00","to":"mallory"}'
@@ -92,11 +93,11 @@ def test_a_call_id_runs_once_and_a_replay_returns_the_journaled_result(
     with sg.saga("k1", continue_existing=True):  # a later run of the same saga, e.g. in a new process
         assert present(tools.reserve, '{"sku":"A"}', "call-1") == "R-A"
     assert world["reserved"] == ["A"]
-    entries = sg.entries("k1")
+    entries = tool_entries(sg, "k1")
     assert [(e.phase, e.payload) for e in entries] == [("INTENT", "call_id=call-1"), ("EXECUTED", "R-A")]
     record = find_call(sg, "k1", "call-1")
     assert record is not None
-    assert (record.status, record.result, record.seq) == ("EXECUTED", "R-A", 1)
+    assert (record.status, record.result, record.seq) == ("EXECUTED", "R-A", 2)  # after the START
     assert sg.verify("k1").valid
 
 
@@ -110,7 +111,7 @@ def test_a_replay_with_other_arguments_is_refused_and_nothing_runs(
     assert isinstance(refused, CallRefused)
     assert "other arguments" in refused.message
     assert world["reserved"] == ["A"]
-    assert len(sg.entries("k2")) == 2
+    assert len(tool_entries(sg, "k2")) == 2
     assert saga.result is not None
     assert saga.result.status is SagaStatus.COMPLETED  # a refused replay is not a failure of the saga
 
@@ -119,7 +120,7 @@ def test_unkeyed_calls_journal_as_before(sg: Sagacity, tools: Any) -> None:
     """Without a call id nothing changes: empty INTENT payload."""
     with sg.saga("k3"):
         tools.reserve("A")
-    assert [e.payload for e in sg.entries("k3")] == ["", "R-A"]
+    assert [e.payload for e in tool_entries(sg, "k3")] == ["", "R-A"]
 
 
 def test_an_approved_gate_runs_in_band_once_with_the_approved_arguments(
@@ -173,7 +174,7 @@ def test_an_approved_gate_re_presented_with_other_arguments_is_refused_and_compe
     assert world["wired"] == []
     assert world["released"] == ["A"]
     assert saga.result is not None
-    assert saga.result.status is SagaStatus.COMPENSATED
+    assert saga.result.status is SagaStatus.REJECTED
     assert [s.outcome for s in saga.result.report] == ["COMPENSATED"]
     rejected = [e for e in sg.entries("g2") if e.phase == Phase.REJECTED]
     assert "differs from the approved" in rejected[0].payload
@@ -212,7 +213,7 @@ def test_a_rejection_compensates_by_default_and_refuses_the_re_presented_call(
         pending = present(tools.wire, ALICE, "c2")
     decision = sg.reject("g4", pending.request.journal_seq, "bob@example.com", "wrong supplier")
     assert decision.result is not None
-    assert decision.result.status is SagaStatus.COMPENSATED
+    assert decision.result.status is SagaStatus.REJECTED
     assert world["released"] == ["A"]
     with pytest.raises(SagaStateError), sg.saga("g4", continue_existing=True):
         pass  # the saga is closed: a run cannot go on in it
@@ -267,7 +268,7 @@ def test_control_flow_closes_the_call_without_failing_the_saga(sg: Sagacity, too
         assert journaled_call(spec, '{"sku":"A"}', "c1", invoke, control_flow=(Retry,)) == "ok"
     assert saga.result is not None
     assert saga.result.status is SagaStatus.COMPLETED
-    phases = [(e.phase, e.payload) for e in sg.entries("cf")]
+    phases = [(e.phase, e.payload) for e in tool_entries(sg, "cf")]
     assert phases[1] == ("FAILED", "control flow: Retry: sku unknown, ask again")
     assert phases[-1] == ("EXECUTED", "ok")
 
@@ -305,7 +306,7 @@ def test_a_keyed_call_in_a_compensated_saga_is_refused(sg: Sagacity, tools: Any)
         with pytest.raises((SagaClosedError, ApprovalRefusedError)):
             present(tools.wire, ALICE, "c1")
     assert saga.result is not None
-    assert saga.result.status is SagaStatus.COMPENSATED
+    assert saga.result.status is SagaStatus.REJECTED
 
 
 def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
@@ -324,7 +325,7 @@ def test_an_expired_gate_is_not_run_in_band(sg: Sagacity, world: dict) -> None:
     with pytest.raises(ApprovalRefusedError), sg.saga("ex", continue_existing=True):
         present(quick_wire, ALICE, "c1")
     assert world["wired"] == []
-    assert sg.status("ex") is SagaStatus.COMPENSATED
+    assert sg.status("ex") is SagaStatus.REJECTED
 
 
 def test_call_ids_are_one_line(sg: Sagacity, tools: Any) -> None:
@@ -372,7 +373,7 @@ def test_parallel_duplicates_in_threads_run_the_tool_once(sg: Sagacity, world: d
     assert errors == []
     assert results == ["R-A"] * 8
     assert runs == [1]
-    assert [e.phase for e in sg.entries("par")] == ["INTENT", "EXECUTED"]
+    assert [e.phase for e in tool_entries(sg, "par")] == ["INTENT", "EXECUTED"]
 
 
 def test_async_keyed_calls(sg: Sagacity, world: dict) -> None:

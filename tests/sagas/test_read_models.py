@@ -110,7 +110,7 @@ def test_saga_detail_reads_status_journal_decisions_requests_and_doubt(sg: Sagac
     assert detail.in_doubt == ()
     sg.reject("payout", seq, "bob", "too much")
     rejected = sg.saga_detail("payout")
-    assert rejected.status is SagaStatus.COMPENSATED
+    assert rejected.status is SagaStatus.REJECTED
     assert rejected.decisions[-1] == JournaledDecision(seq + 2, Phase.REJECTED, seq, "bob", "too much")
     assert rejected.pending == ()
     with pytest.raises(SagaNotFoundError):

@@ -101,10 +101,10 @@ def test_with_one_approver_the_requester_may_approve_unless_the_tool_says_not(sg
     with acting_as("alice@example.com"):
         sg.run("one", lambda: refund("3.00"))
         sg.run("strict", lambda: delete_account("u-1"))
-    sg.approve("one", 1, "alice@example.com")
+    sg.approve("one", 2, "alice@example.com")  # each gate is seq 2, after the saga's START
     with pytest.raises(ApprovalRefusedError, match="requester_may_not_approve"):
-        sg.approve("strict", 1, "alice@example.com")
-    sg.approve("strict", 1, "bob@example.com")
+        sg.approve("strict", 2, "alice@example.com")
+    sg.approve("strict", 2, "bob@example.com")
 
 
 def test_four_eyes_may_let_the_requester_approve_when_the_tool_says_so(sg: Sagacity) -> None:
@@ -114,9 +114,9 @@ def test_four_eyes_may_let_the_requester_approve_when_the_tool_says_so(sg: Sagac
 
     with acting_as("alice@example.com"):
         sg.run("lenient", lambda: transfer("1.00"))
-    sg.approve("lenient", 1, "alice@example.com")
-    sg.approve("lenient", 1, "bob@example.com")
-    assert sg.resume("lenient", 1, '{"amount":"1.00"}').status is SagaStatus.COMPLETED
+    sg.approve("lenient", 2, "alice@example.com")  # the gate is seq 2, after the saga's START
+    sg.approve("lenient", 2, "bob@example.com")
+    assert sg.resume("lenient", 2, '{"amount":"1.00"}').status is SagaStatus.COMPLETED
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "alice\napprover=ceo", "x\u2028y"])

@@ -46,7 +46,7 @@ def test_running_a_completed_saga_again_is_refused_and_journals_nothing(sg: Saga
     before = sg.entries("order-1")
     with pytest.raises(SagaExistsError) as refused:
         sg.run("order-1", lambda: reserve("B"))  # type: ignore[operator]
-    assert "'order-1' already exists (COMPLETED, 2 journal entries)" in str(refused.value)
+    assert "'order-1' already exists (COMPLETED, 4 journal entries)" in str(refused.value)
     assert "continue_existing=True" in str(refused.value)
     assert isinstance(refused.value, SagaStateError)
     assert sg.entries("order-1") == before
@@ -109,11 +109,12 @@ def test_continue_existing_adds_to_the_saga_on_purpose(sg: Sagacity) -> None:
         reserve("B")  # type: ignore[operator]
     assert scope.result is not None
     assert scope.result.status is SagaStatus.COMPLETED
-    assert [e.seq for e in sg.entries("turns")] == [1, 2, 3, 4]
+    # START, the call, END; the continued call, its END: one chain, gap-free.
+    assert [e.seq for e in sg.entries("turns")] == [1, 2, 3, 4, 5, 6, 7]
     assert sg.verify("turns").valid
     with sg.saga("new-one", continue_existing=True):  # a saga that does not exist yet starts
         reserve("C")  # type: ignore[operator]
-    assert len(sg.entries("new-one")) == 2
+    assert [e.tool_name for e in sg.entries("new-one")] == ["sagacity:saga", "reserve", "reserve", "sagacity:saga"]
 
 
 def test_another_sagacity_on_the_same_journal_is_refused(store_url: str, sg: Sagacity) -> None:
@@ -148,7 +149,7 @@ def test_concurrent_first_calls_of_one_new_saga_are_not_refused(sg: Sagacity) ->
 
     assert sg.run("fan-out", agent).status is SagaStatus.COMPLETED
     assert errors == []
-    assert len(sg.entries("fan-out")) == 16
+    assert len(sg.entries("fan-out")) == 18  # 8 calls, the saga's START and END
 
 
 def test_async_runs_are_refused_the_same_way(sg: Sagacity) -> None:
@@ -194,4 +195,4 @@ def test_two_processes_starting_one_saga_id_one_wins(tmp_path: Path) -> None:
     outcomes = sorted(p.communicate(timeout=120)[0].strip() for p in runs)
     assert outcomes == ["ran", "refused"]
     with Sagacity(f"sqlite:///{tmp_path}/race.db") as sg:
-        assert len(sg.entries("same-id")) == 2
+        assert len(sg.entries("same-id")) == 4  # one START, one call, one END

@@ -214,7 +214,7 @@ def test_reject_async_runs_async_compensations_on_the_loop(sg: Sagacity) -> None
         [request] = await sg.pending_approvals_async("async-reject")
         decision = await sg.reject_async("async-reject", request.journal_seq, "bob@example.com", "no")
         assert decision.result is not None
-        assert decision.result.status is SagaStatus.COMPENSATED
+        assert decision.result.status is SagaStatus.REJECTED
 
     asyncio.run(main())
     assert released == ["A"]
@@ -260,7 +260,7 @@ def test_async_twins_approve_resume_expire_recover_resolve(sg: Sagacity) -> None
 
     asyncio.run(main())
     assert released == ["A"]  # the expired saga's reservation
-    assert sg.status("expiring") is SagaStatus.COMPENSATED
+    assert sg.status("expiring") is SagaStatus.REJECTED
 
 
 BLOCKING = [

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sagacity
+from sagacity._state import LIFE_TOOL as LIFE
 from sagacity import (
     CompensationContext,
     CompensationOutcome,
@@ -116,15 +117,19 @@ def test_successful_saga_journals_intent_and_outcome(sg: Sagacity) -> None:
     assert result.value == "done"
     entries = sg.entries("order-1")
     assert [(e.seq, e.tool_name, e.phase) for e in entries] == [
-        (1, "reserve", "INTENT"),
-        (2, "reserve", "EXECUTED"),
-        (3, "quote", "INTENT"),
-        (4, "quote", "EXECUTED"),
+        (1, "sagacity:saga", "INTENT"),
+        (2, "reserve", "INTENT"),
+        (3, "reserve", "EXECUTED"),
+        (4, "quote", "INTENT"),
+        (5, "quote", "EXECUTED"),
+        (6, "sagacity:saga", "EXECUTED"),
     ]
-    assert entries[0].input == '{"sku":"SKU-9","quantity":2}'
-    assert entries[0].payload == ""
-    assert entries[1].payload == "res-SKU-9"
-    assert json.loads(entries[3].payload) == {"sku": "SKU-9", "price": "9.90"}
+    assert entries[0].input == entries[5].input == '{"onAbandon":"compensate"}'
+    assert json.loads(entries[5].payload) == {"status": "COMPLETED"}
+    assert entries[1].input == '{"sku":"SKU-9","quantity":2}'
+    assert entries[1].payload == ""
+    assert entries[2].payload == "res-SKU-9"
+    assert json.loads(entries[4].payload) == {"sku": "SKU-9", "price": "9.90"}
     assert sg.verify("order-1").valid
     assert sg.status("order-1") is SagaStatus.COMPLETED
 
@@ -158,14 +163,14 @@ def test_failure_compensates_executed_steps_in_reverse(sg: Sagacity) -> None:
     assert result.status is SagaStatus.COMPENSATED
     assert isinstance(result.error, ValueError)
     assert [(s.seq, s.outcome) for s in result.report] == [
-        (4, CompensationOutcome.COMPENSATED),
-        (2, CompensationOutcome.COMPENSATED),
+        (5, CompensationOutcome.COMPENSATED),
+        (3, CompensationOutcome.COMPENSATED),
     ]
     assert [c.args for c in seen] == [{"sku": "B"}, {"sku": "A"}]
     assert (seen[0].saga_id, seen[0].seq, seen[0].executed_seq, seen[0].tool_name) == (
         "order-2",
-        3,
         4,
+        5,
         "reserve",
     )
     assert seen[0].input == '{"sku":"B"}'
@@ -174,10 +179,12 @@ def test_failure_compensates_executed_steps_in_reverse(sg: Sagacity) -> None:
     failed = next(e for e in entries if e.phase == Phase.FAILED and e.tool_name == "charge")
     assert failed.payload == "ValueError: card declined for 500"
     compensated = [e for e in entries if e.phase == Phase.COMPENSATED and e.tool_name == "reserve"]
-    assert [e.payload for e in compensated] == ["compensated effect seq=4", "compensated effect seq=2"]
+    assert [e.payload for e in compensated] == ["compensated effect seq=5", "compensated effect seq=3"]
     assert [e.input for e in compensated] == ['{"sku":"B"}', '{"sku":"A"}']
-    assert entries[-1].tool_name == "saga"
-    assert entries[-1].phase == Phase.COMPENSATED
+    assert entries[-2].tool_name == "saga"
+    assert entries[-2].phase == Phase.COMPENSATED
+    assert (entries[-1].tool_name, entries[-1].phase) == ("sagacity:saga", Phase.EXECUTED)
+    assert json.loads(entries[-1].payload) == {"status": "COMPENSATED"}
     assert sg.status("order-2") is SagaStatus.COMPENSATED
     assert sg.verify("order-2").valid
 
@@ -253,7 +260,7 @@ def test_failing_compensation_is_journaled_and_the_run_goes_on(sg: Sagacity) -> 
     assert result.report[1].error == "RuntimeError: refund API down"
     assert undone == ["first"]
     failed = [e for e in sg.entries("s") if e.phase == Phase.COMPENSATION_FAILED and e.tool_name == "second"]
-    assert failed[0].payload == "compensation of effect seq=4 failed: RuntimeError: refund API down"
+    assert failed[0].payload == "compensation of effect seq=5 failed: RuntimeError: refund API down"
     assert sg.status("s") is SagaStatus.COMPENSATION_FAILED
 
 
@@ -343,11 +350,15 @@ def test_an_open_saga_is_continued_under_its_id(sg: Sagacity) -> None:
         assert step(2) == 2
     assert scope.result is not None
     assert scope.result.status is SagaStatus.COMPLETED
+    start = '{"onAbandon":"compensate"}'
     assert [(e.seq, e.phase, e.input) for e in sg.entries("turns")] == [
-        (1, "INTENT", '{"n":1}'),
-        (2, "EXECUTED", '{"n":1}'),
-        (3, "INTENT", '{"n":2}'),
-        (4, "EXECUTED", '{"n":2}'),
+        (1, "INTENT", start),
+        (2, "INTENT", '{"n":1}'),
+        (3, "EXECUTED", '{"n":1}'),
+        (4, "EXECUTED", start),  # the first run's END
+        (5, "INTENT", '{"n":2}'),
+        (6, "EXECUTED", '{"n":2}'),
+        (7, "EXECUTED", start),  # the continued run's END: the saga completed again
     ]
     assert sg.verify("turns").valid
     with sg.saga("turns", continue_existing=True) as empty:
@@ -373,8 +384,8 @@ def test_async_saga_gathers_fifty_calls_gap_free(sg: Sagacity) -> None:
 
     assert asyncio.run(main()) == list(range(50))
     entries = sg.entries("fan-out")
-    assert [e.seq for e in entries] == list(range(1, 101))
-    assert sum(e.phase == Phase.EXECUTED for e in entries) == 50
+    assert [e.seq for e in entries] == list(range(1, 103))  # with the saga's START and END
+    assert sum(e.phase == Phase.EXECUTED and e.tool_name == "fetch" for e in entries) == 50
     assert sg.verify("fan-out").valid
 
 
@@ -396,7 +407,7 @@ def test_context_follows_tasks_and_to_thread(sg: Sagacity) -> None:
 
     result = asyncio.run(sg.run_async("ctx", agent))
     assert result.status is SagaStatus.COMPLETED
-    executed = [e.input for e in sg.entries("ctx") if e.phase == Phase.EXECUTED]
+    executed = [e.input for e in sg.entries("ctx") if e.phase == Phase.EXECUTED and e.tool_name != LIFE]
     assert executed == ['{"name":"task"}', '{"name":"thread"}']
 
 
@@ -414,7 +425,7 @@ def test_threads_join_the_saga_with_in_current_saga(sg: Sagacity) -> None:
     result = sg.run("threads", agent)
     assert result.value == [i * i for i in range(8)]
     entries = sg.entries("threads")
-    assert [e.seq for e in entries] == list(range(1, 17))
+    assert [e.seq for e in entries] == list(range(1, 19))  # with the saga's START and END
     assert sg.verify("threads").valid
 
 
@@ -435,7 +446,7 @@ def test_plain_threads_do_not_inherit_the_saga(sg: Sagacity) -> None:
 
     sg.run("bare-thread", agent)
     assert outside == ["ran"]
-    assert len(sg.entries("bare-thread")) == 2
+    assert [e.tool_name for e in sg.entries("bare-thread")] == [LIFE, "work", "work", LIFE]
 
 
 def test_idempotency_key_is_stable_and_reaches_the_compensation(sg: Sagacity) -> None:
@@ -467,12 +478,12 @@ def test_idempotency_key_is_stable_and_reaches_the_compensation(sg: Sagacity) ->
     assert attempts == [1, 2, 3]
     assert len(set(keys)) == 1
     assert comp_keys == keys[:1]
-    assert keys[0] == sagacity._context.idempotency_key("idem", 1)
+    assert keys[0] == sagacity._context.idempotency_key("idem", 2)  # the INTENT after the START
     assert keys[0].startswith("sgc_")
     assert len(keys[0]) == 44
     # One INTENT and the final outcome only, however many attempts ran.
-    assert [e.phase for e in sg.entries("idem")[:2]] == ["INTENT", "EXECUTED"]
-    marker = sg.entries("idem")[2]
+    assert [e.phase for e in sg.entries("idem")[1:3]] == ["INTENT", "EXECUTED"]
+    marker = sg.entries("idem")[3]
     assert (marker.tool_name, marker.phase, marker.payload) == (
         "saga",
         "FAILED",
@@ -493,7 +504,7 @@ def test_retry_only_on_declared_errors_and_bounded(sg: Sagacity) -> None:
     sg.run("r2", flaky, "timeout")
     assert calls == ["value", "timeout", "timeout"]
     for saga_id in ("r1", "r2"):
-        assert phases(sg, saga_id)[:2] == [("flaky", "INTENT"), ("flaky", "FAILED")]
+        assert phases(sg, saga_id)[1:3] == [("flaky", "INTENT"), ("flaky", "FAILED")]
 
 
 def test_irreversible_tool_outside_a_saga_fails_closed() -> None:
@@ -523,7 +534,7 @@ def test_raw_model_arguments_are_journaled_verbatim(sg: Sagacity) -> None:
     raw = '{ "query": "café",  "limit": 3 }'
     result = sg.run("raw", lambda: search.call_json(raw))
     assert result.value == "café:3"
-    assert sg.entries("raw")[0].input == raw
+    assert sg.entries("raw")[1].input == raw  # after the saga's START
 
 
 def test_blocking_run_inside_an_event_loop_names_the_async_twin(sg: Sagacity) -> None:
@@ -590,7 +601,7 @@ def test_recover_and_resolve_refuse_before_writing_without_the_tools(sg: Sagacit
     registry.unregister("booked")
     before = {s: sg.entries(s) for s in ("half", "other")}
     with pytest.raises(UnknownToolError):
-        sg.resolve_in_doubt("half", 3, happened=False, resolver="ops")
+        sg.resolve_in_doubt("half", 5, happened=False, resolver="ops")  # after START, call, END
     with pytest.raises(UnknownToolError):
         sg.recover("other")
     assert {s: sg.entries(s) for s in ("half", "other")} == before

@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from typing import Any
 
 from sagacity._sagacity import Sagacity
-from sagacity.model import Phase
+from sagacity._state import LIFE_TOOL
+from sagacity.model import Entry, Phase
 from sagacity.tools import registry
 
-__all__ = ["assert_chain_valid", "assert_phases", "isolated_tools", "memory_sagacity"]
+__all__ = ["assert_chain_valid", "assert_phases", "isolated_tools", "memory_sagacity", "tool_entries"]
 
 
 @contextmanager
@@ -45,9 +46,23 @@ def assert_chain_valid(sg: Sagacity, saga_id: str) -> None:
         raise AssertionError(f"saga {saga_id!r}: {result.message}")
 
 
-def assert_phases(sg: Sagacity, saga_id: str, expected: Sequence[tuple[str, Phase | str]]) -> None:
-    """Fail unless the saga's journal is exactly these (tool_name, phase) pairs, in order."""
-    actual = [(e.tool_name, str(e.phase)) for e in sg.entries(saga_id)]
+def tool_entries(sg: Sagacity, saga_id: str) -> list[Entry]:
+    """The saga's journal without its own start and end entries (tool ``sagacity:saga``): the
+    entries of its tool calls, gates, decisions and compensation, in seq order."""
+    return [e for e in sg.entries(saga_id) if e.tool_name != LIFE_TOOL]
+
+
+def assert_phases(
+    sg: Sagacity, saga_id: str, expected: Sequence[tuple[str, Phase | str]], *, lifecycle: bool = False
+) -> None:
+    """Fail unless the saga's journal is exactly these (tool_name, phase) pairs, in order.
+
+    The saga's own start and end entries (tool ``sagacity:saga``, docs/journal.md) are left out
+    unless ``lifecycle`` is True: what a test of an agent states is what its tools did.
+    """
+    actual = [
+        (e.tool_name, str(e.phase)) for e in sg.entries(saga_id) if lifecycle or e.tool_name != LIFE_TOOL
+    ]
     wanted = [(tool_name, str(phase)) for tool_name, phase in expected]
     if actual != wanted:
         raise AssertionError(f"saga {saga_id!r} journal is {actual}, expected {wanted}")
