@@ -76,7 +76,8 @@ def test_show_prints_payload_hash_and_journal(runner: CliRunner, db_url: str, sg
     assert data["matchesJournal"] is True
     assert data["verification"]["valid"] is True
     assert data["sagaStatus"] == "AWAITING_APPROVAL"
-    assert [e["phase"] for e in data["journal"]] == ["INTENT", "EXECUTED", "AWAITING_APPROVAL"]
+    assert [e["phase"] for e in data["journal"]] == ["INTENT", "INTENT", "EXECUTED", "AWAITING_APPROVAL"]
+    assert data["journal"][0]["toolName"] == "sagacity:saga"  # the saga's START
 
 
 def test_show_unknown_request_says_what_the_journal_knows(runner: CliRunner, db_url: str, sg, tools) -> None:
@@ -195,9 +196,9 @@ def test_reject_compensates_and_records_the_reason(runner: CliRunner, db_url: st
         "frank",
     )
     assert result.exit_code == 0, result.output
-    assert "COMPENSATED" in result.output
+    assert "REJECTED" in result.output
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
-    assert sg.status("order-1") is SagaStatus.COMPENSATED
+    assert sg.status("order-1") is SagaStatus.REJECTED
     rejected = [
         e for e in sg.entries("order-1") if e.tool_name == "approval-gate" and e.phase == Phase.REJECTED
     ]
@@ -290,7 +291,7 @@ def test_resume_with_reject_on_mismatch_compensates(runner: CliRunner, db_url: s
     )
     assert result.exit_code == 1
     data = json.loads(result.output)
-    assert data["status"] == "COMPENSATED"
+    assert data["status"] == "REJECTED"  # a payload refused at resume is a rejection
     assert "PayloadMismatchError" in data["reason"]
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
 
@@ -400,7 +401,11 @@ def test_a_new_process_approves_and_resumes_with_import(db_url: str, sg, tools, 
     resumed = run("approvals", "resume", "order-1", str(seq), "--import", "cli_tools")
     assert resumed.returncode == 0, resumed.stderr
     assert sg.status("order-1") is SagaStatus.COMPLETED
-    assert [e.phase for e in sg.entries("order-1")][-2:] == [Phase.INTENT, Phase.EXECUTED]
+    assert [(e.tool_name, e.phase) for e in sg.entries("order-1")][-3:] == [
+        ("cli_wire", Phase.INTENT),
+        ("cli_wire", Phase.EXECUTED),
+        ("sagacity:saga", Phase.EXECUTED),
+    ]
 
 
 def test_the_requester_may_not_approve_their_own_four_eyes_request(

@@ -92,7 +92,7 @@ def test_expired_approval_is_a_finding_until_expired(
     data = json.loads(fixed.output)
     assert [(r["sagaId"], r["journalSeq"]) for r in data["expired"]] == [("late", seq)]
     assert data["findings"] == []
-    assert sg.status("late") is SagaStatus.COMPENSATED
+    assert sg.status("late") is SagaStatus.REJECTED  # an expiry is a rejection
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
     rejected = [e for e in sg.entries("late") if e.tool_name == "approval-gate" and e.phase == Phase.REJECTED]
     assert len(rejected) == 1

@@ -73,11 +73,11 @@ def test_show_prints_journal_status_and_verification(runner: CliRunner, db_url: 
     assert data["status"] == "COMPLETED"
     assert data["verification"] == {
         "valid": True,
-        "entryCount": 2,
+        "entryCount": 4,
         "breakAtIndex": -1,
         "message": data["verification"]["message"],
     }
-    assert [e["seq"] for e in data["entries"]] == [1, 2]
+    assert [e["seq"] for e in data["entries"]] == [1, 2, 3, 4]
     assert data["entries"][1]["hash"] == sg.entries("ok")[1].hash
 
 

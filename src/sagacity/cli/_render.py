@@ -43,6 +43,7 @@ _STATUS_STYLE = {
     SagaStatus.AWAITING_APPROVAL: "magenta",
     SagaStatus.IN_DOUBT: "bold red",
     SagaStatus.REJECTED: "red",
+    SagaStatus.ABANDONED: "bold yellow",
 }
 
 #: The narrowest a cut column gets before the table is printed wider than the terminal.

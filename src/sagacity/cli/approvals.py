@@ -257,8 +257,8 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     """Journal REJECTED for the request at SEQ and compensate the saga's executed steps (once).
 
     Compensating runs the steps' compensations here, so import their modules with --import.
-    Exit status 0 when the saga ends COMPENSATED, 1 when it needs a human (a compensation failed
-    or is in doubt).
+    Exit status 0 when the saga ends REJECTED (every step undone; COMPENSATED for a gate whose
+    rejection lets the saga go on), 1 when it needs a human (a compensation failed or is in doubt).
     """
     approver = resolve_identity(identity)
     reason = reason_option(reason)
@@ -271,7 +271,7 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     else:
         console().print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
         _print_result(decision.result)
-    if decision.result.status is not SagaStatus.COMPENSATED:
+    if decision.result.status not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED):
         sys.exit(EXIT_FINDINGS)
 
 

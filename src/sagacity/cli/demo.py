@@ -69,6 +69,6 @@ def demo(db_url: str) -> None:
             f"Export a saga:      [bold]sagacity export --db {sg.url} payment-{run_id}-approved[/]"
         )
         statuses = [sg.status(s.saga_id) for s in _demo.scenes(run_id)]
-    expected = [SagaStatus.COMPLETED, SagaStatus.COMPENSATED, SagaStatus.COMPLETED, SagaStatus.COMPENSATED]
+    expected = [SagaStatus.COMPLETED, SagaStatus.COMPENSATED, SagaStatus.COMPLETED, SagaStatus.REJECTED]
     if broken or statuses != expected:
         raise SystemExit(EXIT_FINDINGS)

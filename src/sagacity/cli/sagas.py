@@ -297,7 +297,7 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
             for result in results:
                 steps = ", ".join(f"seq {s.seq} {s.outcome}" for s in result.report)
                 rows.append({"sagaId": sid, "status": str(result.status), "detail": steps or "finished"})
-    unfinished = [r for r in rows if r["status"] != SagaStatus.COMPENSATED]
+    unfinished = [r for r in rows if r["status"] not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED)]
     if output == JSON:
         echo_json(rows)
     elif not rows:

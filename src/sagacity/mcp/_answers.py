@@ -135,7 +135,7 @@ def _report(result: SagaResult) -> str:
 def compensation(result: SagaResult) -> str:
     """How a saga's compensation went, in a sentence."""
     status = result.status
-    if status is SagaStatus.COMPENSATED:
+    if status in (SagaStatus.COMPENSATED, SagaStatus.REJECTED):
         return f"Saga {result.saga_id!r} was rolled back ({_report(result)})."
     if status is SagaStatus.COMPENSATION_FAILED:
         return f"Saga {result.saga_id!r} could not be fully rolled back ({_report(result)})."

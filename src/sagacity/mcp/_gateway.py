@@ -60,7 +60,7 @@ ROLLBACK_TOOL = "sagacity_rollback"
 PROXY_TOOLS = (STATUS_TOOL, COMMIT_TOOL, ROLLBACK_TOOL)
 #: Who the journal says asked for an approved call's execution.
 RESUMED_BY = "sagacity-mcp-proxy"
-_OPEN = (SagaStatus.COMPLETED, SagaStatus.AWAITING_APPROVAL)
+_OPEN = (SagaStatus.COMPLETED, SagaStatus.AWAITING_APPROVAL, SagaStatus.ABANDONED)
 #: The scope each of the proxy's own tools needs; every upstream tool needs ``SCOPE_CALL``.
 _SCOPES = {STATUS_TOOL: SCOPE_CALL, COMMIT_TOOL: SCOPE_COMMIT, ROLLBACK_TOOL: SCOPE_ROLLBACK}
 
@@ -585,7 +585,7 @@ class Gateway:
         book.end()
         assert scope.result is not None
         return answers.text(
-            answers.compensation(scope.result), error=scope.result.status is not SagaStatus.COMPENSATED
+            answers.compensation(scope.result), error=scope.result.status not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED)
         )
 
     async def session_closed(self, key: str) -> None:
