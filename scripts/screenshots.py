@@ -73,15 +73,15 @@ def populate(sg: Sagacity) -> None:
         raise RuntimeError("address validation failed")
 
     sg.run("order-1039", supplier_order, "1039", "1200.00")
-    sg.reject("order-1039", 3, "dana@example.com", "IBAN does not match the supplier on file")
+    sg.reject("order-1039", 4, "dana@example.com", "IBAN does not match the supplier on file")
     sg.run("order-1041", supplier_order, "1041", "480.00")
-    sg.approve("order-1041", 3, "alice@example.com")
-    sg.resume("order-1041", 3, sg.pending_approvals("order-1041")[0].input)
+    sg.approve("order-1041", 4, "alice@example.com")  # seq 4: the START, a call, the gate
+    sg.resume("order-1041", 4, sg.pending_approvals("order-1041")[0].input)
     sg.run("refund-12", failing_refund, "R12")
     # A process that died mid-call leaves an INTENT with no outcome: written here as it would be.
     sg.journal.append("order-1040", "reserve_inventory", Phase.INTENT, '{"sku":"SKU-1040","quantity":1}')
     sg.run("payout-77", release_payout, "25000.00", "EUR", "ACME GmbH")
-    sg.approve("payout-77", 1, "dana@example.com")
+    sg.approve("payout-77", 2, "dana@example.com")
     sg.run("order-1042", supplier_order, "1042", "9800.00")
 
 

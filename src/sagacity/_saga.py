@@ -561,11 +561,12 @@ class SagaRun:
         else:
             waiting = bool(pending)
         status = SagaStatus.AWAITING_APPROVAL if waiting else SagaStatus.COMPLETED
-        if status is SagaStatus.COMPLETED and (facts := self._end_input()) is not None:
+        # The work returned (with gates open, or not): the saga's END says so. A gate decided
+        # later reopens nothing; a resumed call after the END opens the saga again until its
+        # own run ends it.
+        if (facts := self._end_input()) is not None:
             try:
-                end = self.journal.append(
-                    self.saga_id, LIFE_TOOL, Phase.EXECUTED, facts, end_payload(SagaStatus.COMPLETED)
-                )
+                end = self.journal.append(self.saga_id, LIFE_TOOL, Phase.EXECUTED, facts, end_payload(status))
             except SagaClosedError:
                 return None  # compensation started elsewhere meanwhile: the saga did not complete
             self._seen(end.seq)

@@ -72,7 +72,7 @@ async def test_request_detail_carries_the_journal_so_far(
     response = await client.get(f"/sagacity/requests/order-1/{seq}", headers=ALICE)
     assert response.status_code == 200
     body = response.json()
-    assert [e["phase"] for e in body["journal"]] == ["INTENT", "EXECUTED", "AWAITING_APPROVAL"]
+    assert [e["phase"] for e in body["journal"]] == ["INTENT", "INTENT", "EXECUTED", "AWAITING_APPROVAL", "EXECUTED"]  # START ... gate, END
     assert body["sagaStatus"] == "AWAITING_APPROVAL"
     gone = await client.get(f"/sagacity/requests/order-1/{seq + 5}", headers=ALICE)
     assert gone.status_code == 404
@@ -139,10 +139,10 @@ async def test_stale_payload_is_409_and_compensates(
     response = await client.post(f"/sagacity/resume/order-1/{seq}", json={"payload": stale}, headers=ALICE)
     assert response.status_code == 409
     body = response.json()
-    assert body["status"] == "COMPENSATED"
+    assert body["status"] == "REJECTED"
     assert body["reason"].startswith("PayloadMismatchError")
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
-    assert (await sg.status_async("order-1")) is SagaStatus.COMPENSATED
+    assert (await sg.status_async("order-1")) is SagaStatus.REJECTED
     assert any("differs from the approved" in p for p in (await decisions(sg, "order-1", Phase.REJECTED)))
 
 
@@ -174,7 +174,7 @@ async def test_reject_compensates_and_journals_principal_and_reason(
     assert body["approved"] is False
     assert body["approverIdentity"] == "bob@example.com"
     assert body["reason"] == "wrong IBAN"
-    assert body["status"] == "COMPENSATED"
+    assert body["status"] == "REJECTED"
     assert tools.EFFECTS == ["reserved SKU-1", "released SKU-1"]
     assert (await decisions(sg, "order-1", Phase.REJECTED)) == ["approver=bob@example.com\nreason=wrong IBAN"]
     twice = await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": "again"}, headers=BOB)
@@ -344,7 +344,7 @@ async def test_decision_on_a_compensated_saga_is_409(
     await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": "no"}, headers=ALICE)
     response = await client.post(f"/sagacity/approve/order-1/{seq}", headers=BOB)
     assert response.status_code in {404, 409}
-    assert (await sg.status_async("order-1")) is SagaStatus.COMPENSATED
+    assert (await sg.status_async("order-1")) is SagaStatus.REJECTED
 
 
 async def test_audit_streams_json_lines(
@@ -357,7 +357,7 @@ async def test_audit_streams_json_lines(
         assert response.headers["content-type"].startswith("application/x-ndjson")
         lines = [line async for line in response.aiter_lines() if line]
     rows = [json.loads(line) for line in lines]
-    assert [r["seq"] for r in rows] == [1, 2, 3]
+    assert [r["seq"] for r in rows] == [1, 2, 3, 4, 5]  # the START, a call, the gate, the END
     assert rows == [e.to_json() for e in (await sg.entries_async("order-1"))]
     assert set(rows[0]) == {"sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash"}
 
@@ -368,7 +368,7 @@ async def test_audit_verify_has_the_java_shape(client: httpx.AsyncClient, gate: 
     response = await client.get("/sagacity/audit/order-1/verify", headers=CAROL)
     assert response.status_code == 200
     body = response.json()
-    assert body == {"valid": True, "entryCount": 3, "breakAtIndex": -1, "message": body["message"]}
+    assert body == {"valid": True, "entryCount": 5, "breakAtIndex": -1, "message": body["message"]}
     for path in ("/sagacity/audit/ghost/verify", "/sagacity/audit/ghost"):
         missing = await client.get(path, headers=CAROL)
         assert missing.status_code == 404
@@ -381,7 +381,7 @@ async def test_sagas_are_paginated_and_filtered_by_status(
     """GET /sagas pages by cursor (newest first, "next" until the last page) and filters by status."""
     for n in range(3):
         await gate(f"order-{n}")
-    seq = 3
+    seq = 4  # the START, a call, the gate
     await client.post(f"/sagacity/reject/order-1/{seq}", json={"reason": "no"}, headers=ALICE)
     page = (await client.get("/sagacity/sagas", params={"limit": 2}, headers=CAROL)).json()
     assert page["limit"] == 2
@@ -393,7 +393,7 @@ async def test_sagas_are_paginated_and_filtered_by_status(
     assert len(rest["sagas"]) == 1
     assert rest["next"] is None
     overview = (await client.get("/sagacity/overview", headers=CAROL)).json()
-    assert overview == {"counts": {"AWAITING_APPROVAL": 2, "COMPENSATED": 1}, "total": 3}
+    assert overview == {"counts": {"AWAITING_APPROVAL": 2, "REJECTED": 1}, "total": 3}
     everyone = {s["sagaId"] for s in page["sagas"] + rest["sagas"]}
     assert everyone == {"order-0", "order-1", "order-2"}
     waiting = (
@@ -401,10 +401,12 @@ async def test_sagas_are_paginated_and_filtered_by_status(
     ).json()
     assert {s["sagaId"] for s in waiting["sagas"]} == {"order-0", "order-2"}
     assert all(s["awaitingApproval"] == 1 for s in waiting["sagas"])
+    rejected = (await client.get("/sagacity/sagas", params={"status": "REJECTED"}, headers=CAROL)).json()
+    assert [s["sagaId"] for s in rejected["sagas"]] == ["order-1"]
     compensated = (
         await client.get("/sagacity/sagas", params={"status": "COMPENSATED"}, headers=CAROL)
     ).json()
-    assert [s["sagaId"] for s in compensated["sagas"]] == ["order-1"]
+    assert compensated["sagas"] == []  # a rejected saga is REJECTED, not COMPENSATED
 
 
 @pytest.mark.parametrize(
@@ -450,7 +452,7 @@ async def test_saga_ids_with_slashes_and_unicode_round_trip(
     saga = await client.get(f"/sagacity/sagas/{saga_id}", headers=CAROL)
     assert saga.json()["sagaId"] == saga_id
     verify = await client.get(f"/sagacity/audit/{saga_id}/verify", headers=CAROL)
-    assert verify.json()["entryCount"] == 4
+    assert verify.json()["entryCount"] == 6
 
 
 async def test_saga_id_with_nul_is_400(client: httpx.AsyncClient) -> None:

@@ -104,7 +104,7 @@ async def test_pending_approvals_and_one_request(
     assert settled(await cli("approvals", "list", "--saga", "payout")) == settled(one)
     detail = await get(client, f"/requests/order-1/{seq}", ALICE)
     assert settled(await cli("approvals", "show", "order-1", str(seq))) == settled(detail)
-    assert [e["phase"] for e in detail["journal"]] == ["INTENT", "EXECUTED", "AWAITING_APPROVAL"]
+    assert [e["phase"] for e in detail["journal"]] == ["INTENT", "INTENT", "EXECUTED", "AWAITING_APPROVAL", "EXECUTED"]  # START ... gate, END
 
 
 async def test_saga_detail_and_list_pages(
@@ -172,7 +172,7 @@ async def test_decisions(client: httpx.AsyncClient, cli: Cli, gate: Callable[...
     response = await client.post(f"/sagacity/reject/r-http/{seq}", headers=BOB, json={"reason": "too much"})
     by_http = response.json()
     assert same_but(by_cli, "sagaId", "decidedAt") == same_but(by_http, "sagaId", "decidedAt")
-    assert (by_http["approved"], by_http["reason"], by_http["status"]) == (False, "too much", "COMPENSATED")
+    assert (by_http["approved"], by_http["reason"], by_http["status"]) == (False, "too much", "REJECTED")
 
 
 async def test_resume_results(client: httpx.AsyncClient, cli: Cli, gate: Callable[..., Any]) -> None:

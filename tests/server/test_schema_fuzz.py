@@ -21,9 +21,9 @@ def api_schema(app: FastAPI, sg: Sagacity, tools: ModuleType) -> schemathesis.Ba
     """The app's own schema, over a journal holding a pending, an approved and a completed saga."""
     for saga_id in ("order-1", "order-2", "order-3"):
         sg.run(saga_id, tools.transfer)
-    sg.approve("order-2", 3, "alice")
-    sg.approve("order-3", 3, "alice")
-    sg.resume("order-3", 3, '{"amount":"100.00","to":"ACME"}')
+    sg.approve("order-2", 4, "alice")  # each gate is seq 4: the START, a call, the gate
+    sg.approve("order-3", 4, "alice")
+    sg.resume("order-3", 4, '{"amount":"100.00","to":"ACME"}')
     return schemathesis.openapi.from_asgi("/sagacity/openapi.json", app)
 
 

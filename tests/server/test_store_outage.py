@@ -182,9 +182,9 @@ async def test_postgres_where_nothing_listens_answers_503_with_a_clear_message(n
         for url in READS:
             assert_unavailable(await c.get(url, headers=ROOT))
         for action in ("approve", "reject"):
-            response = await c.post(f"/sagacity/{action}/pay-1/3", json={"reason": "no"}, headers=ROOT)
+            response = await c.post(f"/sagacity/{action}/pay-1/4", json={"reason": "no"}, headers=ROOT)
             assert_unavailable(response)
-            assert (response.json()["sagaId"], response.json()["journalSeq"]) == ("pay-1", 3)
+            assert (response.json()["sagaId"], response.json()["journalSeq"]) == ("pay-1", 4)
         detail = (await c.get("/sagacity/approvals", headers=ROOT)).json()["error"]
         assert "127.0.0.1" in detail  # which database, for the operator
         assert (await c.get("/sagacity/me", headers=ROOT)).status_code == 200  # needs no database
@@ -203,15 +203,15 @@ async def test_postgres_outage_then_recovery(proxy: tuple[Proxy, str], tools: Mo
             p.stop()
             for read in READS:
                 assert_unavailable(await c.get(read, headers=ROOT))
-            refused = await c.post("/sagacity/approve/pay-1/3", headers=ROOT)
+            refused = await c.post("/sagacity/approve/pay-1/4", headers=ROOT)
             assert_unavailable(refused)
             p.start()
             back = await until_ok(c, "/sagacity/approvals")
             assert back.status_code == 200
             assert [i["sagaId"] for i in back.json()] == ["pay-1"]
-            approved = await c.post("/sagacity/approve/pay-1/3", headers=ROOT)
+            approved = await c.post("/sagacity/approve/pay-1/4", headers=ROOT)
             assert approved.status_code == 200, approved.text
-            resumed = await c.post("/sagacity/resume/pay-1/3", json={"payload": PAYLOAD}, headers=ROOT)
+            resumed = await c.post("/sagacity/resume/pay-1/4", json={"payload": PAYLOAD}, headers=ROOT)
             assert resumed.status_code == 200, resumed.text
             assert resumed.json()["status"] == "COMPLETED"
         assert (await anyio.to_thread.run_sync(sg.verify, "pay-1")).valid
@@ -238,11 +238,11 @@ async def test_locked_sqlite_answers_503_then_recovers(tmp_path: Path, tools: Mo
                 response = await c.get(read, headers=ROOT)
                 assert_unavailable(response)
                 assert "database is locked" in response.json()["error"]
-            assert_unavailable(await c.post("/sagacity/approve/pay-1/3", headers=ROOT))
+            assert_unavailable(await c.post("/sagacity/approve/pay-1/4", headers=ROOT))
             holder.execute("COMMIT")
             holder.close()
             assert len((await until_ok(c, "/sagacity/sagas")).json()["sagas"]) == 1
-            approved = await c.post("/sagacity/approve/pay-1/3", headers=ROOT)
+            approved = await c.post("/sagacity/approve/pay-1/4", headers=ROOT)
             assert approved.status_code == 200, approved.text
         assert (await sg.verify_async("pay-1")).valid
     finally:

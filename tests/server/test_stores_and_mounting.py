@@ -39,16 +39,16 @@ async def test_approve_resume_and_reject_on_every_store(store_sg: Sagacity, tool
     async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
         listed = (await c.get("/sagacity/approvals", headers=ALICE)).json()
         assert sorted(i["sagaId"] for i in listed) == ["pay-1", "pay-2"]
-        assert (await c.post("/sagacity/approve/pay-1/3", headers=ALICE)).status_code == 200
-        resumed = await c.post("/sagacity/resume/pay-1/3", json={"payload": PAYLOAD}, headers=ALICE)
-        rejected = await c.post("/sagacity/reject/pay-2/3", json={"reason": "no"}, headers=ALICE)
+        assert (await c.post("/sagacity/approve/pay-1/4", headers=ALICE)).status_code == 200
+        resumed = await c.post("/sagacity/resume/pay-1/4", json={"payload": PAYLOAD}, headers=ALICE)
+        rejected = await c.post("/sagacity/reject/pay-2/4", json={"reason": "no"}, headers=ALICE)
         verify = (await c.get("/sagacity/audit/pay-1/verify", headers=CAROL)).json()
         page = (await c.get("/sagacity/sagas", headers=CAROL)).json()
     assert resumed.json()["status"] == "COMPLETED"
-    assert rejected.json()["status"] == "COMPENSATED"
+    assert rejected.json()["status"] == "REJECTED"
     assert verify["valid"] is True
-    assert {s["sagaId"]: s["status"] for s in page["sagas"]} == {"pay-1": "COMPLETED", "pay-2": "COMPENSATED"}
-    assert (await sg.status_async("pay-2")) is SagaStatus.COMPENSATED
+    assert {s["sagaId"]: s["status"] for s in page["sagas"]} == {"pay-1": "COMPLETED", "pay-2": "REJECTED"}
+    assert (await sg.status_async("pay-2")) is SagaStatus.REJECTED
     assert [e.payload for e in (await sg.entries_async("pay-1")) if e.phase == Phase.APPROVED] == [
         "approver=alice@example.com"
     ]

@@ -177,7 +177,7 @@ async def test_audit_export_of_a_unicode_saga_id_names_the_file_in_rfc_6266_form
     response = await api.get(path("audit", saga_id), headers=CAROL)
     assert response.status_code == 200, response.text
     rows = [json.loads(line) for line in response.text.splitlines()]
-    assert [r["sagaId"] for r in rows] == [saga_id] * 3
+    assert [r["sagaId"] for r in rows] == [saga_id] * 5  # START, call, outcome, gate, END
     disposition = response.headers["content-disposition"]
     disposition.encode("ascii")  # only ASCII on the wire
     kind, fallback, extended = (part.strip() for part in disposition.split("; "))
@@ -193,14 +193,14 @@ async def test_audit_export_of_a_unicode_saga_id_names_the_file_in_rfc_6266_form
 
 # -- 3. a number in the URL is the digits it shows ----------------------------------------------------
 @pytest.mark.parametrize(
-    "seq", ["3.0", "%203", "3%20", "3_0", "+3", "%2B3", "-3", "0x3", "3e0", "%D9%A3", "%EF%BC%93", ""]
+    "seq", ["4.0", "%204", "4%20", "4_0", "+4", "%2B4", "-4", "0x4", "4e0", "%D9%A4", "%EF%BC%94", ""]
 )
 async def test_a_seq_not_written_in_digits_is_400_on_every_route(
     api: httpx.AsyncClient, store_sg: Sagacity, suspend: Callable[..., Any], seq: str
 ) -> None:
-    """3.0, ' 3', '3_0' (int() reads 30), '+3', an Arabic-Indic or full-width 3: 400, nothing decided."""
+    """4.0, ' 4', '4_0' (int() reads 40), '+4', an Arabic-Indic or full-width 4: 400, nothing decided."""
     gate = await suspend("order-3")
-    assert gate == 3
+    assert gate == 4  # after the saga's START and a call
     before = await store_sg.entries_async("order-3")
     for method, route in [
         ("POST", "approve"),
@@ -217,10 +217,10 @@ async def test_a_seq_not_written_in_digits_is_400_on_every_route(
         assert response.status_code == 400, (route, seq, response.text)
         assert "seq" in response.json()["error"]
     assert (await store_sg.entries_async("order-3")) == before
-    assert [r.journal_seq for r in (await store_sg.pending_approvals_async("order-3"))] == [3]
+    assert [r.journal_seq for r in (await store_sg.pending_approvals_async("order-3"))] == [4]
 
 
-@pytest.mark.parametrize("seq", ["3", "03", "0003"])
+@pytest.mark.parametrize("seq", ["4", "04", "0004"])
 async def test_a_seq_in_digits_still_works(
     api: httpx.AsyncClient, store_sg: Sagacity, suspend: Callable[..., Any], seq: str
 ) -> None:
@@ -228,7 +228,7 @@ async def test_a_seq_in_digits_still_works(
     await suspend("order-4")
     response = await api.post(f"/sagacity/approve/order-4/{seq}", headers=ALICE)
     assert response.status_code == 200, response.text
-    assert response.json()["journalSeq"] == 3
+    assert response.json()["journalSeq"] == 4
 
 
 @pytest.mark.parametrize(

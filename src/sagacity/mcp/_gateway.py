@@ -585,7 +585,8 @@ class Gateway:
         book.end()
         assert scope.result is not None
         return answers.text(
-            answers.compensation(scope.result), error=scope.result.status not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED)
+            answers.compensation(scope.result),
+            error=scope.result.status not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED),
         )
 
     async def session_closed(self, key: str) -> None:

@@ -18,6 +18,7 @@ from langchain_core.messages import AIMessage
 from langgraph.types import Command
 
 from sagacity import Phase, Sagacity, SagaStatus
+from sagacity.testing import tool_entries
 
 from ..conftest import load_app, run_app
 
@@ -96,7 +97,7 @@ def test_checkpoint_edited_after_approval_is_refused(app: ModuleType, effects: P
             forged = [{**c, "args": {**c["args"], "to": "mallory"}} for c in last.tool_calls]
             graph.update_state(cfg, {"messages": [AIMessage(content="", id=last.id, tool_calls=forged)]})
     resumed = resume_in_new_process(url, checkpoints, "order-x", "order")
-    assert resumed["status"] == "COMPENSATED"
+    assert resumed["status"] == "REJECTED"  # the forged payload was refused: a rejection
     assert app.order_tools.effects() == ["reserve SKU-9", "release SKU-9"]
     with Sagacity(url) as sg:
         rejected = [e for e in sg.entries("order-x") if e.phase == Phase.REJECTED]
@@ -142,7 +143,7 @@ def test_parallel_calls_journal_each_once(app: ModuleType, effects: Path, tmp_pa
     with Sagacity("memory://") as sg, app.checkpointer(str(tmp_path / "cp.db")) as saver:
         graph = app.agent(sg, "parallel", saver)
         graph.invoke({"messages": [{"role": "user", "content": "go"}]}, app.config("order-p"))
-        intents = sorted(e.payload for e in sg.entries("order-p") if e.phase == Phase.INTENT)
+        intents = sorted(e.payload for e in tool_entries(sg, "order-p") if e.phase == Phase.INTENT)
         assert intents == ["call_id=p1", "call_id=p2"]
         assert sorted(app.order_tools.effects()) == ["reserve SKU-1", "reserve SKU-2"]
 
@@ -214,4 +215,4 @@ def test_a_bare_tool_node_with_the_same_hook(app: ModuleType, effects: Path) -> 
         graph.invoke({"messages": [message]})
         graph.invoke({"messages": [message]})  # presented twice: runs once
         assert app.order_tools.effects() == ["reserve SKU-3"]
-        assert [e.payload for e in sg.entries("bare-1")] == ["call_id=t1", "reservation R-SKU-3-1"]
+        assert [e.payload for e in tool_entries(sg, "bare-1")] == ["call_id=t1", "reservation R-SKU-3-1"]

@@ -23,6 +23,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from sagacity import Phase, Sagacity, SagaStatus
 from sagacity.errors import ApprovalRefusedError
+from sagacity.testing import tool_entries
 
 from ..conftest import load_app, run_app
 
@@ -59,7 +60,8 @@ def test_full_loop_resumed_in_a_new_process(app: ModuleType, url: str, effects: 
         assert sg.status("order-1") is SagaStatus.AWAITING_APPROVAL
         assert app.order_tools.effects() == ["reserve SKU-9"]
         [request] = sg.pending_approvals("order-1")
-        assert (request.journal_seq, request.input, request.input_hash) == (3, ALICE, meta["input_hash"])
+        # the START, the reservation's INTENT and EXECUTED, the gate
+        assert (request.journal_seq, request.input, request.input_hash) == (4, ALICE, meta["input_hash"])
         # Not approved yet: a resume has nothing to do.
         assert resume_in_new_process(url, "order-1", "order", state)["status"] == "PENDING"
         sg.approve("order-1", request.journal_seq, "alice@example.com")
@@ -73,14 +75,17 @@ def test_full_loop_resumed_in_a_new_process(app: ModuleType, url: str, effects: 
     with Sagacity(url) as sg:
         entries = sg.entries("order-1")
         assert [(e.tool_name, e.phase, e.payload) for e in entries] == [
+            ("sagacity:saga", "INTENT", ""),
             ("reserve_inventory", "INTENT", "call_id=c1"),
             ("reserve_inventory", "EXECUTED", "reservation R-SKU-9-2"),
             ("send_wire_transfer", "AWAITING_APPROVAL", f"call_id=c2\ndefinition={wire_definition()}"),
+            ("sagacity:saga", "EXECUTED", '{"status":"AWAITING_APPROVAL"}'),  # the first run's END
             ("approval-gate", "APPROVED", "approver=alice@example.com"),
-            ("send_wire_transfer", "INTENT", "resumes seq=3\ncall_id=c2"),
+            ("send_wire_transfer", "INTENT", "resumes seq=4\ncall_id=c2"),
             ("send_wire_transfer", "EXECUTED", "wired 4200.00 to alice"),
+            ("sagacity:saga", "EXECUTED", '{"status":"COMPLETED"}'),  # the resumed run's END
         ]
-        assert entries[0].input == '{"sku":"SKU-9","quantity":2}'  # the JSON the model sent
+        assert entries[1].input == '{"sku":"SKU-9","quantity":2}'  # the JSON the model sent
         assert sg.status("order-1") is SagaStatus.COMPLETED
         assert sg.verify("order-1").valid
 
@@ -128,7 +133,7 @@ def test_history_edited_after_approval_is_refused(app: ModuleType, effects: Path
         path.write_text(path.read_text().replace("alice", "mallory"))
     resumed = resume_in_new_process(url, "order-x", "order", state)
     assert "PayloadMismatchError" in resumed["error"]
-    assert resumed["status"] == "COMPENSATED"
+    assert resumed["status"] == "REJECTED"
     assert app.order_tools.effects() == ["reserve SKU-9", "release SKU-9"]
     with Sagacity(url) as sg:
         assert not [e for e in sg.entries("order-x") if e.phase == Phase.EXECUTED and "wire" in e.tool_name]
@@ -214,7 +219,7 @@ def test_parallel_tool_calls_journal_each_call_once(app: ModuleType, effects: Pa
     with Sagacity("memory://") as sg:
         result = app.agent(sg, "parallel", saga_id="order-p").run_sync("go")
         assert str(result.output).startswith("done")
-        intents = [e for e in sg.entries("order-p") if e.phase == Phase.INTENT]
+        intents = [e for e in tool_entries(sg, "order-p") if e.phase == Phase.INTENT]
         assert sorted(e.payload for e in intents) == ["call_id=p1", "call_id=p2", "call_id=p3"]
         assert sorted(app.order_tools.effects()) == ["charge O-2", "reserve SKU-1", "reserve SKU-2"]
         # The same response replayed (a re-run from the history): nothing runs again.

@@ -15,6 +15,7 @@ pytest.importorskip(
 
 from sagacity import Sagacity, SagaStatus
 from sagacity.guardrails import METER_PREFIX, parse_verdict
+from sagacity.testing import tool_entries
 
 from ..conftest import load_app
 
@@ -52,7 +53,7 @@ def test_verdicts_through_the_adapter(order_tools: ModuleType, url: str, tmp_pat
         result = app.agent(sg, "order", saga_id="order-p").run_sync("Order 2 x SKU-9 and pay the supplier")
         assert result.output == "done: wired 4200.00 to alice"
         assert order_tools.effects() == ["wire 4200.00 alice"]  # the reservation never ran
-        entries = sg.entries("order-p")
+        entries = tool_entries(sg, "order-p")
         assert [(e.tool_name, e.phase) for e in entries] == [
             ("reserve_inventory", "INTENT"),
             ("reserve_inventory", "FAILED"),

@@ -62,7 +62,7 @@ def test_reject_with_a_reason_compensates(
     card.locator("button.reject").click()
     page.locator("#confirm-reason").fill("beneficiary unknown")
     page.locator("#confirm-ok").click()
-    expect(page.locator(".saga-status")).to_contain_text("COMPENSATED")
+    expect(page.locator(".saga-status")).to_contain_text("REJECTED")
     rejected = page.locator(".timeline li.REJECTED")
     expect(rejected).to_contain_text("reason=beneficiary unknown")
     expect(rejected.locator(".decided-by")).to_have_text("alice@example.com")

@@ -37,7 +37,7 @@ def test_enter_on_an_empty_reason_journals_nothing(
     assert len(off_loop(sg.pending_approvals, "wire-r")) == 1
     reason.fill("wrong beneficiary")
     reason.press("Enter")
-    expect(page.locator(".saga-status")).to_contain_text("COMPENSATED")
+    expect(page.locator(".saga-status")).to_contain_text("REJECTED")
 
 
 def test_the_reject_dialog_lists_what_it_will_undo_in_order(
@@ -61,9 +61,9 @@ def test_the_reject_dialog_lists_what_it_will_undo_in_order(
     expect(page.locator(".undo-box p")).to_have_text(
         "This rejection will run 2 compensations, in this order:"
     )
-    expect(steps.nth(0)).to_contain_text("undoes srv_reserve (seq 4)")
+    expect(steps.nth(0)).to_contain_text("undoes srv_reserve (seq 5)")  # after the saga's START
     expect(steps.nth(0)).to_contain_text('"sku":"SKU-B"')
-    expect(steps.nth(1)).to_contain_text("undoes srv_reserve (seq 2)")
+    expect(steps.nth(1)).to_contain_text("undoes srv_reserve (seq 3)")
     expect(steps.nth(1)).to_contain_text('"sku":"SKU-A"')
     expect(steps.nth(0).locator("strong")).to_have_text("srv_release")
     page.locator("#confirm-cancel").click()

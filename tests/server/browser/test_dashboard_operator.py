@@ -237,7 +237,7 @@ def test_keyboard_approve_confirms_the_exact_payload(
     page.keyboard.press("r")
     page.keyboard.type("wrong amount")
     page.keyboard.press("Enter")
-    expect(page.locator(".saga-status")).to_contain_text("COMPENSATED")
+    expect(page.locator(".saga-status")).to_contain_text("REJECTED")
     rejected = [e for e in off_loop(sg.entries, "wire-a") if e.phase == Phase.REJECTED]
     assert [e.payload for e in rejected] == ["approver=alice@example.com\nreason=wrong amount"]
 

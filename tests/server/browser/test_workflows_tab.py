@@ -80,6 +80,6 @@ def test_a_gate_rejected_from_the_run_view_compensates(
     page.locator('section.stage-card[data-stage="publish"] button.reject').click()
     page.fill("#confirm-reason", "not cleared by legal")
     page.locator("#confirm-ok").click()
-    expect(page.locator("#notice")).to_contain_text("the run is compensated")
+    expect(page.locator("#notice")).to_contain_text("the run is rejected")
     expect(page.locator('section.stage-card[data-stage="draft"]')).to_contain_text("COMPENSATED")
     assert effects() == ["draft", "format", "unformat", "discard_draft"]

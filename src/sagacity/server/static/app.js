@@ -17,7 +17,7 @@ const API = new URL("../", location.href.split("#")[0]); // the dashboard is ser
 const TOKEN_KEY = "sagacity.token";
 const PAUSED_KEY = "sagacity.refreshPaused";
 const STATUSES = [
-  ["AWAITING_APPROVAL", "Awaiting approval"], ["IN_DOUBT", "In doubt"],
+  ["AWAITING_APPROVAL", "Awaiting approval"], ["IN_DOUBT", "In doubt"], ["ABANDONED", "Abandoned"],
   ["COMPENSATION_FAILED", "Compensation failed"], ["COMPENSATING", "Compensating"],
   ["COMPENSATED", "Compensated"], ["REJECTED", "Rejected"], ["COMPLETED", "Completed"], ["RUNNING", "Running"],
 ];
