@@ -59,7 +59,7 @@ async def test_every_call_and_gate_journals_the_definition_hash(tmp_path: Path) 
     payout = gw.tools.sagacity_tool("send_payout").spec.definition_hash
     assert balance.startswith("sha256:")
     assert balance != payout
-    intent = next(e for e in entries if e.phase == Phase.INTENT)
+    intent = next(e for e in entries if e.phase == Phase.INTENT and e.tool_name != "sagacity:saga")
     gate = next(e for e in entries if e.phase == Phase.AWAITING_APPROVAL)
     assert _lines(intent.payload)["definition"] == balance
     assert _lines(gate.payload)["definition"] == payout
@@ -80,7 +80,7 @@ async def test_a_rug_pull_is_refused_when_the_tools_are_pinned(tmp_path: Path) -
         fine = await call(client, "get_balance", {"account": "a"}, "rug")
         assert not fine.is_error
         entries = await anyio.to_thread.run_sync(gw.sagacity.entries, "rug")
-    assert [e.tool_name for e in entries] == ["get_balance", "get_balance"]
+    assert [e.tool_name for e in entries if e.tool_name != "sagacity:saga"] == ["get_balance", "get_balance"]
     assert setup.ledger.events("payout") == []
 
 

@@ -76,7 +76,8 @@ def test_gate_suspends_without_running(
     assert result.value.startswith("[AWAITING_APPROVAL]")
     assert "human approval" in result.value
     assert world["wired"] == []
-    gate = sg.entries("g")[-1]
+    gate, end = sg.entries("g")[-2:]
+    assert (end.tool_name, end.payload) == ("sagacity:saga", '{"status":"AWAITING_APPROVAL"}')
     assert (gate.phase, gate.tool_name, gate.input) == (
         "AWAITING_APPROVAL",
         "send_wire",

@@ -234,7 +234,7 @@ def test_on_reject_continue_tells_the_model_and_the_saga_goes_on(
         present(tools.reserve, '{"sku":"A"}', "c1")
         pending = present(tools.wire, ALICE, "c2", on_reject="continue")
     definition = f"definition={tools.wire.spec.definition_hash}"
-    assert sg.entries("g5")[-1].payload == f"call_id=c2\non_reject=continue\n{definition}"
+    assert tool_entries(sg, "g5")[-1].payload == f"call_id=c2\non_reject=continue\n{definition}"
     decision = sg.reject("g5", pending.request.journal_seq, "bob@example.com", "wrong supplier")
     assert decision.result is None  # nothing compensated
     assert world["released"] == []
