@@ -10,6 +10,7 @@ import pytest
 from sagacity import Phase, Reversibility, Sagacity, SagaStatus, acting_as, tool
 from sagacity.errors import ApprovalRefusedError
 from sagacity.guardrails import POLICY_SAGA, Action, as_agent, parse_policy, parse_verdict
+from sagacity.testing import tool_entries
 
 PAYMENTS = """\
 [[rules]]
@@ -133,7 +134,7 @@ def test_a_denied_call_never_runs_and_the_model_is_told(guarded: Guarded) -> Non
     assert result.value == "order o-1"
     assert ran[0].startswith("[DENIED] refund did not run")
     assert "interns may not move money" in ran[0]
-    intent, failed = sg.entries("s2")[:2]
+    intent, failed = tool_entries(sg, "s2")[:2]
     assert (intent.phase, failed.phase) == (Phase.INTENT, Phase.FAILED)
     assert failed.payload == "denied by policy: interns may not move money"
     verdict = parse_verdict(intent.payload)
@@ -150,7 +151,7 @@ def test_shadow_rules_are_journaled_but_never_block(guarded: Guarded) -> None:
     out: list[str] = []
     sg.run("s3", lambda: out.append(refund("10.00", "USD")))  # type: ignore[operator]
     assert out == ["refunded 10.00 USD"]
-    verdict = parse_verdict(sg.entries("s3")[0].payload)
+    verdict = parse_verdict(tool_entries(sg, "s3")[0].payload)
     assert verdict is not None
     assert verdict.decision.action is Action.ALLOW
     assert [(f.rule, f.action) for f in verdict.shadow] == [("eur-only", Action.DENY)]
@@ -230,6 +231,6 @@ action = "hold"
     sg.run("e1", lambda: out.append(lookup("o-1")))  # type: ignore[operator]
     assert out[0].startswith("[DENIED]")
     assert "rule sized could not be evaluated" in out[0]
-    verdict = parse_verdict(sg.entries("e1")[0].payload)
+    verdict = parse_verdict(tool_entries(sg, "e1")[0].payload)
     assert verdict is not None
     assert [f.rule for f in verdict.shadow] == ["watch"]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sagacity import Sagacity, acting_as, tool
 from sagacity.guardrails import METER_PREFIX, parse_verdict
+from sagacity.testing import tool_entries
 
 WORKER = Path(__file__).with_name("budget_worker.py")
 TRIALS = 15
@@ -84,7 +85,7 @@ def test_two_processes_racing_for_the_last_of_a_budget(durable_url: str, tmp_pat
         assert sg.verify(meter).valid
         ran = []
         for name in ("a", "b"):
-            entries = sg.entries(f"race-{trial}-{name}")
+            entries = tool_entries(sg, f"race-{trial}-{name}")
             executed = [e for e in entries if e.phase == "EXECUTED"]
             verdict = parse_verdict(entries[0].payload)
             assert verdict is not None

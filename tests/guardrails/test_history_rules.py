@@ -13,6 +13,7 @@ import pytest
 from sagacity import Reversibility, Sagacity, SagaStatus, acting_as, tool
 from sagacity.errors import SagacityError
 from sagacity.guardrails import METER_PREFIX, parse_verdict
+from sagacity.testing import tool_entries
 
 Guarded = Callable[[str], Sagacity]
 
@@ -67,7 +68,7 @@ def test_a_sum_budget_is_never_overspent_and_each_debit_is_journaled(guarded: Gu
     assert [e.input.count("send_wire") for e in sg.entries(meter)] == [1, 1]  # two debits, no third
     assert _meter_total(sg, meter) == Decimal("1000.00")
     assert sg.verify(meter).valid
-    debits = [parse_verdict(e.payload).debits for e in sg.entries("w1")[:4:2]]  # type: ignore[union-attr]
+    debits = [parse_verdict(e.payload).debits for e in tool_entries(sg, "w1")[:4:2]]  # type: ignore[union-attr]
     assert [d[0].amount for d in debits] == [Decimal("600.00"), Decimal("400.00")]
 
 
@@ -137,7 +138,7 @@ def test_a_held_call_is_judged_against_the_budget_again_when_it_runs(guarded: Gu
         sg.approve(request.saga_id, request.journal_seq, "alice@example.com")
     assert sg.resume("h1", first.journal_seq, first.input).status is SagaStatus.COMPLETED
     refused = sg.resume("h2", second.journal_seq, second.input)
-    assert refused.status is SagaStatus.COMPENSATED
+    assert refused.status is SagaStatus.REJECTED  # refused when it was to run: a rejection
     assert "the policy refused the approved call" in str(refused.error)
     rejected = [e for e in sg.entries("h2") if e.phase == "REJECTED"]
     assert rejected

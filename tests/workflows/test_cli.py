@@ -56,7 +56,7 @@ def test_reject_needs_a_reason_and_resume_reports_compensation(wf: ModuleType, t
         "reject", "article-2", "publish", "--as", "lawyer@example.com", "--reason", "no", "--db", url
     )
     assert code == 0
-    assert "COMPENSATED" in out
+    assert "REJECTED" in out
     code, out = cli("resume", "article-2", "--db", url)
     assert code == 1  # the run compensated: exit 1, as documented
     assert "COMPENSATED" in out

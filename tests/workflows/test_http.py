@@ -97,7 +97,7 @@ def test_rejecting_needs_a_reason_and_compensates(wf: ModuleType, sg: Sagacity, 
         "/sagacity/workflows/article-4/gates/publish/reject", headers=LAWYER, json={"reason": "defamatory"}
     )
     assert answer.status_code == 200
-    assert answer.json()["run"]["status"] == "COMPENSATED"
+    assert answer.json()["run"]["status"] == "REJECTED"
     assert effects() == ["draft", "format", "unformat", "discard_draft"]
     wrong = client.post(
         "/sagacity/workflows/article-4/gates/draft/reject", headers=LAWYER, json={"reason": "x"}

@@ -116,7 +116,7 @@ def test_a_rejected_gate_compensates_completed_stages_in_reverse(wf: ModuleType,
     in_process(durable_url, "run", "article-4", json.dumps(BRIEF))
     assert "rejected" in in_process(durable_url, "reject", "article-4", "lawyer@example.com")
     after = in_process(durable_url, "resume", "article-4")
-    assert after["status"] == "COMPENSATED"
+    assert after["status"] == "REJECTED"
     assert [e[0] for e in effects()] == ["draft", "format", "unformat", "discard_draft"]
     sg = Sagacity(durable_url)
     try:
@@ -172,7 +172,7 @@ def test_an_expired_gate_compensates(wf: ModuleType, tmp_path: Path) -> None:
     expired = sg.expire_approvals(now=request.expires_at + timedelta(seconds=1))
     assert [r.journal_seq for r in expired] == [request.journal_seq]
     result = wf.publishing.resume(sg, "article-8")
-    assert result.status is SagaStatus.COMPENSATED
+    assert result.status is SagaStatus.REJECTED  # an expiry is a rejection
     assert [e[0] for e in effects()] == ["draft", "format", "unformat", "discard_draft"]
     assert result.view.stages[2].status is StageStatus.REJECTED
 
