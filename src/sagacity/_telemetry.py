@@ -456,6 +456,8 @@ class _Sink:
     def entry(self, entry: Entry) -> None:
         if self.saga_id is not None and entry.saga_id != self.saga_id:
             return
+        if entry.tool_name == _LIFE_TOOL:
+            return  # the saga's START (in its first call's insert) or END: not the call's entry
         if self.first is None:
             self.first = entry
         if entry.phase == "INTENT" and self.intent_seq is None:
@@ -474,6 +476,8 @@ class _Sink:
         return attrs
 
 
+#: The tool name of a saga's START and END entries (``_state.LIFE_TOOL``).
+_LIFE_TOOL = "sagacity:saga"
 _sink: contextvars.ContextVar[_Sink | None] = contextvars.ContextVar("sagacity_otel_sink", default=None)
 #: Links the resumed call's span carries (to the span that gated it), set by the resume operation.
 _resume_links: contextvars.ContextVar[tuple[Any, ...]] = contextvars.ContextVar(

@@ -74,9 +74,9 @@ def test_async_compensation_runs_with_its_step_span_current(otel: Otel) -> None:
         with Sagacity("memory://") as sg:
             result = await sg.run_async("async-2", agent)
             assert result.status is SagaStatus.AWAITING_APPROVAL
-            decision = await sg.reject_async("async-2", 3, "bob@example.com", "wrong amount")
+            decision = await sg.reject_async("async-2", 4, "bob@example.com", "wrong amount")
             assert decision.result is not None
-            assert decision.result.status is SagaStatus.COMPENSATED
+            assert decision.result.status is SagaStatus.REJECTED
 
     asyncio.run(main())
     reject = otel.one("sagacity.reject")
@@ -105,8 +105,8 @@ def test_resume_async_links_to_the_gate(otel: Otel) -> None:
     async def main() -> None:
         with Sagacity("memory://") as sg:
             await sg.run_async("async-3", agent)
-            await sg.approve_async("async-3", 1, "alice@example.com")
-            result = await sg.resume_async("async-3", 1, '{"amount":"1.00"}')
+            await sg.approve_async("async-3", 2, "alice@example.com")
+            result = await sg.resume_async("async-3", 2, '{"amount":"1.00"}')
             assert result.status is SagaStatus.COMPLETED
 
     asyncio.run(main())

@@ -149,7 +149,7 @@ def test_a_rejection_reason_is_content() -> None:
         otel = make_otel(capture_content=capture)
         with Sagacity("memory://") as sg:
             sg.run("reasoned", lambda: wire("10.00", "DE89 3704"))
-            sg.reject("reasoned", 1, "bob@example.com", words)
+            sg.reject("reasoned", 2, "bob@example.com", words)
         sagacity.otel.reset()
         reject = otel.one("sagacity.reject")
         attrs = reject.attributes or {}

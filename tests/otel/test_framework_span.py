@@ -56,9 +56,9 @@ def test_a_framework_tool_span_is_enriched_not_duplicated(
     assert otel.named("execute_tool lookup") == ([framework] if name == "execute_tool lookup" else [])
     attrs = framework.attributes or {}
     assert attrs["sagacity.saga.id"] == "framework-1"
-    assert attrs["sagacity.journal.intent_seq"] == 1
-    assert attrs["sagacity.journal.seq"] == 2
-    assert attrs["sagacity.journal.hash"] == entries[1].hash
+    assert attrs["sagacity.journal.intent_seq"] == 2
+    assert attrs["sagacity.journal.seq"] == 3  # after the saga's START
+    assert attrs["sagacity.journal.hash"] == entries[2].hash
     assert attrs["sagacity.call.outcome"] == "EXECUTED"
     for key, value in attributes.items():
         assert attrs[key] == value  # the framework's own attributes are left as they were
@@ -95,9 +95,9 @@ def test_a_nested_call_of_the_same_tool_gets_its_own_span(otel: Otel) -> None:
         sg.run("framework-3", agent)
     framework = otel.one("running tool")
     assert otel.tree(framework) == ["running tool", "  execute_tool walk", "    execute_tool walk"]
-    assert (framework.attributes or {})["sagacity.journal.intent_seq"] == 1
+    assert (framework.attributes or {})["sagacity.journal.intent_seq"] == 2
     inner = otel.children(otel.children(framework)[0])[0]
-    assert (inner.attributes or {})["sagacity.journal.intent_seq"] == 3
+    assert (inner.attributes or {})["sagacity.journal.intent_seq"] == 4
 
 
 def test_a_call_id_from_an_adapter(otel: Otel, lookup: Callable[..., Any]) -> None:

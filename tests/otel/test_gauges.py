@@ -31,9 +31,9 @@ def test_pending_approvals_and_the_age_of_the_oldest(otel: Otel, store_url: str)
         age = otel.value("sagacity.approvals.oldest_age", **store)
         assert 0.0 <= age < 60.0
         assert age >= (sg.pending_approvals()[1].created_at - oldest.created_at).total_seconds()
-        sg.reject("gauge-1", 1, "bob@example.com", "no")
-        sg.approve("gauge-2", 1, "alice@example.com")
-        sg.resume("gauge-2", 1, '{"amount":"2.00"}')
+        sg.reject("gauge-1", 2, "bob@example.com", "no")
+        sg.approve("gauge-2", 2, "alice@example.com")
+        sg.resume("gauge-2", 2, '{"amount":"2.00"}')
         assert otel.value("sagacity.approvals.pending", **store) == 0
         assert otel.value("sagacity.approvals.oldest_age", **store) == 0.0
 

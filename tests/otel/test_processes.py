@@ -96,10 +96,10 @@ for url in ("memory://", "sqlite:///journal.db"):
         failing = lambda: (tools_mod.reserve("B"), tools_mod.fail("x"))
         assert sg.run("failed", failing).status is SagaStatus.COMPENSATED
         assert sg.run("gated", tools_mod.gated).status is SagaStatus.AWAITING_APPROVAL
-        sg.approve("gated", 3, "alice@example.com")
-        assert sg.resume("gated", 3, '{"amount":"10.00"}').status is SagaStatus.COMPLETED
+        sg.approve("gated", 4, "alice@example.com")
+        assert sg.resume("gated", 4, '{"amount":"10.00"}').status is SagaStatus.COMPLETED
         assert sg.run("rejected", tools_mod.gated).status is SagaStatus.AWAITING_APPROVAL
-        assert sg.reject("rejected", 3, "bob@example.com").result.status is SagaStatus.COMPENSATED
+        assert sg.reject("rejected", 4, "bob@example.com").result.status is SagaStatus.REJECTED
         assert asyncio.run(sg.run_async("async", tools_mod.reserve, "C")).status is SagaStatus.COMPLETED
         assert all(sg.verify(s).valid for s in sg.saga_ids())
 
@@ -221,8 +221,8 @@ print(json.dumps([format(gate.context.trace_id, "032x"), format(gate.context.spa
 
         importlib.import_module("tools_mod")  # the tools, registered here too
         with Sagacity(url) as sg:
-            sg.approve("pay-1", 3, "alice@example.com")
-            assert sg.resume("pay-1", 3, '{"amount":"10.00"}').status is SagaStatus.COMPLETED
+            sg.approve("pay-1", 4, "alice@example.com")
+            assert sg.resume("pay-1", 4, '{"amount":"10.00"}').status is SagaStatus.COMPLETED
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("tools_mod", None)

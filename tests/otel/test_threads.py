@@ -40,7 +40,7 @@ def test_eight_threads_of_sagas(otel: Otel, sqlite_url: str, caplog: pytest.LogC
         saga_id = (saga.attributes or {})["sagacity.saga.id"]
         seqs = [(c.attributes or {})["sagacity.journal.intent_seq"] for c in calls]
         assert all((c.attributes or {})["sagacity.saga.id"] == saga_id for c in calls)
-        assert seqs == [1, 3, 5, 7, 9]
+        assert seqs == [2, 4, 6, 8, 10]  # after the START
     assert otel.value("sagacity.tool.calls", **{"sagacity.call.outcome": "EXECUTED"}) == 400
     batches, rows = otel.value("sagacity.journal.batch.size")
     assert rows >= 800

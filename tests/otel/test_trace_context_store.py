@@ -76,8 +76,8 @@ def test_the_store_failing_costs_the_link_not_the_gate(
     with caplog.at_level(logging.WARNING, logger="sagacity.otel"):
         for saga in ("a", "b"):
             assert sg.run(saga, lambda: wire("1")).status is SagaStatus.AWAITING_APPROVAL
-            sg.approve(saga, 1, "alice@example.com")
-            assert sg.resume(saga, 1, '{"amount":"1"}').status is SagaStatus.COMPLETED
+            sg.approve(saga, 2, "alice@example.com")  # the gate, after the saga's START
+            assert sg.resume(saga, 2, '{"amount":"1"}').status is SagaStatus.COMPLETED
     assert [r.message for r in caplog.records].count(
         "sagacity telemetry: saving a gate's trace context failed; telemetry goes on without it"
     ) == 1
