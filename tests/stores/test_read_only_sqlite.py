@@ -103,7 +103,7 @@ def test_a_read_only_copy_verifies_and_exports(tmp_path: Path, copy_dir: Path) -
     seal(copy_dir)
     url = f"sqlite:///{copy_dir / 'journal.db'}"
 
-    assert library(url, "verify") == {"value": [["done", True, 2], ["undone", True, 6]]}
+    assert library(url, "verify") == {"value": [["done", True, 4], ["undone", True, 8]]}  # START, END
     assert library(url, "export") == {"value": exported}
     verified = cli("verify", "--db", url, "--json")
     assert verified.returncode == 0, verified.stderr
@@ -178,7 +178,7 @@ def test_a_writable_journal_in_a_read_only_folder_fails_with_a_store_error(tmp_p
         assert "lease file" in str(result["message"])
         assert "-sagacity-lease" in str(result["message"])
         assert owner.status("failing") is SagaStatus.COMPENSATING
-    assert library(url, "verify") == {"value": [["failing", True, 4]]}
+    assert library(url, "verify") == {"value": [["failing", True, 5]]}  # with the START
     sys.path.insert(0, str(HERE))
     try:
         import read_only_child  # noqa: F401 - recover() finds the tool by name

@@ -182,7 +182,7 @@ def test_a_foreign_writers_rows_change_status_without_any_library_write(sg: Saga
     foreign_append(sg.url, "java-2", "idx_charge", Phase.EXECUTED, '{"amount":7}', "ok")
     listed = {s.saga_id: s for s in sg.sagas()}
     assert listed["order-1"].status is SagaStatus.IN_DOUBT
-    assert (listed["order-1"].entry_count, listed["order-1"].in_doubt) == (5, 1)
+    assert (listed["order-1"].entry_count, listed["order-1"].in_doubt) == (7, 1)  # START, END
     assert listed["java-2"].status is SagaStatus.COMPLETED
     assert [(c.saga_id, c.seq) for c in sg.in_doubt()] == [("order-1", 5)]
     assert sg.saga_counts() == {SagaStatus.IN_DOUBT: 1, SagaStatus.COMPLETED: 1}
