@@ -134,8 +134,10 @@ def check_invariants(sg: Sagacity, saga_id: str, effects: list[str]) -> SagaStat
     assert saga_level[Phase.FAILED] <= 1
     assert saga_level[Phase.COMPENSATED] + saga_level[Phase.COMPENSATION_FAILED] <= 1
     status = sg.status(saga_id)
-    assert status in {SagaStatus.COMPLETED, SagaStatus.COMPENSATED}, f"{saga_id}: ended {status}"
-    if status is SagaStatus.COMPENSATED:
+    # A saga a rejection (or expiry) compensated ends REJECTED; one the resume's failure did, COMPENSATED.
+    undone = {SagaStatus.COMPENSATED, SagaStatus.REJECTED}
+    assert status in {SagaStatus.COMPLETED, *undone}, f"{saga_id}: ended {status}"
+    if status in undone:
         for e in entries:
             if e.tool_name == "race_reserve" and e.phase == Phase.EXECUTED:
                 assert effects.count(f"release {saga_id} {e.seq}") == 1, (
