@@ -76,7 +76,13 @@ def test_show_prints_payload_hash_and_journal(runner: CliRunner, db_url: str, sg
     assert data["matchesJournal"] is True
     assert data["verification"]["valid"] is True
     assert data["sagaStatus"] == "AWAITING_APPROVAL"
-    assert [e["phase"] for e in data["journal"]] == ["INTENT", "INTENT", "EXECUTED", "AWAITING_APPROVAL", "EXECUTED"]  # START ... gate, END
+    assert [e["phase"] for e in data["journal"]] == [
+        "INTENT",
+        "INTENT",
+        "EXECUTED",
+        "AWAITING_APPROVAL",
+        "EXECUTED",
+    ]  # START ... gate, END
     assert data["journal"][0]["toolName"] == "sagacity:saga"  # the saga's START
 
 

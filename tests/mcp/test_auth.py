@@ -23,7 +23,6 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp_tools import Setup, agent, http_proxy, make_setup, text_of
 
 from sagacity import Sagacity
-from sagacity.testing import tool_entries
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -212,7 +212,9 @@ def test_twenty_concurrent_sessions_land_gap_free(tmp_path: Path, journal_url: s
             assert sg.verify(saga).valid
             rolled = n % 4 < 2
             assert sg.status(saga) is (SagaStatus.COMPENSATED if rolled else SagaStatus.COMPLETED)
-            executed = [e.tool_name for e in entries if e.phase == Phase.EXECUTED and e.tool_name != "sagacity:saga"]
+            executed = [
+                e.tool_name for e in entries if e.phase == Phase.EXECUTED and e.tool_name != "sagacity:saga"
+            ]
             assert executed == ["charge", "create_ticket", "get_balance"]
     assert len(setup.ledger.events("charge")) == 20
     assert len(setup.ledger.events("ticket")) == 20

@@ -114,7 +114,12 @@ def test_continue_existing_adds_to_the_saga_on_purpose(sg: Sagacity) -> None:
     assert sg.verify("turns").valid
     with sg.saga("new-one", continue_existing=True):  # a saga that does not exist yet starts
         reserve("C")  # type: ignore[operator]
-    assert [e.tool_name for e in sg.entries("new-one")] == ["sagacity:saga", "reserve", "reserve", "sagacity:saga"]
+    assert [e.tool_name for e in sg.entries("new-one")] == [
+        "sagacity:saga",
+        "reserve",
+        "reserve",
+        "sagacity:saga",
+    ]
 
 
 def test_another_sagacity_on_the_same_journal_is_refused(store_url: str, sg: Sagacity) -> None:

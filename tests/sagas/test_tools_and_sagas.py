@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import sagacity
-from sagacity._state import LIFE_TOOL as LIFE
 from sagacity import (
     CompensationContext,
     CompensationOutcome,
@@ -24,6 +23,7 @@ from sagacity import (
     in_current_saga,
     tool,
 )
+from sagacity._state import LIFE_TOOL as LIFE
 from sagacity.errors import (
     BlockingCallError,
     IrreversibleToolError,

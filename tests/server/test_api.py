@@ -72,7 +72,13 @@ async def test_request_detail_carries_the_journal_so_far(
     response = await client.get(f"/sagacity/requests/order-1/{seq}", headers=ALICE)
     assert response.status_code == 200
     body = response.json()
-    assert [e["phase"] for e in body["journal"]] == ["INTENT", "INTENT", "EXECUTED", "AWAITING_APPROVAL", "EXECUTED"]  # START ... gate, END
+    assert [e["phase"] for e in body["journal"]] == [
+        "INTENT",
+        "INTENT",
+        "EXECUTED",
+        "AWAITING_APPROVAL",
+        "EXECUTED",
+    ]  # START ... gate, END
     assert body["sagaStatus"] == "AWAITING_APPROVAL"
     gone = await client.get(f"/sagacity/requests/order-1/{seq + 5}", headers=ALICE)
     assert gone.status_code == 404

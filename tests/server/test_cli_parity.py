@@ -104,7 +104,13 @@ async def test_pending_approvals_and_one_request(
     assert settled(await cli("approvals", "list", "--saga", "payout")) == settled(one)
     detail = await get(client, f"/requests/order-1/{seq}", ALICE)
     assert settled(await cli("approvals", "show", "order-1", str(seq))) == settled(detail)
-    assert [e["phase"] for e in detail["journal"]] == ["INTENT", "INTENT", "EXECUTED", "AWAITING_APPROVAL", "EXECUTED"]  # START ... gate, END
+    assert [e["phase"] for e in detail["journal"]] == [
+        "INTENT",
+        "INTENT",
+        "EXECUTED",
+        "AWAITING_APPROVAL",
+        "EXECUTED",
+    ]  # START ... gate, END
 
 
 async def test_saga_detail_and_list_pages(
