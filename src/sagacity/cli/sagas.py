@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.text import Text
 
 from sagacity._doctor import human_duration
+from sagacity._recovery import misaligned
+from sagacity._sagacity import Sagacity
 from sagacity._state import fold
 from sagacity._wire import in_doubt_json, saga_json, saga_page_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
@@ -272,17 +274,24 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
 
     Run it where no other process works on those sagas, e.g. at start-up, with --import for the
     modules defining the sagas' tools. Sagas with an in-doubt call are left for `resolve`; sagas
-    whose tools are not imported are skipped and listed. Exit status 0 when every saga it looked at
-    ended COMPENSATED, 1 otherwise.
+    whose tools are not imported are skipped and listed. An open gate whose approval request is
+    missing gets it back from the journal (listed, its saga still awaiting approval), and a request
+    of a gate the journal closed is dropped. Exit status 0 when every saga it looked at ended
+    COMPENSATED, 1 otherwise.
     """
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:
         ids = [saga_id] if saga_id is not None else sg.saga_ids()
+        requests: dict[str, set[int]] = {}
+        for request in sg.pending_approvals(saga_id):  # before the journals, as recover reads them
+            requests.setdefault(request.saga_id, set()).add(request.journal_seq)
         for sid in ids:
             state = fold(sid, sg.entries(sid))
             if state.entry_count == 0:
                 raise CommandError(f"no journal entries for saga {sid!r}")
             if not state.compensating:
+                if misaligned(state, requests.get(sid, set())):
+                    rows.append(_align(sg, sid))
                 continue
             if state.open_calls:
                 rows.append(
@@ -310,3 +319,13 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
         )
     if unfinished:
         sys.exit(EXIT_FINDINGS)
+
+
+def _align(sg: Sagacity, saga_id: str) -> dict[str, object]:
+    """``recover`` one saga whose requests differ from its open gates; what it restored or dropped."""
+    before = {r.journal_seq for r in sg.pending_approvals(saga_id)}
+    sg.recover(saga_id)
+    after = {r.journal_seq for r in sg.pending_approvals(saga_id)}
+    done = [f"request seq {seq} restored from the journal" for seq in sorted(after - before)]
+    done += [f"request seq {seq} dropped (the journal closed its gate)" for seq in sorted(before - after)]
+    return {"sagaId": saga_id, "status": str(sg.status(saga_id)), "detail": "; ".join(done) or "aligned"}
