@@ -12,12 +12,8 @@ import sys
 from shlex import quote
 
 import click
-from rich.markup import escape
-from rich.text import Text
 
-from sagacity._doctor import human_duration
 from sagacity._state import fold
-from sagacity._wire import in_doubt_json, saga_json, saga_page_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     Digits,
@@ -79,6 +75,8 @@ def list_(status: str | None, limit: int, after: str | None, output: str, db_url
 
     Read from the saga index, so a page takes the same time however many sagas there are.
     """
+    from sagacity._wire import saga_page_json
+
     with open_sagacity(db_url) as sg:
         summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after)
     page = saga_page_json(summaries, limit)
@@ -125,6 +123,12 @@ def show(saga_id: str, output: str, db_url: str) -> None:
 
     Exit status 1 when the hash chain is broken, 2 for an unknown saga.
     """
+    from rich.markup import escape
+    from rich.text import Text
+
+    from sagacity._doctor import human_duration
+    from sagacity._wire import saga_json
+
     with open_sagacity(db_url) as sg:
         saga = sg.saga_detail(saga_id)
     status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
@@ -163,6 +167,9 @@ def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
     Their effect is unknown: check the outside world, then `sagacity sagas resolve`. A call still
     running in another process shows here too; judge by its age. Exit status 1 when any is listed.
     """
+    from sagacity._doctor import human_duration
+    from sagacity._wire import in_doubt_json
+
     with open_sagacity(db_url) as sg:
         calls = sg.in_doubt(saga_id)
     if output == JSON:
@@ -224,6 +231,8 @@ def resolve(
     here: import their modules with --import. Exit status 0 when the saga reaches a settled status,
     1 when it still needs a human.
     """
+    from rich.text import Text
+
     if happened is None:
         raise click.UsageError("say what happened: --happened or --did-not-happen")
     if result and not happened:
