@@ -13,7 +13,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalDecision",
+    "ApprovalGate",
     "ApprovalRequest",
+    "CallStatus",
+    "CallView",
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
@@ -32,6 +35,7 @@ __all__ = [
     "SagaScope",
     "SagaStatus",
     "SagaSummary",
+    "SagaView",
     "Sagacity",
     "SagacityError",
     "Tool",
@@ -63,6 +67,9 @@ _WHERE = {
     "Verification": "sagacity.chain",
     "SagacityError": "sagacity.errors",
     "ApprovalDecision": "sagacity.model",
+    "ApprovalGate": "sagacity.model",
+    "CallStatus": "sagacity.model",
+    "CallView": "sagacity.model",
     "ApprovalRequest": "sagacity.model",
     "CompensationContext": "sagacity.model",
     "CompensationOutcome": "sagacity.model",
@@ -77,6 +84,7 @@ _WHERE = {
     "SagaResult": "sagacity.model",
     "SagaStatus": "sagacity.model",
     "SagaSummary": "sagacity.model",
+    "SagaView": "sagacity.model",
     "Retry": "sagacity.tools",
     "Tool": "sagacity.tools",
     "tool": "sagacity.tools",
@@ -90,7 +98,10 @@ if _typing.TYPE_CHECKING:
     from sagacity.errors import SagacityError
     from sagacity.model import (
         ApprovalDecision,
+        ApprovalGate,
         ApprovalRequest,
+        CallStatus,
+        CallView,
         CompensationContext,
         CompensationOutcome,
         CompensationStep,
@@ -105,6 +116,7 @@ if _typing.TYPE_CHECKING:
         SagaResult,
         SagaStatus,
         SagaSummary,
+        SagaView,
     )
     from sagacity.tools import Retry, Tool, tool
 

@@ -17,7 +17,7 @@ from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from sagacity import _approvals, _doctor, _reads, _recovery, _telemetry
+from sagacity import _approvals, _doctor, _recovery, _telemetry, _view
 from sagacity._approvals import Claim, utc_now
 from sagacity._context import current_principal, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
@@ -29,10 +29,10 @@ from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPT
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
 from sagacity._saga import SagaRun
-from sagacity._state import SagaState, fold
+from sagacity._state import fold
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
-from sagacity.chain import Verification, verify
+from sagacity.chain import Verification
 from sagacity.errors import (
     ApprovalRefusedError,
     BlockingCallError,
@@ -52,6 +52,7 @@ from sagacity.model import (
     SagaResult,
     SagaStatus,
     SagaSummary,
+    SagaView,
 )
 from sagacity.stores import Store, default_url, open_store, safe_url
 from sagacity.tools import ToolRegistry
@@ -312,29 +313,40 @@ class Sagacity:
             position = _newest_first(rows[-1])
         return summaries if limit is None else summaries[:limit]
 
-    def saga_detail(self, saga_id: str) -> SagaDetail:
-        """One saga as an operator reads it: status, journal, chain verification, decisions,
-        pending requests and in-doubt calls. Read-only; ``SagaNotFoundError`` for an unknown saga."""
-        _refuse_in_loop("saga_detail")
-        return self._detail(saga_id)
+    def view(self, saga_id: str) -> SagaView:
+        """One saga as its journal tells it now: status, calls with their status, approval gates,
+        decisions, pending requests, in-doubt calls and whether its chain verifies. Read-only: its
+        journal and its request rows, read once; ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("view")
+        return self._view(saga_id)
 
-    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
-        return await asyncio.to_thread(self._detail, saga_id)
+    async def view_async(self, saga_id: str) -> SagaView:
+        return await asyncio.to_thread(self._view, saga_id)
 
-    def _detail(self, saga_id: str) -> SagaDetail:
+    def _view(self, saga_id: str) -> SagaView:
         entries = self.journal.entries(saga_id)
         if not entries:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        state = fold(saga_id, entries)
-        return SagaDetail(
-            saga_id,
-            SagaStatus.RUNNING if self.engine.is_live(saga_id) else state.status,
-            tuple(entries),
-            verify(entries),
-            tuple(_reads.decisions(entries)),
-            tuple(self._approvals(saga_id, {saga_id: state})),
-            tuple(self._in_doubt(saga_id)),
+        requests = self._pending(saga_id)
+        running = self.engine.is_live(saga_id)
+        return _view.saga_view(
+            fold(saga_id, entries), entries, requests, self._required, utc_now(), running=running
         )
+
+    def _required(self, tool_name: str) -> int | None:
+        """Distinct approvals the tool needs; None when it is not imported here."""
+        spec = self.registry.find(tool_name)
+        return spec.approvals_required if spec is not None else None
+
+    def saga_detail(self, saga_id: str) -> SagaDetail:
+        """One saga as an operator reads it: status, journal, chain verification, decisions,
+        pending requests and in-doubt calls (a projection of :meth:`view`). Read-only;
+        ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("saga_detail")
+        return _detail(self._view(saga_id))
+
+    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
+        return _detail(await self.view_async(saga_id))
 
     def saga_counts(self) -> dict[SagaStatus, int]:
         """How many sagas have each status (those with none left out); sums to the saga count.
@@ -380,12 +392,16 @@ class Sagacity:
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
         if saga_id is not None:
-            return _recovery.in_doubt(_recovery.resting_states(self.engine, [saga_id]))
+            try:
+                return list(self._view(saga_id).in_doubt)
+            except SagaNotFoundError:
+                return []
         live = self.engine.live()
         ids = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT) if r.saga_id not in live]
         # Their journals in a few statements, not one query per saga (a round trip each on
         # PostgreSQL: 0.3 ms a saga, 0.3 s for a thousand in doubt).
-        return _recovery.in_doubt(fold(sid, entries) for sid, entries in self.index.journals(ids).items())
+        journals = self.index.journals(ids).items()
+        return _view.in_doubt_of((fold(sid, entries) for sid, entries in journals), utc_now())
 
     @operation("resolve")
     def resolve_in_doubt(
@@ -460,16 +476,12 @@ class Sagacity:
     ) -> list[PendingApproval]:
         return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit))
 
-    def _approvals(
-        self, saga_id: str | None, states: dict[str, SagaState] | None = None, *, limit: int | None = None
-    ) -> list[PendingApproval]:
+    def _approvals(self, saga_id: str | None, *, limit: int | None = None) -> list[PendingApproval]:
         _require_limit(limit)
         requests = self._pending(saga_id)[:limit]
-        states = dict(states or {})
-        for sid in {r.saga_id for r in requests} - states.keys():
-            states[sid] = fold(sid, self.journal.entries(sid))
+        states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
-        return [_reads.pending_approval(self.engine, r, states[r.saga_id], now) for r in requests]
+        return [_view.pending(states[r.saga_id], [r], self._required, now)[0] for r in requests]
 
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
@@ -654,6 +666,18 @@ def _in_doubt_count(sg: Sagacity) -> int:
     so the read does not grow with the journal), leaving out sagas live in this process."""
     live = sg.engine.live()
     return sum(r.in_doubt for r in sg.index.watched(Watch.IN_DOUBT) if r.saga_id not in live)
+
+
+def _detail(view: SagaView) -> SagaDetail:
+    return SagaDetail(
+        view.saga_id,
+        view.status,
+        view.entries,
+        view.verification,
+        view.decisions,
+        view.pending,
+        view.in_doubt,
+    )
 
 
 def _require_limit(limit: int | None) -> None:

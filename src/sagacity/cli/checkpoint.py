@@ -229,7 +229,7 @@ def _log_checkpoint_once(
                 witnesses,
                 quorum,
                 previous.size if previous is not None else 0,
-                lambda old: log_consistency_proof(sg, old, made.size),
+                lambda old: log_consistency_proof(sg, old, made.size, known=previous),
             )
         except WitnessRefused as exc:
             console(stderr=True).print(f"[red]log checkpoint not published: {escape(str(exc))}[/]")
