@@ -212,8 +212,10 @@ def state_findings(
                         sid,
                         gate.entry.seq,
                         f"{gate.entry.tool_name} awaits approval in the journal but has no pending "
-                        "request (a process stopped between consuming it and journaling the resume?)",
-                        "it can be neither resumed nor rejected; investigate before acting on the saga",
+                        "request (a process stopped between the gate's entry and its request, or "
+                        "between consuming it and journaling the resume)",
+                        "`sagacity sagas recover` puts the request back from the journal; then "
+                        "approve or reject it",
                     )
                 )
     return findings

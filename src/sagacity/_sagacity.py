@@ -432,21 +432,44 @@ class Sagacity:
 
     @operation("recover")
     def recover(self, saga_id: str | None = None) -> list[SagaResult]:
-        """Finish compensations that a crash interrupted, from the journal alone.
+        """Finish compensations that a crash interrupted, from the journal alone, and put the
+        approval requests in line with the journal's gates.
 
         Looks at one saga or every saga not live in this process. Safe to run at any time and
         from any process (cron, a second worker): a saga with a call still open is left alone (its
         process may be running the tool, or a human must resolve it), a saga another runner is
         compensating is skipped, and each step is claimed in the journal, so nothing is
         compensated twice. An in-doubt compensation is re-run only if declared idempotent.
+
+        An open gate whose request row is missing (its process died between the gate's entry and
+        the row) gets the row back, rebuilt from the journal's exact input, so it can be approved;
+        a row of a gate the journal closed is dropped.
         """
         _refuse_in_loop("recover")
-        return drive(_recovery.recover(self.engine, self._watched(saga_id, Watch.COMPENSATING)))
+        return drive(_recovery.recover(self.engine, *self._recoverable(saga_id)))
 
     @operation("recover")
     async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
-        ids = await asyncio.to_thread(self._watched, saga_id, Watch.COMPENSATING)
-        return await drive_async(_recovery.recover(self.engine, ids))
+        compensating, aligning = await asyncio.to_thread(self._recoverable, saga_id)
+        return await drive_async(_recovery.recover(self.engine, compensating, aligning))
+
+    def _recoverable(self, saga_id: str | None) -> tuple[list[str], list[str]]:
+        """The sagas ``recover`` compensates and those whose requests it aligns: one saga, or
+        the compensating ones and those whose requests and open gates differ (the request table
+        read first, then their journals, a few statements for them all)."""
+        if saga_id is not None:
+            return [saga_id], [saga_id]
+        rows: dict[str, set[int]] = {}
+        for request in self._pending(None):
+            rows.setdefault(request.saga_id, set()).add(request.journal_seq)
+        gated = {r.saga_id for r in self.index.watched(Watch.ATTENTION) if r.awaiting_approval}
+        journals = self.index.journals(sorted(gated | set(rows)))
+        aligning = [
+            sid
+            for sid, entries in journals.items()
+            if _recovery.misaligned(fold(sid, entries), rows.get(sid, set()))
+        ]
+        return self._watched(None, Watch.COMPENSATING), sorted(aligning)
 
     def _watched(self, saga_id: str | None, watch: Watch) -> list[str]:
         """One saga, or every saga the index has in ``watch``: the only ones that can qualify."""

@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import sys
 from shlex import quote
+from urllib.parse import quote as quote_path
 
 import click
 from rich.markup import escape
 from rich.text import Text
 
 from sagacity._doctor import human_duration
+from sagacity._recovery import misaligned
+from sagacity._sagacity import Sagacity
 from sagacity._state import fold
 from sagacity._wire import in_doubt_json, saga_json, saga_page_json
+from sagacity.cli._api import TOKEN_ENV, api_option, post, refuse_with_api
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     Digits,
@@ -205,6 +209,7 @@ def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
 @click.option("--reason", default="", help="How you know; journaled with the resolution.")
 @identity_option
 @import_option
+@api_option
 @json_option
 @db_option
 def resolve(
@@ -214,6 +219,7 @@ def resolve(
     result: str,
     reason: str,
     identity: str | None,
+    api_url: str | None,
     as_json: bool,
     db_url: str,
 ) -> None:
@@ -221,8 +227,9 @@ def resolve(
 
     A call becomes EXECUTED (--happened) or FAILED (--did-not-happen); a compensation COMPENSATED or
     COMPENSATION_FAILED. A saga that was compensating then carries on, which runs compensations
-    here: import their modules with --import. Exit status 0 when the saga reaches a settled status,
-    1 when it still needs a human.
+    here: import their modules with --import. Or send the resolution with --api to the process
+    that has the tools (an MCP proxy's --api): the compensations run there, nothing is imported
+    here. Exit status 0 when the saga reaches a settled status, 1 when it still needs a human.
     """
     if happened is None:
         raise click.UsageError("say what happened: --happened or --did-not-happen")
@@ -230,8 +237,22 @@ def resolve(
         raise click.UsageError(
             "--result is the outcome of a call that happened; drop it with --did-not-happen"
         )
-    resolver = resolve_identity(identity)
     reason = one_line_option("--reason", reason)
+    if api_url is not None:
+        refuse_with_api(
+            click.get_current_context(),
+            identity=f"the API journals the principal of ${TOKEN_ENV}'s token",
+            imports="the compensations run in the API's process, with its tools",
+            db_url="the API's process writes to its own journal",
+        )
+        answer = post(
+            api_url,
+            f"/resolve/{quote_path(saga_id, safe='')}/{seq}",
+            {"happened": happened, "result": result, "reason": reason},
+        )
+        _resolved(saga_id, seq, happened, str(answer["resolver"]), SagaStatus(answer["status"]), as_json)
+        return
+    resolver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
         state = fold(saga_id, sg.entries(saga_id))
         if state.entry_count == 0:
@@ -247,6 +268,13 @@ def resolve(
         status = sg.resolve_in_doubt(
             saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
         )
+    _resolved(saga_id, seq, happened, resolver, status, as_json)
+
+
+def _resolved(
+    saga_id: str, seq: int, happened: bool, resolver: str, status: SagaStatus, as_json: bool
+) -> None:
+    """What ``resolve`` prints, and its exit status: 1 while the saga still needs a human."""
     if as_json:
         echo_json(
             {"sagaId": saga_id, "seq": seq, "happened": happened, "resolver": resolver, "status": status}
@@ -272,17 +300,24 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
 
     Run it where no other process works on those sagas, e.g. at start-up, with --import for the
     modules defining the sagas' tools. Sagas with an in-doubt call are left for `resolve`; sagas
-    whose tools are not imported are skipped and listed. Exit status 0 when every saga it looked at
-    ended COMPENSATED, 1 otherwise.
+    whose tools are not imported are skipped and listed. An open gate whose approval request is
+    missing gets it back from the journal (listed, its saga still awaiting approval), and a request
+    of a gate the journal closed is dropped. Exit status 0 when every saga it looked at ended
+    COMPENSATED, 1 otherwise.
     """
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:
         ids = [saga_id] if saga_id is not None else sg.saga_ids()
+        requests: dict[str, set[int]] = {}
+        for request in sg.pending_approvals(saga_id):  # before the journals, as recover reads them
+            requests.setdefault(request.saga_id, set()).add(request.journal_seq)
         for sid in ids:
             state = fold(sid, sg.entries(sid))
             if state.entry_count == 0:
                 raise CommandError(f"no journal entries for saga {sid!r}")
             if not state.compensating:
+                if misaligned(state, requests.get(sid, set())):
+                    rows.append(_align(sg, sid))
                 continue
             if state.open_calls:
                 rows.append(
@@ -310,3 +345,13 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
         )
     if unfinished:
         sys.exit(EXIT_FINDINGS)
+
+
+def _align(sg: Sagacity, saga_id: str) -> dict[str, object]:
+    """``recover`` one saga whose requests differ from its open gates; what it restored or dropped."""
+    before = {r.journal_seq for r in sg.pending_approvals(saga_id)}
+    sg.recover(saga_id)
+    after = {r.journal_seq for r in sg.pending_approvals(saga_id)}
+    done = [f"request seq {seq} restored from the journal" for seq in sorted(after - before)]
+    done += [f"request seq {seq} dropped (the journal closed its gate)" for seq in sorted(before - after)]
+    return {"sagaId": saga_id, "status": str(sg.status(saga_id)), "detail": "; ".join(done) or "aligned"}

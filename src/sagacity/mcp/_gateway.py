@@ -316,13 +316,9 @@ class Gateway:
             return closed
         # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
         if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
-            for gate in await self._gates(book.saga_id):
-                if (
-                    gate.tool_name == decision.name
-                    and gate.input == canonical
-                    and self._resendable(book, gate)
-                ):
-                    return await self._resend(book, gate, decision)
+            gate = _gate_for(await self._gates(book.saga_id), decision.name, canonical)
+            if gate is not None:
+                return await self._resend(book, gate, decision)
         return await self._run(book, decision, canonical)
 
     async def _run(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
@@ -361,24 +357,16 @@ class Gateway:
         return answers.upstream_result(value)
 
     # -- held calls -----------------------------------------------------------------------------------
-    def _resendable(self, book: SagaBook, gate: GateView) -> bool:
-        """Whether a re-sent call is about ``gate``: it still waits, or it ran and the agent has not
-        had its result as the answer to a re-sent call yet."""
-        if gate.state == "awaiting":
-            return True
-        return gate.state in ("executed", "failed", "in doubt") and gate.seq not in book.delivered
-
     async def _resend(self, book: SagaBook, gate: GateView, decision: Decision) -> types.CallToolResult:
+        """The answer to a call that is ``gate``'s call again: run it if approved, else say it
+        waits; once it ran, its journaled outcome, to every such call (see :func:`_gate_for`)."""
         if gate.state == "awaiting":
-            return await self._execute_gate(book, gate, decision, deliver=True)
-        book.delivered.add(gate.seq)
+            return await self._execute_gate(book, gate, decision)
         if gate.state == "executed" and gate.outcome is not None:
             return answers.upstream_result(json.loads(gate.outcome.payload_text))
         return answers.refused(f"{decision.name} (request {gate.seq}) was approved and {gate.state}")
 
-    async def _execute_gate(
-        self, book: SagaBook, gate: GateView, decision: Decision, *, deliver: bool
-    ) -> types.CallToolResult:
+    async def _execute_gate(self, book: SagaBook, gate: GateView, decision: Decision) -> types.CallToolResult:
         """Run an approved gate once (``resume``), or say it is still waiting.
 
         An expired request is handed to ``resume`` too, which journals its expiry and compensates
@@ -422,8 +410,6 @@ class Gateway:
         result = outcome.value
         assert isinstance(result, SagaResult)
         if result.error is None and result.status in _OPEN:
-            if deliver:
-                book.delivered.add(gate.seq)
             return answers.upstream_result(result.value)
         book.end()
         error = _describe(result.error) if result.error is not None else result.status.value
@@ -456,7 +442,7 @@ class Gateway:
             if len(gate.approvers) >= decision.approvals or gate.seq in expired:
                 if await self._closed(book, committed_ok=True) is not None:
                     return
-                await self._execute_gate(book, gate, decision, deliver=False)
+                await self._execute_gate(book, gate, decision)
 
     async def _settle_loop(self, interval: float) -> None:
         """Every ``interval`` seconds, run the approved calls of the sagas this proxy drives."""
@@ -642,6 +628,21 @@ class Gateway:
             ):
                 return True
         return False
+
+
+def _gate_for(gates: list[GateView], tool_name: str, canonical: str) -> GateView | None:
+    """The gate a call of ``tool_name`` with these canonical arguments is about, if any: the
+    saga's latest gate for exactly that call that was not rejected (a rejected one was superseded,
+    or closed the saga).
+
+    Whatever that gate's state, the call is that gate's call again: the agent re-sending it to
+    learn its result, a client retrying on another connection, several at once, before or after
+    a proxy restart. So a held call runs at most once in its saga and every such call is answered
+    from the journal alone (still waiting, or its outcome); the same call as a new request needs
+    other arguments or another saga. No process remembers which answer it gave.
+    """
+    found = [g for g in gates if g.tool_name == tool_name and g.input == canonical and g.state != "rejected"]
+    return found[-1] if found else None
 
 
 def _expired(request: ApprovalRequest) -> bool:
