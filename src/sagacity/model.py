@@ -82,6 +82,19 @@ class SagaStatus(StrEnum):
     IN_DOUBT = "IN_DOUBT"
 
 
+class FindingKind(StrEnum):
+    """What a finding is about; the value is what ``--json`` prints and ``--ignore`` takes."""
+
+    IN_DOUBT_CALL = "in_doubt_call"
+    IN_DOUBT_COMPENSATION = "in_doubt_compensation"
+    EXPIRED_APPROVAL = "expired_approval"
+    BROKEN_CHAIN = "broken_chain"
+    STUCK_COMPENSATING = "stuck_compensating"
+    COMPENSATION_FAILED = "compensation_failed"
+    GATE_WITHOUT_REQUEST = "gate_without_request"
+    CHECKPOINT_LAG = "checkpoint_lag"
+
+
 class CallStatus(StrEnum):
     """Where one tool call stands, as its journal says (:class:`CallView`, :class:`ApprovalGate`).
 

@@ -14,18 +14,8 @@ from pathlib import Path
 from shlex import quote
 
 import click
-from rich.console import Group
-from rich.markup import escape
-from rich.panel import Panel
-from rich.syntax import Syntax
-from rich.table import Table
-from rich.text import Text
 
-from sagacity._approvals import utc_now
-from sagacity._doctor import human_duration
-from sagacity._reads import pending_at, rejection_undoes
 from sagacity._state import fold, parse_decision_payload, sha256_hex
-from sagacity._wire import approval_json, decision_json, request_detail_json, resume_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
@@ -65,6 +55,8 @@ def approvals() -> None:
 
 def find_request(saga: SagaDetail, seq: int) -> PendingApproval:
     """The pending request at ``seq``, or an error that says what the journal knows of it."""
+    from sagacity._reads import pending_at
+
     pending = pending_at(saga.pending, seq)
     if pending is not None:
         return pending
@@ -84,6 +76,8 @@ def find_request(saga: SagaDetail, seq: int) -> PendingApproval:
 
 
 def _print_result(result: SagaResult) -> None:
+    from rich.text import Text
+
     out = console()
     out.print(Text.assemble("saga ", result.saga_id, " is ", status_text(result.status)))
     if result.error is not None:
@@ -111,6 +105,10 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
 
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
     """
+    from sagacity._approvals import utc_now
+    from sagacity._doctor import human_duration
+    from sagacity._wire import approval_json
+
     with open_sagacity(db_url) as sg:
         pending = sg.approvals(saga_id)
     if output == JSON:
@@ -154,6 +152,18 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     Read-only. Shows the payload as journaled; a request row that disagrees with the journal is
     flagged (and `approve`/`resume` refuse it).
     """
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+    from rich.text import Text
+
+    from sagacity._approvals import utc_now
+    from sagacity._doctor import human_duration
+    from sagacity._reads import rejection_undoes
+    from sagacity._wire import request_detail_json
+
     with open_sagacity(db_url) as sg:
         saga = sg.saga_detail(saga_id)
     pending = find_request(saga, seq)
@@ -222,6 +232,9 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
 
     Import the tool's module when it requires several distinct approvers, so the count is known.
     """
+    from sagacity._reads import pending_at
+    from sagacity._wire import decision_json
+
     approver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
         request = find_request(sg.saga_detail(saga_id), seq).request
@@ -260,6 +273,8 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     Exit status 0 when the saga ends COMPENSATED, 1 when it needs a human (a compensation failed
     or is in doubt).
     """
+    from sagacity._wire import decision_json
+
     approver = resolve_identity(identity)
     reason = reason_option(reason)
     with open_sagacity(db_url) as sg:
@@ -310,6 +325,8 @@ def resume(
     when it compensated instead (the tool failed or the payload was refused), 2 when the resume was
     refused (not approved, expired, unknown request or tool) and nothing ran.
     """
+    from sagacity._wire import resume_json
+
     if payload is not None and payload_file is not None:
         raise click.UsageError("give --payload or --payload-file, not both")
     if payload_file is not None:

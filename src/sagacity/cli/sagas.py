@@ -10,17 +10,12 @@ from __future__ import annotations
 
 import sys
 from shlex import quote
+from typing import TYPE_CHECKING
 from urllib.parse import quote as quote_path
 
 import click
-from rich.markup import escape
-from rich.text import Text
 
-from sagacity._doctor import human_duration
-from sagacity._recovery import misaligned
-from sagacity._sagacity import Sagacity
 from sagacity._state import fold
-from sagacity._wire import in_doubt_json, saga_json, saga_page_json
 from sagacity.cli._api import TOKEN_ENV, api_option, post, refuse_with_api
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
@@ -37,6 +32,9 @@ from sagacity.cli._options import (
 from sagacity.cli._render import IDS, JSON, Column, show_journal, show_rows, status_text, when
 from sagacity.errors import UnknownToolError
 from sagacity.model import SagaStatus
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
 
 _STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
 _SAGA_COLUMNS = (
@@ -83,6 +81,8 @@ def list_(status: str | None, limit: int, after: str | None, output: str, db_url
 
     Read from the saga index, so a page takes the same time however many sagas there are.
     """
+    from sagacity._wire import saga_page_json
+
     with open_sagacity(db_url) as sg:
         summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after)
     page = saga_page_json(summaries, limit)
@@ -129,6 +129,12 @@ def show(saga_id: str, output: str, db_url: str) -> None:
 
     Exit status 1 when the hash chain is broken, 2 for an unknown saga.
     """
+    from rich.markup import escape
+    from rich.text import Text
+
+    from sagacity._doctor import human_duration
+    from sagacity._wire import saga_json
+
     with open_sagacity(db_url) as sg:
         saga = sg.saga_detail(saga_id)
     status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
@@ -167,6 +173,9 @@ def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
     Their effect is unknown: check the outside world, then `sagacity sagas resolve`. A call still
     running in another process shows here too; judge by its age. Exit status 1 when any is listed.
     """
+    from sagacity._doctor import human_duration
+    from sagacity._wire import in_doubt_json
+
     with open_sagacity(db_url) as sg:
         calls = sg.in_doubt(saga_id)
     if output == JSON:
@@ -275,6 +284,8 @@ def _resolved(
     saga_id: str, seq: int, happened: bool, resolver: str, status: SagaStatus, as_json: bool
 ) -> None:
     """What ``resolve`` prints, and its exit status: 1 while the saga still needs a human."""
+    from rich.text import Text
+
     if as_json:
         echo_json(
             {"sagaId": saga_id, "seq": seq, "happened": happened, "resolver": resolver, "status": status}
@@ -305,6 +316,8 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
     of a gate the journal closed is dropped. Exit status 0 when every saga it looked at ended
     COMPENSATED, 1 otherwise.
     """
+    from sagacity._recovery import misaligned
+
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:
         ids = [saga_id] if saga_id is not None else sg.saga_ids()
