@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 from shlex import quote
 
@@ -102,7 +103,6 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
 
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
     """
-    from sagacity._approvals import utc_now
     from sagacity._doctor import human_duration
     from sagacity._wire import approval_json
 
@@ -118,7 +118,6 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
     if not pending:
         console().print("no pending approval requests")
         return
-    now = utc_now()
     show_rows(
         _REQUEST_COLUMNS,
         [
@@ -129,7 +128,7 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
                 p.request.input,
                 p.requester or "-",
                 human_duration(p.waiting),
-                until(p.request.expires_at, now),
+                until(p.request.expires_at, read_at(p)),
                 ", ".join(p.approvers) or "-",
             )
             for p in pending
@@ -156,7 +155,6 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from sagacity._approvals import utc_now
     from sagacity._doctor import human_duration
     from sagacity._wire import request_detail_json
 
@@ -170,7 +168,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         show_journal(saga.entries, output=output)
         return
     request, verification = pending.request, saga.verification
-    now = utc_now()
+    now = read_at(pending)
     journaled = next((e.input for e in saga.entries if e.seq == seq), request.input)
     try:
         pretty = json.dumps(json.loads(journaled), indent=2, ensure_ascii=False)
@@ -356,3 +354,8 @@ def resume(
 def _sha256(text: str) -> str:
     """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_at(pending: PendingApproval) -> datetime:
+    """When ``pending`` was read (its ``waiting`` is as of then)."""
+    return pending.request.created_at + pending.waiting

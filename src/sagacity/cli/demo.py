@@ -31,7 +31,7 @@ def demo(db_url: str) -> None:
     from rich.markup import escape
 
     from sagacity import _demo
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
 
     out = console()
     run_id = time.strftime("%H%M%S")

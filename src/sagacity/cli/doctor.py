@@ -17,7 +17,7 @@ from sagacity.model import FindingKind
 
 if TYPE_CHECKING:
     from sagacity._doctor import Finding
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
 
 _FINDING_COLUMNS = (
     Column("kind"),
