@@ -16,8 +16,8 @@ from sagacity.errors import SagacityError
 from sagacity.model import FindingKind
 
 if TYPE_CHECKING:
-    from sagacity._doctor import Finding
     from sagacity import Sagacity
+    from sagacity._doctor import Finding
 
 _FINDING_COLUMNS = (
     Column("kind"),
