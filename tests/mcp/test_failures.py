@@ -186,7 +186,7 @@ def test_twenty_concurrent_sessions_land_gap_free(tmp_path: Path, journal_url: s
             await client.call_tool("create_ticket", {"title": f"t{n}"}, meta=meta)
             await client.call_tool("get_balance", {"account": f"a{n}"}, meta=meta)
             status = await client.call_tool("sagacity_status", {}, meta=meta)
-            saga: str = status.structured_content["saga"]
+            saga: str = status.structured_content["sagaId"]
             if n % 4 < 2:
                 await client.call_tool("sagacity_rollback", {"reason": f"agent {n}"}, meta=meta)
             return saga
@@ -235,11 +235,11 @@ def test_session_sagas_roll_over_and_compensate_when_the_session_closes(
 
     def session(a: Any) -> tuple[str, str]:
         a.call("charge", {"customer": "first", "amount": 1})
-        first: str = a.call("sagacity_status").structured_content["saga"]
+        first: str = a.call("sagacity_status").structured_content["sagaId"]
         assert first.startswith("desk-")
         a.call("sagacity_rollback", {"reason": "start over"})
         a.call("charge", {"customer": "second", "amount": 2})
-        second: str = a.call("sagacity_status").structured_content["saga"]
+        second: str = a.call("sagacity_status").structured_content["sagaId"]
         assert second != first
         return first, second
 
@@ -266,7 +266,7 @@ def test_closing_a_session_keeps_its_work_by_default(tmp_path: Path) -> None:
     setup = make_setup(tmp_path)
     with agent(stdio_params(setup), "legacy") as a:
         a.call("charge", {"customer": "kept", "amount": 1})
-        saga = a.call("sagacity_status").structured_content["saga"]
+        saga = a.call("sagacity_status").structured_content["sagaId"]
     with Sagacity(setup.db_url) as sg:
         assert sg.status(saga) is SagaStatus.COMPLETED
     assert setup.ledger.events("refund") == []
