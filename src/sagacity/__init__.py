@@ -40,6 +40,7 @@ __all__ = [
     "SagacityError",
     "Tool",
     "ToolCall",
+    "UndoStep",
     "Verification",
     "__version__",
     "acting_as",
@@ -85,6 +86,7 @@ _WHERE = {
     "SagaStatus": "sagacity.model",
     "SagaSummary": "sagacity.model",
     "SagaView": "sagacity.model",
+    "UndoStep": "sagacity.model",
     "Retry": "sagacity.tools",
     "Tool": "sagacity.tools",
     "tool": "sagacity.tools",
@@ -117,6 +119,7 @@ if _typing.TYPE_CHECKING:
         SagaStatus,
         SagaSummary,
         SagaView,
+        UndoStep,
     )
     from sagacity.tools import Retry, Tool, tool
 

@@ -330,13 +330,8 @@ class Sagacity:
         requests = self._pending(saga_id)
         running = self.engine.is_live(saga_id)
         return _view.saga_view(
-            fold(saga_id, entries), entries, requests, self._required, utc_now(), running=running
+            fold(saga_id, entries), entries, requests, self.registry, utc_now(), running=running
         )
-
-    def _required(self, tool_name: str) -> int | None:
-        """Distinct approvals the tool needs; None when it is not imported here."""
-        spec = self.registry.find(tool_name)
-        return spec.approvals_required if spec is not None else None
 
     def saga_detail(self, saga_id: str) -> SagaDetail:
         """One saga as an operator reads it: status, journal, chain verification, decisions,
@@ -504,7 +499,8 @@ class Sagacity:
         requests = self._pending(saga_id)[:limit]
         states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
-        return [_view.pending(states[r.saga_id], [r], self._required, now)[0] for r in requests]
+        required = _view.required_in(self.registry)
+        return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in requests]
 
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:

@@ -31,10 +31,10 @@ from sagacity.model import (
     SagaResult,
     SagaSummary,
     SagaView,
+    UndoStep,
 )
 
 if TYPE_CHECKING:
-    from sagacity._compensation import UndoStep
     from sagacity.workflows import WorkflowView
 
 JSON = dict[str, Any]
@@ -84,7 +84,7 @@ def approval_json(pending: PendingApproval) -> JSON:
     }
 
 
-def request_detail_json(pending: PendingApproval, saga: SagaDetail, undo: Sequence[UndoStep] = ()) -> JSON:
+def request_detail_json(pending: PendingApproval, saga: SagaView) -> JSON:
     """One pending request with its saga's journal so far: what an approver decides on, and what
     a rejection would undo (``compensations``, in the order they would run)."""
     return {
@@ -93,7 +93,7 @@ def request_detail_json(pending: PendingApproval, saga: SagaDetail, undo: Sequen
         "verification": verification_json(saga.verification),
         "journal": [e.to_json() for e in saga.entries],
         "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
-        "compensations": [undo_json(step) for step in undo],
+        "compensations": [undo_json(step) for step in saga.undo],
     }
 
 

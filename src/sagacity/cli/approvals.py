@@ -8,6 +8,7 @@ a payload other than the one the journal holds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -15,7 +16,6 @@ from shlex import quote
 
 import click
 
-from sagacity._state import fold, parse_decision_payload, sha256_hex
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
@@ -29,7 +29,7 @@ from sagacity.cli._options import (
 )
 from sagacity.cli._render import IDS, JSON, Column, cells, show_journal, show_rows, status_text, until, when
 from sagacity.errors import UnknownToolError
-from sagacity.model import PendingApproval, SagaDetail, SagaResult, SagaStatus
+from sagacity.model import PendingApproval, SagaResult, SagaStatus, SagaView
 
 SAGA = click.argument("saga_id", metavar="SAGA_ID")
 SEQ = seq_argument
@@ -53,25 +53,22 @@ def approvals() -> None:
     """
 
 
-def find_request(saga: SagaDetail, seq: int) -> PendingApproval:
+def find_request(saga: SagaView, seq: int) -> PendingApproval:
     """The pending request at ``seq``, or an error that says what the journal knows of it."""
-    from sagacity._reads import pending_at
-
-    pending = pending_at(saga.pending, seq)
+    pending = saga.request(seq)
     if pending is not None:
         return pending
     where = f"saga {saga.saga_id!r} seq {seq}"
-    gate = fold(saga.saga_id, saga.entries).gates.get(seq)
+    gate = saga.gate(seq)
     if gate is None:
         raise CommandError(
             f"{where} is not an approval request (see `sagacity sagas show {quote(saga.saga_id)}`)"
         )
     if gate.resumed is not None:
-        raise CommandError(f"{where} was already resumed (call seq {gate.resumed.intent.seq})")
+        raise CommandError(f"{where} was already resumed (call seq {gate.resumed.seq})")
     if gate.rejection is not None:
-        approver, reason = parse_decision_payload(gate.rejection.payload)
-        by = f" by {approver}" if approver else ""
-        raise CommandError(f"{where} was rejected{by}: {reason or 'no reason given'}")
+        by = f" by {gate.rejection.approver}" if gate.rejection.approver else ""
+        raise CommandError(f"{where} was rejected{by}: {gate.rejection.reason or 'no reason given'}")
     raise CommandError(f"{where} has no pending request (see `sagacity doctor`)")
 
 
@@ -161,14 +158,13 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
 
     from sagacity._approvals import utc_now
     from sagacity._doctor import human_duration
-    from sagacity._reads import rejection_undoes
     from sagacity._wire import request_detail_json
 
     with open_sagacity(db_url) as sg:
-        saga = sg.saga_detail(saga_id)
+        saga = sg.view(saga_id)
     pending = find_request(saga, seq)
     if output == JSON:
-        echo_json(request_detail_json(pending, saga, rejection_undoes(saga, sg.registry)))
+        echo_json(request_detail_json(pending, saga))
         return
     if output == "csv":
         show_journal(saga.entries, output=output)
@@ -209,7 +205,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         )
     )
     show_journal(saga.entries, title="journal so far", output=output, out=out)
-    undo = rejection_undoes(saga, sg.registry)
+    undo = saga.undo
     out.print(
         "a rejection would compensate, in this order:" if undo else "a rejection has nothing to compensate"
     )
@@ -232,14 +228,13 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
 
     Import the tool's module when it requires several distinct approvers, so the count is known.
     """
-    from sagacity._reads import pending_at
     from sagacity._wire import decision_json
 
     approver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
-        request = find_request(sg.saga_detail(saga_id), seq).request
+        request = find_request(sg.view(saga_id), seq).request
         decision = sg.approve(saga_id, seq, approver)
-        after = pending_at(sg.approvals(saga_id), seq)
+        after = sg.view(saga_id).request(seq)
     if as_json:
         echo_json(decision_json(decision, after, pending=after is not None))
         return
@@ -278,7 +273,7 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     approver = resolve_identity(identity)
     reason = reason_option(reason)
     with open_sagacity(db_url) as sg:
-        find_request(sg.saga_detail(saga_id), seq)
+        find_request(sg.view(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)
     assert decision.result is not None
     if as_json:
@@ -335,11 +330,11 @@ def resume(
         except UnicodeDecodeError as exc:
             raise CommandError(f"{payload_file} is not UTF-8: {exc}") from exc
     with open_sagacity(db_url) as sg:
-        request = find_request(sg.saga_detail(saga_id), seq).request
+        request = find_request(sg.view(saga_id), seq).request
         payload = request.input if payload is None else payload
-        if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
+        if _sha256(payload) != request.input_hash and not reject_on_mismatch:
             raise CommandError(
-                f"the payload's SHA-256 {sha256_hex(payload)} differs from the approved "
+                f"the payload's SHA-256 {_sha256(payload)} differs from the approved "
                 f"{request.input_hash}; nothing was written. Resume without --payload to run the "
                 "approved input, or pass --reject-on-mismatch to submit it (the saga is then rejected "
                 "and compensated)"
@@ -356,3 +351,8 @@ def resume(
             console().print(f"result: {result.value}", markup=False)
     if not result.ok:
         sys.exit(EXIT_FINDINGS)
+
+
+def _sha256(text: str) -> str:
+    """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

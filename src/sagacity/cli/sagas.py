@@ -30,7 +30,7 @@ from sagacity.cli._options import (
     seq_argument,
 )
 from sagacity.cli._render import IDS, JSON, Column, show_journal, show_rows, status_text, when
-from sagacity.errors import UnknownToolError
+from sagacity.errors import SagaNotFoundError, UnknownToolError
 from sagacity.model import SagaStatus
 
 if TYPE_CHECKING:
@@ -263,12 +263,11 @@ def resolve(
         return
     resolver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
-        state = fold(saga_id, sg.entries(saga_id))
-        if state.entry_count == 0:
-            raise CommandError(f"no journal entries for saga {saga_id!r}")
-        open_seqs = {c.intent.seq for c in state.open_calls} | {
-            c.intent.seq for c in state.open_compensations if c.intent is not None
-        }
+        try:
+            view = sg.view(saga_id)
+        except SagaNotFoundError as exc:
+            raise CommandError(str(exc)) from exc
+        open_seqs = {c.seq for c in view.in_doubt}
         if seq not in open_seqs:
             raise CommandError(
                 f"saga {saga_id!r} seq {seq} is not an in-doubt INTENT "
