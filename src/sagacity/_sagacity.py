@@ -24,7 +24,7 @@ from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
-from sagacity._index import IndexRow, Watch, open_index
+from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
@@ -272,24 +272,46 @@ class Sagacity:
         return state.status
 
     def sagas(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
+        self,
+        *,
+        status: SagaStatus | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SagaSummary]:
         """Sagas with their status, most recently updated first; optionally one status only.
 
         Read-only, from the saga index (``_index``), so a page costs the same at any journal size:
         pass the last summary's ``cursor`` as ``after`` for the next page. A saga updated while
         you page moves to the front of the list (you see it again on the first page).
+
+        Filters (each optional, all must hold): ``prefix``, the saga id starts with it
+        (case-sensitive); ``tool``, the saga's journal has an entry of that tool; ``since`` /
+        ``until``, last updated at or after ``since`` and before ``until`` (aware datetimes are
+        converted to UTC, naive ones are taken as UTC).
         """
         _refuse_in_loop("sagas")
-        return self._sagas(status, limit, after)
+        return self._sagas(status, limit, after, saga_filter(prefix, tool, since, until))
 
     async def sagas_async(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
+        self,
+        *,
+        status: SagaStatus | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SagaSummary]:
-        return await asyncio.to_thread(self._sagas, status, limit, after)
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(self._sagas, status, limit, after, where)
 
     def _sagas(
-        self, status: SagaStatus | str | None, limit: int | None, after: str | None
+        self, status: SagaStatus | str | None, limit: int | None, after: str | None, where: SagaFilter
     ) -> list[SagaSummary]:
         wanted = SagaStatus(status) if status is not None else None
         _require_limit(limit)
@@ -299,11 +321,12 @@ class Sagacity:
             # Only this process knows which sagas run in it; they are few, so read them directly.
             rows = sorted(self.index.rows(sorted(live)), key=_newest_first, reverse=True)
             rows = [r for r in rows if position is None or _newest_first(r) < position]
+            rows = [r for r in rows if where.keeps(r, self._tools_of)]
             return [_summary(r, SagaStatus.RUNNING) for r in rows[:limit]]
         summaries: list[SagaSummary] = []
         while limit is None or len(summaries) < limit:
             want = None if limit is None else limit - len(summaries) + (len(live) if wanted else 0)
-            rows = self.index.page(wanted, want, position)
+            rows = self.index.page(wanted, want, position, where)
             for row in rows:
                 running = row.saga_id in live
                 if wanted is None or not running:
@@ -312,6 +335,9 @@ class Sagacity:
                 break
             position = _newest_first(rows[-1])
         return summaries if limit is None else summaries[:limit]
+
+    def _tools_of(self, saga_id: str) -> set[str]:
+        return {e.tool_name for e in self.journal.entries(saga_id)}
 
     def view(self, saga_id: str) -> SagaView:
         """One saga as its journal tells it now: status, calls with their status, approval gates,
@@ -471,32 +497,75 @@ class Sagacity:
         return [saga_id] if saga_id is not None else [r.saga_id for r in self.index.watched(watch)]
 
     # -- approvals ---------------------------------------------------------------------------------
-    def pending_approvals(self, saga_id: str | None = None) -> list[ApprovalRequest]:
-        """Approval requests waiting for a decision or a resume, oldest first. Read-only."""
+    def pending_approvals(
+        self,
+        saga_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ApprovalRequest]:
+        """Approval requests waiting for a decision or a resume, oldest first. Read-only.
+
+        Filters (each optional, all must hold): ``prefix``, the saga id starts with it; ``tool``,
+        the held tool; ``since`` / ``until``, requested at or after ``since`` and before ``until``
+        (aware datetimes converted to UTC, naive ones taken as UTC).
+        """
         _refuse_in_loop("pending_approvals")
-        return self._pending(saga_id)
+        return self._pending(saga_id, saga_filter(prefix, tool, since, until))
 
-    async def pending_approvals_async(self, saga_id: str | None = None) -> list[ApprovalRequest]:
-        return await asyncio.to_thread(self._pending, saga_id)
+    async def pending_approvals_async(
+        self,
+        saga_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ApprovalRequest]:
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(self._pending, saga_id, where)
 
-    def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
-        return list(self.journal.read(self.store.list_approval_requests, saga_id))
+    def _pending(self, saga_id: str | None, where: SagaFilter = ANY_SAGA) -> list[ApprovalRequest]:
+        requests = self.journal.read(self.store.list_approval_requests, saga_id)
+        return [r for r in requests if where.keeps_request(r)]
 
-    def approvals(self, saga_id: str | None = None, *, limit: int | None = None) -> list[PendingApproval]:
+    def approvals(
+        self,
+        saga_id: str | None = None,
+        *,
+        limit: int | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[PendingApproval]:
         """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first; at most ``limit``. Read-only: the request table, then the journal of
-        each saga shown, once (so a queue page costs ``limit`` folds however long the queue)."""
+        now), oldest first; at most ``limit``; filtered as :meth:`pending_approvals`. Read-only:
+        the request table, then the journal of each saga shown, once (so a queue page costs
+        ``limit`` folds however long the queue)."""
         _refuse_in_loop("approvals")
-        return self._approvals(saga_id, limit=limit)
+        return self._approvals(saga_id, limit=limit, where=saga_filter(prefix, tool, since, until))
 
     async def approvals_async(
-        self, saga_id: str | None = None, *, limit: int | None = None
+        self,
+        saga_id: str | None = None,
+        *,
+        limit: int | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[PendingApproval]:
-        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit))
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit, where=where))
 
-    def _approvals(self, saga_id: str | None, *, limit: int | None = None) -> list[PendingApproval]:
+    def _approvals(
+        self, saga_id: str | None, *, limit: int | None = None, where: SagaFilter = ANY_SAGA
+    ) -> list[PendingApproval]:
         _require_limit(limit)
-        requests = self._pending(saga_id)[:limit]
+        requests = self._pending(saga_id, where)[:limit]
         states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
         required = _view.required_in(self.registry)

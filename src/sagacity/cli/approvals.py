@@ -11,14 +11,19 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from shlex import quote
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
+    filter_options,
     identity_option,
     import_option,
     json_option,
@@ -27,9 +32,24 @@ from sagacity.cli._options import (
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import IDS, JSON, Column, cells, show_journal, show_rows, status_text, until, when
+from sagacity.cli._render import (
+    IDS,
+    JSON,
+    TABLE,
+    WIDE,
+    Column,
+    cells,
+    show_journal,
+    show_rows,
+    status_text,
+    until,
+    when,
+)
 from sagacity.errors import UnknownToolError
 from sagacity.model import PendingApproval, SagaResult, SagaStatus, SagaView
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SAGA = click.argument("saga_id", metavar="SAGA_ID")
 SEQ = seq_argument
@@ -95,30 +115,61 @@ def requester_text(pending: PendingApproval) -> str:
 
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
+@filter_options(tool="Only requests to run the tool NAME.", moment="requests made")
+@click.option(
+    "--watch",
+    "-w",
+    is_flag=True,
+    help="Keep the list on screen, read again every --interval seconds, until Ctrl-C (exit 0).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --watch: seconds between reads.",
+)
 @output_option(ids="saga ids and seqs (tab-separated)")
 @db_option
-def list_(saga_id: str | None, output: str, db_url: str) -> None:
+def list_(
+    saga_id: str | None,
+    filters: dict[str, Any],
+    watch: bool,
+    interval: float,
+    output: str,
+    db_url: str,
+) -> None:
     """Requests waiting for a decision or a resume, oldest first. Read-only.
 
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
+    With --watch the table is read again and redrawn until Ctrl-C (on a terminal; in a pipe each
+    reading is printed after the last, under a line with its time).
     """
-    from sagacity._approvals import utc_now
-    from sagacity._doctor import human_duration
     from sagacity._wire import approval_json
 
+    if watch and output not in (TABLE, WIDE):
+        raise click.UsageError("--watch draws a table: use it with -o table or -o wide")
     with open_sagacity(db_url) as sg:
-        pending = sg.approvals(saga_id)
+        if watch:
+            _watch(lambda: sg.approvals(saga_id, **filters), interval, output)
+            return
+        pending = sg.approvals(saga_id, **filters)
     if output == JSON:
         echo_json([approval_json(p) for p in pending])
-        return
-    if output == IDS:
+    elif output == IDS:
         for p in pending:
             click.echo(f"{p.request.saga_id}\t{p.request.journal_seq}")
-        return
+    else:
+        _show_requests(pending, output)
+
+
+def _show_requests(pending: list[PendingApproval], output: str, out: Console | None = None) -> None:
+    from sagacity._doctor import human_duration
+
     if not pending:
-        console().print("no pending approval requests")
+        (out or console()).print("no pending approval requests")
         return
-    now = utc_now()
     show_rows(
         _REQUEST_COLUMNS,
         [
@@ -129,13 +180,33 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
                 p.request.input,
                 p.requester or "-",
                 human_duration(p.waiting),
-                until(p.request.expires_at, now),
+                until(p.request.expires_at, read_at(p)),
                 ", ".join(p.approvers) or "-",
             )
             for p in pending
         ],
         output=output,
+        out=out,
     )
+
+
+def _watch(read: Callable[[], list[PendingApproval]], interval: float, output: str) -> None:
+    """Read and show the queue every ``interval`` seconds until Ctrl-C, which ends it cleanly."""
+    out = console()
+    try:
+        while True:
+            pending = read()
+            if out.is_terminal:
+                out.clear()
+            now = datetime.now(UTC).replace(tzinfo=None)
+            out.print(
+                f"{when(now)}: {len(pending)} pending; every {interval:g}s, Ctrl-C to stop",
+                markup=False,
+            )
+            _show_requests(pending, output, out)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        out.print("stopped watching")
 
 
 @approvals.command()
@@ -156,7 +227,6 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from sagacity._approvals import utc_now
     from sagacity._doctor import human_duration
     from sagacity._wire import request_detail_json
 
@@ -170,7 +240,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         show_journal(saga.entries, output=output)
         return
     request, verification = pending.request, saga.verification
-    now = utc_now()
+    now = read_at(pending)
     journaled = next((e.input for e in saga.entries if e.seq == seq), request.input)
     try:
         pretty = json.dumps(json.loads(journaled), indent=2, ensure_ascii=False)
@@ -356,3 +426,8 @@ def resume(
 def _sha256(text: str) -> str:
     """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_at(pending: PendingApproval) -> datetime:
+    """When ``pending`` was read (its ``waiting`` is as of then)."""
+    return pending.request.created_at + pending.waiting

@@ -9,8 +9,9 @@ tool is not registered.
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from shlex import quote
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as quote_path
 
 import click
@@ -21,6 +22,7 @@ from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option
 from sagacity.cli._options import (
     Digits,
     echo_json,
+    filter_options,
     identity_option,
     import_option,
     json_option,
@@ -34,7 +36,7 @@ from sagacity.errors import SagaNotFoundError, UnknownToolError
 from sagacity.model import SagaStatus
 
 if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
 
 _STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
 _SAGA_COLUMNS = (
@@ -74,17 +76,21 @@ def sagas() -> None:
     metavar="CURSOR",
     help='Go on after this cursor: the next page (printed under a full page, or --json\'s "next").',
 )
+@filter_options(tool="Only sagas whose journal has a call of the tool NAME.", moment="sagas last updated")
 @output_option(ids="saga ids")
 @db_option
-def list_(status: str | None, limit: int, after: str | None, output: str, db_url: str) -> None:
+def list_(
+    status: str | None, limit: int, after: str | None, filters: dict[str, Any], output: str, db_url: str
+) -> None:
     """Sagas with their status, most recently updated first, a page at a time. Read-only.
 
-    Read from the saga index, so a page takes the same time however many sagas there are.
+    Read from the saga index, so a page takes the same time however many sagas there are. The
+    filters narrow the list (all must hold); the next-page hint repeats them.
     """
     from sagacity._wire import saga_page_json
 
     with open_sagacity(db_url) as sg:
-        summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after)
+        summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after, **filters)
     page = saga_page_json(summaries, limit)
     if output == JSON:
         echo_json(page)
@@ -114,10 +120,16 @@ def list_(status: str | None, limit: int, after: str | None, output: str, db_url
         output=output,
     )
     if page["next"] is not None and output != "csv":
-        out.print(
-            f"next page: sagacity sagas list --after {page['next']}"
-            + (f" --status {status}" if status else "")
-        )
+        again = [f"--status {status}"] if status else []
+        again += [f"--{name} {quote(_as_option(value))}" for name, value in filters.items()]
+        out.print(f"next page: sagacity sagas list --after {page['next']} {' '.join(again)}".rstrip())
+
+
+def _as_option(value: object) -> str:
+    """A filter's value as typed again (a moment as ISO 8601 UTC)."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(value)
 
 
 @sagas.command()
