@@ -21,7 +21,7 @@ from sagacity.errors import JournalIntegrityError, SagacityError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
     from sagacity.checkpoints import (
         Checkpoint,
         CheckpointReport,

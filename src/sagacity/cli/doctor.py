@@ -16,8 +16,8 @@ from sagacity.errors import SagacityError
 from sagacity.model import FindingKind
 
 if TYPE_CHECKING:
+    from sagacity import Sagacity
     from sagacity._doctor import Finding
-    from sagacity._sagacity import Sagacity
 
 _FINDING_COLUMNS = (
     Column("kind"),

@@ -20,7 +20,7 @@ from sagacity.errors import SagacityError, SagaNotFoundError
 from sagacity.stores import safe_url
 
 if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
     from sagacity.checkpoints import CheckpointReport, Finding, LogCheckpoint, VerifierKey
     from sagacity.checkpoints._format import Checkpoint
 

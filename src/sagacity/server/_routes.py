@@ -22,9 +22,9 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 
+from sagacity import Sagacity
 from sagacity._doctor import DEFAULT_OLDER_THAN
 from sagacity._json import kind_of, require_storable
-from sagacity._sagacity import Sagacity
 from sagacity._state import required_reason
 from sagacity._wire import (
     approval_json,
