@@ -11,7 +11,10 @@ import sagacity
 #: change: update this list in the same commit (and CHANGELOG.md).
 EXPECTED_ALL = [
     "ApprovalDecision",
+    "ApprovalGate",
     "ApprovalRequest",
+    "CallStatus",
+    "CallView",
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
@@ -30,10 +33,12 @@ EXPECTED_ALL = [
     "SagaScope",
     "SagaStatus",
     "SagaSummary",
+    "SagaView",
     "Sagacity",
     "SagacityError",
     "Tool",
     "ToolCall",
+    "UndoStep",
     "Verification",
     "__version__",
     "acting_as",

@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 
@@ -23,27 +22,15 @@ from sagacity import chain
 from sagacity._approvals import utc_now
 from sagacity._index import Watch
 from sagacity._state import SagaState, fold
-from sagacity.model import ApprovalRequest, Entry, InDoubtCall, Phase, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, SagaStatus
 from sagacity.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from sagacity._sagacity import Sagacity
+    from sagacity.checkpoints._scan import Progress
 
 #: How long an unfinished state may last before the doctor calls it a finding.
 DEFAULT_OLDER_THAN = timedelta(minutes=5)
-
-
-class FindingKind(StrEnum):
-    """What a finding is about; the value is what ``--json`` prints and ``--ignore`` takes."""
-
-    IN_DOUBT_CALL = "in_doubt_call"
-    IN_DOUBT_COMPENSATION = "in_doubt_compensation"
-    EXPIRED_APPROVAL = "expired_approval"
-    BROKEN_CHAIN = "broken_chain"
-    STUCK_COMPENSATING = "stuck_compensating"
-    COMPENSATION_FAILED = "compensation_failed"
-    GATE_WITHOUT_REQUEST = "gate_without_request"
-    CHECKPOINT_LAG = "checkpoint_lag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +199,10 @@ def state_findings(
                         sid,
                         gate.entry.seq,
                         f"{gate.entry.tool_name} awaits approval in the journal but has no pending "
-                        "request (a process stopped between consuming it and journaling the resume?)",
-                        "it can be neither resumed nor rejected; investigate before acting on the saga",
+                        "request (a process stopped between the gate's entry and its request, or "
+                        "between consuming it and journaling the resume)",
+                        "`sagacity sagas recover` puts the request back from the journal; then "
+                        "approve or reject it",
                     )
                 )
     return findings
@@ -226,6 +215,7 @@ def diagnose(
     now: datetime | None = None,
     expire: bool = False,
     full: bool = False,
+    progress: Progress | None = None,
 ) -> Diagnosis:
     """Run every check; with ``expire``, first journal overdue approval expiries.
 
@@ -239,7 +229,8 @@ def diagnose(
 
     Expiring compensates the affected sagas, which needs their tools registered; when any is
     missing nothing is expired and the requests stay findings that say which tools to import.
-    Read-only unless ``expire``.
+    Read-only unless ``expire``. ``progress(sagas done, sagas, entries read)`` is called after each
+    saga checked (a progress bar's feed).
     """
     now = now or utc_now()
     expired: list[ApprovalRequest] = []
@@ -277,11 +268,15 @@ def diagnose(
         flagged = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
         saga_count = sum(sg.index.counts().values())
         journals = sg.index.journals(flagged).items()  # read together, a few statements
+    checked = read = 0
     for sid, entries in journals:
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)
         findings.extend(state_findings(fold(sid, entries), pending_by_saga.get(sid, set()), now, older_than))
+        checked, read = checked + 1, read + len(entries)
+        if progress is not None:
+            progress(checked, saga_count if full else len(flagged), read)
     findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
     return Diagnosis(findings, saga_count, recent, expired)
 

@@ -8,15 +8,21 @@
   lease, and ``recover`` only takes a free one (``stores/_lease.py``).
 - Otherwise it finishes the compensation that a failure started, step by step, each step claimed
   by a fenced INTENT: the owner, or a second ``recover``, racing it finds the step claimed.
+- It puts the approval requests in line with the journal: an open gate without its request row
+  (its process died between the gate's entry and the row) gets it back from the journal, and a
+  row the journal says is closed (a rejection whose process died before removing it) is dropped.
+  Rows are read before the journal, and a gate's row is written after its entry, so a row seen
+  is never one of a gate not yet read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from sagacity._approvals import restore_request
 from sagacity._compensation import CompensationRun, check_tools, compensate
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row, age, require_identity, utc_now
+from sagacity._engine import Engine, Row, require_identity
 from sagacity._state import (
     GATE_TOOL,
     SagaState,
@@ -26,7 +32,7 @@ from sagacity._state import (
     resolution_input,
 )
 from sagacity.errors import SagaStateError
-from sagacity.model import InDoubtCall, Phase, SagaResult, SagaStatus
+from sagacity.model import Phase, SagaResult, SagaStatus
 
 
 def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaState]:
@@ -34,33 +40,6 @@ def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaStat
     for saga_id in saga_ids:
         if not engine.is_live(saga_id):
             yield engine.snapshot(saga_id)
-
-
-def in_doubt(states: Iterable[SagaState]) -> list[InDoubtCall]:
-    """Calls and compensations with an INTENT and no outcome in these sagas, oldest first."""
-    now = utc_now()
-    found = []
-    for state in states:
-        sid = state.saga_id
-        for call in state.open_calls:
-            e = call.intent
-            found.append(InDoubtCall(sid, e.seq, e.tool_name, e.input, e.timestamp, age(e.timestamp, now)))
-        for comp in state.open_compensations:
-            assert comp.intent is not None
-            e = comp.intent
-            found.append(
-                InDoubtCall(
-                    sid,
-                    e.seq,
-                    e.tool_name,
-                    e.input,
-                    e.timestamp,
-                    age(e.timestamp, now),
-                    "compensation",
-                    comp.executed_seq,
-                )
-            )
-    return sorted(found, key=lambda c: c.started_at)
 
 
 def resolve(
@@ -112,10 +91,15 @@ def resolve(
     return state.status
 
 
-def recover(engine: Engine, saga_ids: Iterable[str]) -> Operation[list[SagaResult]]:
-    """Finish compensations that a crash interrupted, from the journal alone."""
+def recover(
+    engine: Engine, compensating: Iterable[str], aligning: Iterable[str] = ()
+) -> Operation[list[SagaResult]]:
+    """Finish compensations that a crash interrupted (sagas ``compensating``), then put the
+    approval requests of those and of the sagas ``aligning`` in line with their gates."""
     results = []
-    for state in resting_states(engine, saga_ids):
+    done = []
+    for state in resting_states(engine, compensating):
+        done.append(state.saga_id)
         if not state.compensating or state.open_calls:
             continue
         reason = state.failure.payload if state.failure is not None else failed_call_reason(state)
@@ -124,7 +108,32 @@ def recover(engine: Engine, saga_ids: Iterable[str]) -> Operation[list[SagaResul
         )
         if run is not None:
             results.append(run.result(state.saga_id))
+    for saga_id in dict.fromkeys([*done, *aligning]):
+        if not engine.is_live(saga_id):
+            align_requests(engine, saga_id)
     return results
+
+
+def misaligned(state: SagaState, rows: set[int]) -> bool:
+    """Whether a saga's request rows (their seqs) differ from its open gates: a gate without its
+    row, or a row of a gate the journal closed."""
+    open_seqs = set() if state.closed else {g.entry.seq for g in state.open_gates}
+    return bool(open_seqs - rows) or any(seq in state.gates and seq not in open_seqs for seq in rows)
+
+
+def align_requests(engine: Engine, saga_id: str) -> None:
+    """Restore the request row of each open gate that lacks one; drop each row of a closed gate."""
+    rows = {r.journal_seq for r in engine.journal.read(engine.store.list_approval_requests, saga_id)}
+    state = engine.snapshot(saga_id)  # after the rows: every row seen has its gate in here
+    for seq in sorted(rows):
+        gate = state.gates.get(seq)
+        if gate is not None and (not gate.open or state.closed):
+            engine.drop_request(saga_id, seq)
+    if state.closed:
+        return
+    for gate in state.open_gates:
+        if gate.entry.seq not in rows and engine.find_request(saga_id, gate.entry.seq) is None:
+            restore_request(engine, gate)
 
 
 def failed_call_reason(state: SagaState) -> str:

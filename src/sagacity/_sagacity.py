@@ -15,16 +15,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sagacity import _approvals, _doctor, _reads, _recovery, _telemetry
+from sagacity import _approvals, _doctor, _recovery, _telemetry, _view
 from sagacity._approvals import Claim, utc_now
 from sagacity._context import current_principal, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
-from sagacity._index import IndexRow, Watch, open_index
+from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
@@ -32,7 +32,6 @@ from sagacity._saga import SagaRun
 from sagacity._state import (
     LIFE_TOOL,
     ON_ABANDON_COMPENSATE,
-    SagaState,
     fold,
     require_on_abandon,
     start_input,
@@ -40,7 +39,7 @@ from sagacity._state import (
 )
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
-from sagacity.chain import Verification, verify
+from sagacity.chain import Verification
 from sagacity.errors import (
     ApprovalRefusedError,
     BlockingCallError,
@@ -61,10 +60,14 @@ from sagacity.model import (
     SagaResult,
     SagaStatus,
     SagaSummary,
+    SagaView,
 )
 from sagacity.stores import Store, default_url, open_store, safe_url
 from sagacity.tools import ToolRegistry
 from sagacity.tools import registry as default_registry
+
+if TYPE_CHECKING:
+    from sagacity.checkpoints._scan import Progress
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -304,24 +307,46 @@ class Sagacity:
         return status_of(state, live=self.engine.is_running(saga_id))
 
     def sagas(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
+        self,
+        *,
+        status: SagaStatus | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SagaSummary]:
         """Sagas with their status, most recently updated first; optionally one status only.
 
         Read-only, from the saga index (``_index``), so a page costs the same at any journal size:
         pass the last summary's ``cursor`` as ``after`` for the next page. A saga updated while
         you page moves to the front of the list (you see it again on the first page).
+
+        Filters (each optional, all must hold): ``prefix``, the saga id starts with it
+        (case-sensitive); ``tool``, the saga's journal has an entry of that tool; ``since`` /
+        ``until``, last updated at or after ``since`` and before ``until`` (aware datetimes are
+        converted to UTC, naive ones are taken as UTC).
         """
         _refuse_in_loop("sagas")
-        return self._sagas(status, limit, after)
+        return self._sagas(status, limit, after, saga_filter(prefix, tool, since, until))
 
     async def sagas_async(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
+        self,
+        *,
+        status: SagaStatus | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SagaSummary]:
-        return await asyncio.to_thread(self._sagas, status, limit, after)
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(self._sagas, status, limit, after, where)
 
     def _sagas(
-        self, status: SagaStatus | str | None, limit: int | None, after: str | None
+        self, status: SagaStatus | str | None, limit: int | None, after: str | None, where: SagaFilter
     ) -> list[SagaSummary]:
         wanted = SagaStatus(status) if status is not None else None
         _require_limit(limit)
@@ -331,11 +356,12 @@ class Sagacity:
             # Only this process knows which sagas run in it; they are few, so read them directly.
             rows = sorted(self.index.rows(sorted(live)), key=_newest_first, reverse=True)
             rows = [r for r in rows if position is None or _newest_first(r) < position]
+            rows = [r for r in rows if where.keeps(r, self._tools_of)]
             return [_summary(r, SagaStatus.RUNNING) for r in rows[:limit]]
         summaries: list[SagaSummary] = []
         while limit is None or len(summaries) < limit:
             want = None if limit is None else limit - len(summaries) + (len(live) if wanted else 0)
-            rows = self.index.page(wanted, want, position)
+            rows = self.index.page(wanted, want, position, where)
             for row in rows:
                 running = row.saga_id in live
                 if wanted is None or not running:
@@ -345,29 +371,38 @@ class Sagacity:
             position = _newest_first(rows[-1])
         return summaries if limit is None else summaries[:limit]
 
-    def saga_detail(self, saga_id: str) -> SagaDetail:
-        """One saga as an operator reads it: status, journal, chain verification, decisions,
-        pending requests and in-doubt calls. Read-only; ``SagaNotFoundError`` for an unknown saga."""
-        _refuse_in_loop("saga_detail")
-        return self._detail(saga_id)
+    def _tools_of(self, saga_id: str) -> set[str]:
+        return {e.tool_name for e in self.journal.entries(saga_id)}
 
-    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
-        return await asyncio.to_thread(self._detail, saga_id)
+    def view(self, saga_id: str) -> SagaView:
+        """One saga as its journal tells it now: status, calls with their status, approval gates,
+        decisions, pending requests, in-doubt calls and whether its chain verifies. Read-only: its
+        journal and its request rows, read once; ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("view")
+        return self._view(saga_id)
 
-    def _detail(self, saga_id: str) -> SagaDetail:
+    async def view_async(self, saga_id: str) -> SagaView:
+        return await asyncio.to_thread(self._view, saga_id)
+
+    def _view(self, saga_id: str) -> SagaView:
         entries = self.journal.entries(saga_id)
         if not entries:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        state = fold(saga_id, entries)
-        return SagaDetail(
-            saga_id,
-            status_of(state, live=self.engine.is_running(saga_id)),
-            tuple(entries),
-            verify(entries),
-            tuple(_reads.decisions(entries)),
-            tuple(self._approvals(saga_id, {saga_id: state})),
-            tuple(self._in_doubt(saga_id)),
+        requests = self._pending(saga_id)
+        running = self.engine.is_running(saga_id)
+        return _view.saga_view(
+            fold(saga_id, entries), entries, requests, self.registry, utc_now(), running=running
         )
+
+    def saga_detail(self, saga_id: str) -> SagaDetail:
+        """One saga as an operator reads it: status, journal, chain verification, decisions,
+        pending requests and in-doubt calls (a projection of :meth:`view`). Read-only;
+        ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("saga_detail")
+        return _detail(self._view(saga_id))
+
+    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
+        return _detail(await self.view_async(saga_id))
 
     def saga_counts(self) -> dict[SagaStatus, int]:
         """How many sagas have each status (those with none left out); sums to the saga count.
@@ -389,15 +424,15 @@ class Sagacity:
             counts[SagaStatus.RUNNING] = counts.get(SagaStatus.RUNNING, 0) + 1
         return {status: n for status, n in counts.items() if n > 0}
 
-    def reindex(self) -> int:
+    def reindex(self, *, progress: Progress | None = None) -> int:
         """Drop the saga index and fold every journal into it again; how many sagas it holds.
 
         Never needed for correctness (reads catch the index up themselves); it rebuilds after a
         restore or a change made behind every trigger's back, and takes time in proportion to
-        the journal.
+        the journal. ``progress(sagas done, sagas, entries read)`` is called as it goes.
         """
         _refuse_in_loop("reindex")
-        return self.index.rebuild()
+        return self.index.rebuild(progress)
 
     def in_doubt(self, saga_id: str | None = None) -> list[InDoubtCall]:
         """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
@@ -413,12 +448,16 @@ class Sagacity:
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
         if saga_id is not None:
-            return _recovery.in_doubt(_recovery.resting_states(self.engine, [saga_id]))
+            try:
+                return list(self._view(saga_id).in_doubt)
+            except SagaNotFoundError:
+                return []
         live = self.engine.live()
         ids = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT) if r.saga_id not in live]
         # Their journals in a few statements, not one query per saga (a round trip each on
         # PostgreSQL: 0.3 ms a saga, 0.3 s for a thousand in doubt).
-        return _recovery.in_doubt(fold(sid, entries) for sid, entries in self.index.journals(ids).items())
+        journals = self.index.journals(ids).items()
+        return _view.in_doubt_of((fold(sid, entries) for sid, entries in journals), utc_now())
 
     @operation("resolve")
     def resolve_in_doubt(
@@ -449,60 +488,123 @@ class Sagacity:
 
     @operation("recover")
     def recover(self, saga_id: str | None = None) -> list[SagaResult]:
-        """Finish compensations that a crash interrupted, from the journal alone.
+        """Finish compensations that a crash interrupted, from the journal alone, and put the
+        approval requests in line with the journal's gates.
 
         Looks at one saga or every saga not live in this process. Safe to run at any time and
         from any process (cron, a second worker): a saga with a call still open is left alone (its
         process may be running the tool, or a human must resolve it), a saga another runner is
         compensating is skipped, and each step is claimed in the journal, so nothing is
         compensated twice. An in-doubt compensation is re-run only if declared idempotent.
+
+        An open gate whose request row is missing (its process died between the gate's entry and
+        the row) gets the row back, rebuilt from the journal's exact input, so it can be approved;
+        a row of a gate the journal closed is dropped.
         """
         _refuse_in_loop("recover")
-        return drive(_recovery.recover(self.engine, self._watched(saga_id, Watch.COMPENSATING)))
+        return drive(_recovery.recover(self.engine, *self._recoverable(saga_id)))
 
     @operation("recover")
     async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
-        ids = await asyncio.to_thread(self._watched, saga_id, Watch.COMPENSATING)
-        return await drive_async(_recovery.recover(self.engine, ids))
+        compensating, aligning = await asyncio.to_thread(self._recoverable, saga_id)
+        return await drive_async(_recovery.recover(self.engine, compensating, aligning))
+
+    def _recoverable(self, saga_id: str | None) -> tuple[list[str], list[str]]:
+        """The sagas ``recover`` compensates and those whose requests it aligns: one saga, or
+        the compensating ones and those whose requests and open gates differ (the request table
+        read first, then their journals, a few statements for them all)."""
+        if saga_id is not None:
+            return [saga_id], [saga_id]
+        rows: dict[str, set[int]] = {}
+        for request in self._pending(None):
+            rows.setdefault(request.saga_id, set()).add(request.journal_seq)
+        gated = {r.saga_id for r in self.index.watched(Watch.ATTENTION) if r.awaiting_approval}
+        journals = self.index.journals(sorted(gated | set(rows)))
+        aligning = [
+            sid
+            for sid, entries in journals.items()
+            if _recovery.misaligned(fold(sid, entries), rows.get(sid, set()))
+        ]
+        return self._watched(None, Watch.COMPENSATING), sorted(aligning)
 
     def _watched(self, saga_id: str | None, watch: Watch) -> list[str]:
         """One saga, or every saga the index has in ``watch``: the only ones that can qualify."""
         return [saga_id] if saga_id is not None else [r.saga_id for r in self.index.watched(watch)]
 
     # -- approvals ---------------------------------------------------------------------------------
-    def pending_approvals(self, saga_id: str | None = None) -> list[ApprovalRequest]:
-        """Approval requests waiting for a decision or a resume, oldest first. Read-only."""
+    def pending_approvals(
+        self,
+        saga_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ApprovalRequest]:
+        """Approval requests waiting for a decision or a resume, oldest first. Read-only.
+
+        Filters (each optional, all must hold): ``prefix``, the saga id starts with it; ``tool``,
+        the held tool; ``since`` / ``until``, requested at or after ``since`` and before ``until``
+        (aware datetimes converted to UTC, naive ones taken as UTC).
+        """
         _refuse_in_loop("pending_approvals")
-        return self._pending(saga_id)
+        return self._pending(saga_id, saga_filter(prefix, tool, since, until))
 
-    async def pending_approvals_async(self, saga_id: str | None = None) -> list[ApprovalRequest]:
-        return await asyncio.to_thread(self._pending, saga_id)
+    async def pending_approvals_async(
+        self,
+        saga_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ApprovalRequest]:
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(self._pending, saga_id, where)
 
-    def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
-        return list(self.journal.read(self.store.list_approval_requests, saga_id))
+    def _pending(self, saga_id: str | None, where: SagaFilter = ANY_SAGA) -> list[ApprovalRequest]:
+        requests = self.journal.read(self.store.list_approval_requests, saga_id)
+        return [r for r in requests if where.keeps_request(r)]
 
-    def approvals(self, saga_id: str | None = None, *, limit: int | None = None) -> list[PendingApproval]:
+    def approvals(
+        self,
+        saga_id: str | None = None,
+        *,
+        limit: int | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[PendingApproval]:
         """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first; at most ``limit``. Read-only: the request table, then the journal of
-        each saga shown, once (so a queue page costs ``limit`` folds however long the queue)."""
+        now), oldest first; at most ``limit``; filtered as :meth:`pending_approvals`. Read-only:
+        the request table, then the journal of each saga shown, once (so a queue page costs
+        ``limit`` folds however long the queue)."""
         _refuse_in_loop("approvals")
-        return self._approvals(saga_id, limit=limit)
+        return self._approvals(saga_id, limit=limit, where=saga_filter(prefix, tool, since, until))
 
     async def approvals_async(
-        self, saga_id: str | None = None, *, limit: int | None = None
+        self,
+        saga_id: str | None = None,
+        *,
+        limit: int | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[PendingApproval]:
-        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit))
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit, where=where))
 
     def _approvals(
-        self, saga_id: str | None, states: dict[str, SagaState] | None = None, *, limit: int | None = None
+        self, saga_id: str | None, *, limit: int | None = None, where: SagaFilter = ANY_SAGA
     ) -> list[PendingApproval]:
         _require_limit(limit)
-        requests = self._pending(saga_id)[:limit]
-        states = dict(states or {})
-        for sid in {r.saga_id for r in requests} - states.keys():
-            states[sid] = fold(sid, self.journal.entries(sid))
+        requests = self._pending(saga_id, where)[:limit]
+        states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
-        return [_reads.pending_approval(self.engine, r, states[r.saga_id], now) for r in requests]
+        required = _view.required_in(self.registry)
+        return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in requests]
 
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
@@ -588,6 +690,7 @@ class Sagacity:
         expire: bool = False,
         full: bool = False,
         now: datetime | None = None,
+        progress: Progress | None = None,
     ) -> Diagnosis:
         """What in the journal needs a human, as findings (what ``sagacity doctor`` prints).
 
@@ -595,9 +698,12 @@ class Sagacity:
         sagas the saga index flags; ``full`` re-verifies and folds every saga instead (time in
         proportion to the journal). Read-only unless ``expire``: then overdue approval requests
         are first expired and their sagas compensated, which needs their tools registered here.
+        ``progress(sagas done, sagas, entries read)`` is called after each saga checked.
         """
         _refuse_in_loop("diagnose")
-        return _doctor.diagnose(self, older_than=older_than, now=now, expire=expire, full=full)
+        return _doctor.diagnose(
+            self, older_than=older_than, now=now, expire=expire, full=full, progress=progress
+        )
 
     async def diagnose_async(
         self,
@@ -689,6 +795,18 @@ def _in_doubt_count(sg: Sagacity) -> int:
     so the read does not grow with the journal), leaving out sagas live in this process."""
     live = sg.engine.live()
     return sum(r.in_doubt for r in sg.index.watched(Watch.IN_DOUBT) if r.saga_id not in live)
+
+
+def _detail(view: SagaView) -> SagaDetail:
+    return SagaDetail(
+        view.saga_id,
+        view.status,
+        view.entries,
+        view.verification,
+        view.decisions,
+        view.pending,
+        view.in_doubt,
+    )
 
 
 def _require_limit(limit: int | None) -> None:

@@ -6,46 +6,31 @@ import dataclasses
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn
-from rich.text import Text
 
-from sagacity._export import verify_sagas
-from sagacity._sagacity import Sagacity
-from sagacity._wire import verification_json
 from sagacity.chain import Verification
-from sagacity.checkpoints import (
-    CheckpointReport,
-    DirectorySink,
-    Finding,
-    FindingKind,
-    LogCheckpoint,
-    VerifierKey,
-    load_verifier_key,
-    load_witness_key,
-    read_checkpoint,
-    read_log_checkpoint,
-    verify_against_checkpoint,
-    verify_log,
-    write_bundle,
-)
-from sagacity.checkpoints._format import Checkpoint
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import Digits, echo_json, output_option, parse_duration
 from sagacity.cli._render import CSV, JSON, Column, show_rows
-from sagacity.cli.checkpoint import findings_table, scan_progress
 from sagacity.errors import SagacityError, SagaNotFoundError
 from sagacity.stores import safe_url
+
+if TYPE_CHECKING:
+    from sagacity import Sagacity
+    from sagacity.checkpoints import CheckpointReport, Finding, LogCheckpoint, VerifierKey
+    from sagacity.checkpoints._format import Checkpoint
 
 
 def _verify_all(
     sg: Sagacity, saga_ids: Iterable[str], total: int | None
 ) -> Iterator[tuple[str, Verification]]:
     """Verify sagas one by one, with a transient progress bar on a terminal."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -112,6 +97,13 @@ def _verify_all(
     type=Digits(min=1),
     help="With --witness-key: cosignatures each log checkpoint needs (default: every witness key).",
 )
+@click.option(
+    "--tsa-cert",
+    "tsa_cert_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --checkpoint: the time-stamping authority's root certificate(s) (PEM); every RFC 3161 "
+    "token on a log checkpoint must verify against it, and the newest log checkpoint must carry one.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only broken chains.")
 @output_option()
 @db_option
@@ -124,6 +116,7 @@ def verify(
     since_paths: tuple[str, ...],
     witness_key_paths: tuple[str, ...],
     quorum: int | None,
+    tsa_cert_path: str | None,
     quiet: bool,
     output: str,
     db_url: str,
@@ -136,7 +129,9 @@ def verify(
     MISSING, REWRITTEN, BACKDATED. The log checkpoints in the anchor (and --since ones) are checked
     too: the journal, in log order, must still fold to each one's root (LOG_MISMATCH otherwise),
     no two may differ at one size (FORKED), and with --witness-key each needs its quorum of
-    cosignatures (UNWITNESSED).
+    cosignatures (UNWITNESSED). With --tsa-cert, each log checkpoint's RFC 3161 timestamp token
+    (the .tsr beside it) must verify against the TSA's root (BAD_TIMESTAMP otherwise), and the
+    newest must carry one (UNTIMESTAMPED); each verified token's time is reported.
 
     --json prints one document: {"valid", "checked", "broken", "sagas": [one verdict per saga]}
     (with --checkpoint, the checkpoint report). A journal with no sagas says so and exits 0:
@@ -145,6 +140,8 @@ def verify(
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
     """
+    from sagacity._export import verify_sagas
+
     as_json = output == JSON
     if checkpoint_path is not None:
         if saga_ids or export_file is not None:
@@ -155,11 +152,12 @@ def verify(
         needed = len(witness_keys) if quorum is None else quorum
         if needed > len(witness_keys):
             raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
-        log_policy = LogPolicy(since_paths, witness_keys, needed)
+        trust = _read_trust(tsa_cert_path) if tsa_cert_path is not None else None
+        log_policy = LogPolicy(since_paths, witness_keys, needed, trust)
         _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, log_policy, as_json=as_json)
         return
-    if key_path is not None or since_paths or witness_key_paths or quorum is not None:
-        raise click.UsageError("--key, --since, --witness-key and --quorum go with --checkpoint")
+    if key_path is not None or since_paths or witness_key_paths or quorum is not None or tsa_cert_path:
+        raise click.UsageError("--key, --since, --witness-key, --quorum and --tsa-cert go with --checkpoint")
     if export_file is not None:
         if saga_ids:
             raise click.UsageError("--export verifies the file it is given; do not name sagas too")
@@ -184,6 +182,8 @@ def verify(
 
 def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
     """The checkpoint, its signature by ``key_path`` and its leaves checked; errors exit 2."""
+    from sagacity.checkpoints import load_verifier_key, read_checkpoint
+
     try:
         return read_checkpoint(checkpoint_path, load_verifier_key(key_path))
     except SagacityError as exc:
@@ -191,6 +191,8 @@ def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
 
 
 def _load_key(path: str, *, witness: bool = False) -> VerifierKey:
+    from sagacity.checkpoints import load_verifier_key, load_witness_key
+
     try:
         return load_witness_key(path) if witness else load_verifier_key(path)
     except SagacityError as exc:
@@ -204,10 +206,20 @@ class LogPolicy:
     since: tuple[str, ...]
     witnesses: list[VerifierKey]
     quorum: int
+    tsa_trust: bytes | None = None  # the TSA's root certificate(s), PEM: check timestamp tokens
+
+
+def _read_trust(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CommandError(f"cannot read the TSA certificate {path}: {exc}") from exc
 
 
 def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) -> list[LogCheckpoint]:
     """The anchor's log checkpoints (a directory's), then the ones the auditor kept."""
+    from sagacity.checkpoints import DirectorySink, read_log_checkpoint
+
     try:
         found = DirectorySink(checkpoint_path).log_checkpoints(key) if Path(checkpoint_path).is_dir() else []
         found += [read_log_checkpoint(path, key) for path in policy.since]
@@ -217,6 +229,8 @@ def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) 
 
 
 def _unwitnessed(checkpoints: list[LogCheckpoint], policy: LogPolicy) -> list[Finding]:
+    from sagacity.checkpoints import Finding, FindingKind
+
     found = []
     for cp in checkpoints:
         try:
@@ -235,6 +249,9 @@ def _verify_checkpoint(
     *,
     as_json: bool,
 ) -> None:
+    from sagacity.checkpoints import verify_against_checkpoint, verify_log, verify_log_timestamps
+    from sagacity.cli.checkpoint import findings_table, scan_progress
+
     checkpoint = _load_checkpoint(checkpoint_path, key_path)
     logs = _log_checkpoints(checkpoint_path, _load_key(key_path), policy)
     with open_sagacity(db_url) as sg, scan_progress("verifying") as progress:
@@ -245,9 +262,16 @@ def _verify_checkpoint(
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
     if policy.witnesses:
         log_findings += _unwitnessed(logs, policy)
+    times: dict[int, datetime] = {}
+    if policy.tsa_trust is not None:
+        try:
+            stamped, times = verify_log_timestamps(logs, policy.tsa_trust)
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        log_findings += stamped
     report = dataclasses.replace(report, findings=report.findings + tuple(log_findings))
     if as_json:
-        echo_json(_report_json(checkpoint, report, logs))
+        echo_json(_report_json(checkpoint, report, logs, times))
     else:
         out = console()
         out.print(
@@ -269,6 +293,13 @@ def _verify_checkpoint(
                 f"{newest.size} entries cosigned by {cosigners}",
                 markup=False,
             )
+        if policy.tsa_trust is not None:
+            for size, moment in sorted(times.items()):
+                out.print(
+                    f"log checkpoint of size {size}: timestamped {moment:%Y-%m-%dT%H:%M:%SZ} by the TSA"
+                )
+        elif any(cp.timestamp is not None for cp in logs):
+            out.print("log: timestamp tokens present but not checked (give --tsa-cert ROOT.pem)")
         if report.ok:
             out.print("[green]the journal extends the checkpoint: every chain intact[/]")
         else:
@@ -278,10 +309,18 @@ def _verify_checkpoint(
 
 
 def _report_json(
-    checkpoint: Checkpoint, report: CheckpointReport, logs: list[LogCheckpoint]
+    checkpoint: Checkpoint, report: CheckpointReport, logs: list[LogCheckpoint], times: dict[int, datetime]
 ) -> dict[str, Any]:
     return {
-        "logCheckpoints": [{"origin": cp.origin, "size": cp.size, "root": cp.root_base64} for cp in logs],
+        "logCheckpoints": [
+            {
+                "origin": cp.origin,
+                "size": cp.size,
+                "root": cp.root_base64,
+                "timestamped": f"{times[cp.size]:%Y-%m-%dT%H:%M:%SZ}" if cp.size in times else None,
+            }
+            for cp in logs
+        ],
         "checkpoint": {
             "origin": checkpoint.origin,
             "time": checkpoint.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
@@ -318,6 +357,10 @@ _VERDICT_COLUMNS = (
 
 def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: bool) -> None:
     """The verdicts as a table or CSV (``--quiet``: broken ones only) or one JSON document."""
+    from rich.text import Text
+
+    from sagacity._wire import verification_json
+
     verdicts: list[dict[str, Any]] = []
     rows: list[tuple[str | Text, ...]] = []
     checked = broken = 0
@@ -398,6 +441,8 @@ def export(
     also carries its newest log checkpoint, with its cosignatures, and each saga's log inclusion
     proof.
     """
+    from sagacity.checkpoints import DirectorySink, read_log_checkpoint, write_bundle
+
     if bundle_dir is not None:
         if checkpoint_path is None or key_path is None:
             raise click.UsageError("--bundle needs --checkpoint FILE|DIR and --key PUB")
@@ -412,10 +457,19 @@ def export(
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         if since and log is None:
             raise click.UsageError("--since needs --checkpoint DIR, an anchor holding log checkpoints")
-        with open_sagacity(db_url) as sg:
+        from sagacity.cli.checkpoint import scan_progress
+
+        with open_sagacity(db_url) as sg, scan_progress("bundling") as progress:
             try:
                 where = write_bundle(
-                    sg, saga_ids, checkpoint, bundle_dir, log=log, since=since, log_timestamp=token
+                    sg,
+                    saga_ids,
+                    checkpoint,
+                    bundle_dir,
+                    log=log,
+                    since=since,
+                    log_timestamp=token,
+                    progress=progress,
                 )
             except SagacityError as exc:
                 raise CommandError(f"{type(exc).__name__}: {exc}") from exc

@@ -64,11 +64,12 @@ class Guard:
         *,
         poll: float = 1.0,
         record: bool = True,
+        switch: KillSwitch | None = None,
     ) -> None:
         self.journal = journal
         self.record = record  # False: explain only, journal nothing (``sagacity policy explain``)
         self.poll = poll
-        self.switch = KillSwitch(journal, poll)
+        self.switch = switch if switch is not None else KillSwitch(journal, poll)
         self.meter = Meter(journal)
         self.streaks = Streaks(journal)
         self._lock = threading.Lock()
@@ -124,6 +125,22 @@ class Guard:
                 self._journal_policy(policy)
             self._policy, self._error = policy, ""
 
+    def use(self, policy: Policy) -> None:
+        """Put ``policy`` in force from now on, whole (journaled first when its text is new).
+
+        For an owner that reads the policy itself (the MCP gateway reloading its file): a guard
+        given a file path re-reads that file instead."""
+        with self._lock:
+            if self._policy is None or policy.sha256 != self._policy.sha256:
+                self._journal_policy(policy)
+            self._policy, self._error = policy, ""
+
+    def refuse(self, reason: str, text: str) -> None:
+        """A new policy text cannot be used: journal its refusal and deny every call (fail closed)
+        until :meth:`use` puts a policy in force again."""
+        with self._lock:
+            self._fail(reason, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
     def _fail(self, reason: str, digest: str) -> None:
         """The file cannot be used: deny every call from now on, journaled once per text."""
         self._policy, self._error = None, reason
@@ -175,15 +192,16 @@ class Guard:
         assert policy is not None
         principal, agent = facts.principal, facts.agent
         judgement = judge_arguments(policy, facts)
-        self._check_requires(judgement, facts)
-        self._check_streaks(judgement, facts)
-        decided = strictest(judgement.enforced)
+        if judgement.history:
+            self._check_requires(judgement, facts)
+            self._check_streaks(judgement, facts)
+        decided = strictest(judgement.enforced) if judgement.enforced else None
         debits: tuple[Debit, ...] = ()
         if decided is None and irreversible and judgement.allowed_by is None:
             # An irreversible tool runs unattended only when a rule in force allows it explicitly.
             reason = f"{tool} is irreversible and no rule allows it unattended"
             decided = Finding(DEFAULT_RULE, Action.HOLD, reason, approvals)
-        if decided is None or decided.action is Action.ALLOW:
+        if (decided is None or decided.action is Action.ALLOW) and judgement.history:
             over, debits = self._take_budgets(judgement, facts, force=False, dry=dry)
             decided = strictest(over)
             if decided is not None and not dry:
