@@ -72,13 +72,13 @@ def test_a_completed_saga_shows_its_calls_and_a_valid_chain(sg: Sagacity) -> Non
         "done",
         SagaStatus.COMPLETED,
         True,
-        4,
+        6,  # the calls, the saga's START and END
     )
     assert [(c.seq, c.tool_name, c.status, c.result) for c in view.calls] == [
-        (1, "hold", CallStatus.EXECUTED, "held A"),
-        (3, "hold", CallStatus.EXECUTED, "held B"),
+        (2, "hold", CallStatus.EXECUTED, "held A"),
+        (4, "hold", CallStatus.EXECUTED, "held B"),
     ]
-    assert view.calls[0].outcome == view.entries[1]
+    assert view.calls[0].outcome == view.entries[2]
     assert view.calls[0].error is None
     assert view.calls[0].input == '{"sku":"A"}'
     assert (view.gates, view.decisions, view.pending, view.in_doubt, view.failure) == ((), (), (), (), None)
@@ -189,7 +189,7 @@ def test_a_rejected_gate_names_who_rejected_it_and_why(sg: Sagacity) -> None:
         seq,
     )
     assert gate.rejection in view.decisions
-    assert view.status is SagaStatus.COMPENSATED
+    assert view.status is SagaStatus.REJECTED
     assert view.pending == ()
 
 
@@ -263,11 +263,11 @@ def test_a_broken_chain_shows_in_the_view(sg: Sagacity) -> None:
     t = _tools()
     assert sg.run("forged", lambda: t["hold"]("A")).ok  # type: ignore[operator]
     last = sg.entries("forged")[-1]
-    forged = Entry("forged", 3, "hold", Phase.INTENT, '{"sku":"B"}', "", last.timestamp, "0" * 64)
+    forged = Entry("forged", last.seq + 1, "hold", Phase.INTENT, '{"sku":"B"}', "", last.timestamp, "0" * 64)
     assert sg.store.insert_entry(forged)
     view = sg.view("forged")
     assert not view.valid
-    assert view.verification.break_at_index == 2
+    assert view.verification.break_at_index == last.seq  # zero-based: the row after the END
     assert [c.status for c in view.calls] == [CallStatus.EXECUTED, CallStatus.RUNNING]
 
 
