@@ -23,6 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from mcp_tools import Setup, agent, http_proxy, make_setup, text_of
 
 from sagacity import Sagacity
+from sagacity.testing import tool_entries
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -260,7 +261,7 @@ def test_the_docs_setup_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monk
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
     with Sagacity(setup.db_url) as sg:
-        assert [(e.tool_name, e.phase) for e in sg.entries("order-7")] == [
+        assert [(e.tool_name, e.phase) for e in tool_entries(sg, "order-7")] == [
             ("get_balance", "INTENT"),
             ("get_balance", "EXECUTED"),
         ]

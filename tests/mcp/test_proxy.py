@@ -157,7 +157,7 @@ def test_upstream_failure_compensates_in_reverse_through_upstream_tools(world: W
         assert sg.verify(saga).valid
     again = world.agent.call("get_balance", {"account": "a"}, saga=saga)
     assert again.is_error
-    assert "REJECTED" in text_of(again)
+    assert "COMPENSATED" in text_of(again)
 
 
 def test_held_call_runs_exactly_once_after_approval(world: World) -> None:
