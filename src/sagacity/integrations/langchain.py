@@ -70,7 +70,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "sagacity.integrations.langchain needs LangChain and LangGraph: pip install 'sagacity[langchain]'"
     ) from exc
 
-from sagacity import Sagacity
+from sagacity import CallStatus, Sagacity
 
 __all__ = ["CONTROL_FLOW", "SagacityMiddleware"]
 
@@ -158,7 +158,7 @@ class SagacityMiddleware(AgentMiddleware):
             return arguments, False
         saga_id = current_saga_id() or self._saga_id(request)
         record = find_call(self.sagacity, saga_id, _id(call))
-        if record is None or record.status not in ("AWAITING_APPROVAL", "APPROVED"):
+        if record is None or record.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVED):
             return arguments, False
         pause = {
             "sagacity": {
