@@ -22,7 +22,7 @@ from sagacity._approvals import Claim, utc_now
 from sagacity._context import current_principal, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
-from sagacity._engine import Engine
+from sagacity._engine import MAY_BE_LIVE, Engine, seen_live
 from sagacity._export import export_lines
 from sagacity._index import IndexRow, Watch, open_index
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
@@ -255,7 +255,8 @@ class Sagacity:
 
     # -- state -------------------------------------------------------------------------------------
     def status(self, saga_id: str) -> SagaStatus:
-        """The saga's status from its journal (``RUNNING`` while live in this process). Read-only."""
+        """The saga's status from its journal, ``RUNNING`` while a living process runs it (this
+        one, or any other on a store with liveness leases). Read-only."""
         _refuse_in_loop("status")
         return self._status(saga_id)
 
@@ -263,12 +264,14 @@ class Sagacity:
         return await asyncio.to_thread(self._status, saga_id)
 
     def _status(self, saga_id: str) -> SagaStatus:
-        if self.engine.is_live(saga_id):
-            return SagaStatus.RUNNING
         state = self.engine.snapshot(saga_id)
         if state.entry_count == 0:
+            if self.engine.is_live(saga_id):
+                return SagaStatus.RUNNING  # started, nothing journaled yet
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        return state.status
+        if state.status not in MAY_BE_LIVE:
+            return state.status
+        return seen_live(state.status, self.engine.is_live(saga_id))
 
     def sagas(
         self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
@@ -293,24 +296,27 @@ class Sagacity:
         wanted = SagaStatus(status) if status is not None else None
         _require_limit(limit)
         position = decode_cursor(after) if after is not None else None
-        live = self.engine.live()
-        if wanted is SagaStatus.RUNNING:
-            # Only this process knows which sagas run in it; they are few, so read them directly.
-            rows = sorted(self.index.rows(sorted(live)), key=_newest_first, reverse=True)
-            rows = [r for r in rows if position is None or _newest_first(r) < position]
-            return [_summary(r, SagaStatus.RUNNING) for r in rows[:limit]]
         summaries: list[SagaSummary] = []
+        # Pages of the index (which holds what the journal alone says), each overlaid with the
+        # liveness leases of its sagas in one probe: a saga a living process runs shows RUNNING,
+        # and so leaves the status the index holds for it.
+        scan = wanted is SagaStatus.RUNNING  # RUNNING is in no index row: look through them all
+        page_status = None if scan else wanted
         while limit is None or len(summaries) < limit:
-            want = None if limit is None else limit - len(summaries) + (len(live) if wanted else 0)
-            rows = self.index.page(wanted, want, position)
-            for row in rows:
-                running = row.saga_id in live
-                if wanted is None or not running:
-                    summaries.append(_summary(row, SagaStatus.RUNNING if running else row.status))
-            if want is None or len(rows) < want:
+            want = _PAGE if limit is None or scan else limit - len(summaries) + 8
+            rows = self.index.page(page_status, want, position)
+            for row, shown in self._overlaid(rows):
+                if wanted is None or shown is wanted:
+                    summaries.append(_summary(row, shown))
+            if len(rows) < want:
                 break
             position = _newest_first(rows[-1])
         return summaries if limit is None else summaries[:limit]
+
+    def _overlaid(self, rows: list[IndexRow]) -> list[tuple[IndexRow, SagaStatus]]:
+        """Index rows with the status a read reports: RUNNING for those a living process runs."""
+        live = self.engine.live_among([r.saga_id for r in rows if r.status in MAY_BE_LIVE])
+        return [(r, seen_live(r.status, r.saga_id in live)) for r in rows]
 
     def saga_detail(self, saga_id: str) -> SagaDetail:
         """One saga as an operator reads it: status, journal, chain verification, decisions,
@@ -328,7 +334,7 @@ class Sagacity:
         state = fold(saga_id, entries)
         return SagaDetail(
             saga_id,
-            SagaStatus.RUNNING if self.engine.is_live(saga_id) else state.status,
+            seen_live(state.status, state.status in MAY_BE_LIVE and self.engine.is_live(saga_id)),
             tuple(entries),
             verify(entries),
             tuple(_reads.decisions(entries)),
@@ -350,10 +356,18 @@ class Sagacity:
 
     def _counts(self) -> dict[SagaStatus, int]:
         counts = self.index.counts()
-        live = self.engine.live()
-        for row in self.index.rows(sorted(live)) if live else []:
-            counts[row.status] -= 1
-            counts[SagaStatus.RUNNING] = counts.get(SagaStatus.RUNNING, 0) + 1
+        for status in MAY_BE_LIVE:
+            if not counts.get(status):
+                continue
+            position = None
+            while True:  # the sagas that may be running, a page and one liveness probe at a time
+                rows = self.index.page(status, _PAGE, position)
+                running = len(self.engine.live_among([r.saga_id for r in rows]))
+                counts[status] -= running
+                counts[SagaStatus.RUNNING] = counts.get(SagaStatus.RUNNING, 0) + running
+                if len(rows) < _PAGE:
+                    break
+                position = _newest_first(rows[-1])
         return {status: n for status, n in counts.items() if n > 0}
 
     def reindex(self) -> int:
@@ -369,8 +383,8 @@ class Sagacity:
     def in_doubt(self, saga_id: str | None = None) -> list[InDoubtCall]:
         """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
 
-        Sagas live in this process are left out; a call running in another process shows here
-        too, so judge by ``age``.
+        Sagas a living process runs are left out (this process's; on a store with liveness
+        leases every process's): their open calls are in flight, not in doubt.
         """
         _refuse_in_loop("in_doubt")
         return self._in_doubt(saga_id)
@@ -380,9 +394,12 @@ class Sagacity:
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
         if saga_id is not None:
-            return _recovery.in_doubt(_recovery.resting_states(self.engine, [saga_id]))
-        live = self.engine.live()
-        ids = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT) if r.saga_id not in live]
+            if self.engine.is_live(saga_id):
+                return []
+            return _recovery.in_doubt([self.engine.snapshot(saga_id)])
+        watched = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT)]
+        live = self.engine.live_among(watched)
+        ids = [sid for sid in watched if sid not in live]
         # Their journals in a few statements, not one query per saga (a round trip each on
         # PostgreSQL: 0.3 ms a saga, 0.3 s for a thousand in doubt).
         return _recovery.in_doubt(fold(sid, entries) for sid, entries in self.index.journals(ids).items())
@@ -651,9 +668,14 @@ def _all_pending(sg: Sagacity) -> list[ApprovalRequest]:
 
 def _in_doubt_count(sg: Sagacity) -> int:
     """In-doubt calls, for the gauge: summed over the index's in-doubt sagas (a partial index,
-    so the read does not grow with the journal), leaving out sagas live in this process."""
-    live = sg.engine.live()
-    return sum(r.in_doubt for r in sg.index.watched(Watch.IN_DOUBT) if r.saga_id not in live)
+    so the read does not grow with the journal), leaving out sagas a living process runs."""
+    rows = sg.index.watched(Watch.IN_DOUBT)
+    live = sg.engine.live_among([r.saga_id for r in rows])
+    return sum(r.in_doubt for r in rows if r.saga_id not in live)
+
+
+#: Index rows read per page where a read walks the index (a liveness probe per page).
+_PAGE = 500
 
 
 def _require_limit(limit: int | None) -> None:

@@ -62,9 +62,11 @@ class Reversibility(StrEnum):
 class SagaStatus(StrEnum):
     """A saga's state, derived from its journal alone.
 
-    ``RUNNING`` is only ever reported for a saga live in this process; ``COMPENSATING`` means a
-    compensation run began and has not finished (``Sagacity.recover`` finishes it); ``IN_DOUBT``
-    means a call or compensation started and has no journaled outcome: a human must resolve it.
+    ``RUNNING`` is reported for a saga a living process runs right now (it is never journaled: on
+    a store with liveness leases every process sees it, else only the process running it);
+    ``COMPENSATING`` means a compensation run began and has not finished (``Sagacity.recover``
+    finishes it); ``IN_DOUBT`` means a call or compensation started, has no journaled outcome,
+    and no living process runs its saga: a human must resolve it.
     """
 
     RUNNING = "RUNNING"

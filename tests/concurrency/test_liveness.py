@@ -109,9 +109,11 @@ def test_recover_skips_a_compensation_in_progress_then_takes_over_after_kill9(
             time.sleep(0.05)
         with Sagacity(durable_url) as sg:
             assert sg.recover("hung") == []  # the living runner holds the lease
-            assert sg.status("hung") is SagaStatus.IN_DOUBT  # its compensation INTENT is open
+            # Its compensation INTENT is open, but a living process runs it: RUNNING, not in doubt.
+            assert sg.status("hung") is SagaStatus.RUNNING
             child.send_signal(signal.SIGKILL)
             child.wait(30)
+            assert sg.status("hung") is SagaStatus.IN_DOUBT  # its runner is gone, and its lease
             [result] = sg.recover("hung")
             assert result.status is SagaStatus.COMPENSATED
             claims = [

@@ -1,0 +1,105 @@
+"""RUNNING from any process: a saga a worker runs shows RUNNING to every other process on the
+store (between calls and with a call in flight), through the library, the CLI and the saga
+index's reads; once the worker is killed (-9) its lease is gone and the open call is in doubt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sagacity import Sagacity, SagaStatus
+
+HERE = Path(__file__).parent
+CLI = Path(sys.executable).with_name("sagacity")
+
+
+@pytest.fixture
+def worker(durable_url: str) -> Iterator[subprocess.Popen[str]]:
+    child = subprocess.Popen(
+        [sys.executable, str(HERE / "live_worker.py"), durable_url, "walker"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        yield child
+    finally:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=30)
+
+
+def _listed(url: str, *args: str) -> dict[str, str]:
+    """``sagacity sagas list --json`` in its own process: saga id -> status."""
+    out = subprocess.run(
+        [str(CLI), "sagas", "list", "--json", "--db", url, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "SAGACITY_URL": url},
+    ).stdout
+    document = json.loads(out)
+    rows = document["sagas"] if isinstance(document, dict) else document
+    return {row["sagaId"]: row["status"] for row in rows}
+
+
+def _running_everywhere(sg: Sagacity, url: str) -> None:
+    assert sg.status("walker") is SagaStatus.RUNNING
+    assert [(s.saga_id, s.status) for s in sg.sagas()] == [("walker", SagaStatus.RUNNING)]
+    assert [s.saga_id for s in sg.sagas(status=SagaStatus.RUNNING)] == ["walker"]
+    assert sg.sagas(status=SagaStatus.COMPLETED) == []
+    assert sg.sagas(status=SagaStatus.IN_DOUBT) == []
+    assert sg.saga_counts() == {SagaStatus.RUNNING: 1}
+    assert sg.saga_detail("walker").status is SagaStatus.RUNNING
+    assert sg.in_doubt() == []
+    assert sg.in_doubt("walker") == []
+    assert _listed(url) == {"walker": "RUNNING"}
+    assert _listed(url, "--status", "running") == {"walker": "RUNNING"}
+
+
+def test_a_saga_running_in_another_process_is_running_until_it_is_killed(
+    durable_url: str, worker: subprocess.Popen[str]
+) -> None:
+    """Between calls (the journal alone says COMPLETED) and with a call in flight (it alone says
+    IN_DOUBT), the worker's saga is RUNNING here; after kill -9 the in-flight call is in doubt."""
+    assert worker.stdout is not None
+    assert worker.stdin is not None
+    assert worker.stdout.readline().strip() == "between"
+    with Sagacity(durable_url) as sg:
+        _running_everywhere(sg, durable_url)
+        worker.stdin.write("go on\n")
+        worker.stdin.flush()
+        assert worker.stdout.readline().strip() == "in flight"
+        _running_everywhere(sg, durable_url)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+        assert sg.status("walker") is SagaStatus.IN_DOUBT
+        assert [(s.saga_id, s.status) for s in sg.sagas()] == [("walker", SagaStatus.IN_DOUBT)]
+        assert sg.sagas(status=SagaStatus.RUNNING) == []
+        assert sg.saga_counts() == {SagaStatus.IN_DOUBT: 1}
+        [call] = sg.in_doubt()
+        assert (call.saga_id, call.tool_name) == ("walker", "live_hang")
+        assert _listed(durable_url) == {"walker": "IN_DOUBT"}
+
+
+def test_a_worker_killed_between_calls_no_longer_shows_running(
+    durable_url: str, worker: subprocess.Popen[str]
+) -> None:
+    """Killed with no call in flight, the saga is no longer RUNNING anywhere."""
+    assert worker.stdout is not None
+    assert worker.stdout.readline().strip() == "between"
+    with Sagacity(durable_url) as sg:
+        assert sg.status("walker") is SagaStatus.RUNNING
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(30)
+        assert sg.status("walker") is not SagaStatus.RUNNING
+        assert sg.sagas(status=SagaStatus.RUNNING) == []
+        assert SagaStatus.RUNNING not in sg.saga_counts()
+        assert sg.in_doubt() == []
