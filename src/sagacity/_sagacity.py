@@ -34,12 +34,14 @@ from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification, verify
 from sagacity.errors import (
+    ApprovalNotFoundError,
     ApprovalRefusedError,
     BlockingCallError,
     ConfigurationError,
     InvalidValueError,
     PayloadMismatchError,
     SagaNotFoundError,
+    SagaRunningElsewhereError,
 )
 from sagacity.guardrails import Guard, KillSwitch, Policy
 from sagacity.model import (
@@ -517,9 +519,17 @@ class Sagacity:
         byte-for-byte the approved one journals REJECTED, compensates, and comes back as a
         COMPENSATED result whose error is a ``PayloadMismatchError``. ``resumed_by`` names who
         asked for the execution; it is journaled in the resumed call's INTENT.
+        ``SagaRunningElsewhereError`` when another resume of the gate is still running in a living
+        process (any process on the store): nothing was done, ask again once it has ended.
         """
         _refuse_in_loop("resume")
-        granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        try:
+            granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        except ApprovalNotFoundError:
+            running = self._resume_running(saga_id, seq)
+            if running is not None:
+                raise running from None
+            raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
@@ -535,7 +545,13 @@ class Sagacity:
         self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None
     ) -> SagaResult:
         """``resume`` for async tools and event loops."""
-        granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        try:
+            granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        except ApprovalNotFoundError:
+            running = await asyncio.to_thread(self._resume_running, saga_id, seq)
+            if running is not None:
+                raise running from None
+            raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
@@ -547,6 +563,22 @@ class Sagacity:
         except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
             return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
         return await self._conclude_async(run, value, None)
+
+    def _resume_running(self, saga_id: str, seq: int) -> SagaRunningElsewhereError | None:
+        """Why a resume found no request, when the reason is that the gate's call is still
+        running: another resume journaled its INTENT, it has no outcome, and a living process
+        runs the saga. None otherwise (not found stands: resumed and ended, rejected, in doubt)."""
+        state = self.engine.snapshot(saga_id)
+        gate = state.gates.get(seq)
+        call = gate.resumed if gate is not None else None
+        if call is None or call.outcome is not None or not self.engine.is_live(saga_id):
+            return None
+        return SagaRunningElsewhereError(
+            f"saga {saga_id!r} seq {seq}: the approved call is still running in a living process "
+            f"(its INTENT is seq {call.intent.seq}); nothing was done here, ask again once it has ended",
+            saga_id,
+            seq,
+        )
 
     def _resumed(self, saga_id: str, granted: Claim) -> SagaRun:
         self.engine.enter(saga_id)  # left in _conclude, whatever happens
