@@ -11,7 +11,10 @@ import sagacity
 #: change: update this list in the same commit (and CHANGELOG.md).
 EXPECTED_ALL = [
     "ApprovalDecision",
+    "ApprovalGate",
     "ApprovalRequest",
+    "CallStatus",
+    "CallView",
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
@@ -30,6 +33,7 @@ EXPECTED_ALL = [
     "SagaScope",
     "SagaStatus",
     "SagaSummary",
+    "SagaView",
     "Sagacity",
     "SagacityError",
     "Tool",

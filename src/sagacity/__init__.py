@@ -14,7 +14,10 @@ from sagacity.chain import Verification
 from sagacity.errors import SagacityError
 from sagacity.model import (
     ApprovalDecision,
+    ApprovalGate,
     ApprovalRequest,
+    CallStatus,
+    CallView,
     CompensationContext,
     CompensationOutcome,
     CompensationStep,
@@ -28,6 +31,7 @@ from sagacity.model import (
     SagaResult,
     SagaStatus,
     SagaSummary,
+    SagaView,
 )
 from sagacity.tools import Retry, Tool, tool
 
@@ -35,7 +39,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalDecision",
+    "ApprovalGate",
     "ApprovalRequest",
+    "CallStatus",
+    "CallView",
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
@@ -54,6 +61,7 @@ __all__ = [
     "SagaScope",
     "SagaStatus",
     "SagaSummary",
+    "SagaView",
     "Sagacity",
     "SagacityError",
     "Tool",

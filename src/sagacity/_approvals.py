@@ -35,6 +35,7 @@ from sagacity._state import (
     parse_decision_payload,
     sha256_hex,
 )
+from sagacity._view import expired
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
@@ -232,10 +233,6 @@ def refuse_requester(gate: Gate, approver: str, saga_id: str) -> None:
         )
 
 
-def expired(request: ApprovalRequest, now: datetime | None = None) -> bool:
-    return request.expires_at is not None and (now or utc_now()) >= request.expires_at
-
-
 def required_approvals(engine: Engine, request: ApprovalRequest) -> int | None:
     """Distinct approvers the tool needs (1 unless it declared four eyes or more); None when
     the tool is not imported here, so the number cannot be known."""
@@ -264,7 +261,7 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
     """Journal APPROVED by ``approver`` for the gate at ``seq``; approving is not executing."""
     approver = require_identity(approver)
     request = engine.request(saga_id, seq)
-    if expired(request):
+    if expired(request, utc_now()):
         yield from _refuse_expired(engine, request)
     required = required_approvals(engine, request)
 
@@ -481,7 +478,7 @@ def claim(
     require_storable("payload", payload)  # before anything is consumed: it must be hashable text
     resumed_by = require_identity(resumed_by) if resumed_by is not None else None
     request = engine.request(saga_id, seq)
-    if expired(request):
+    if expired(request, utc_now()):
         yield from _refuse_expired(engine, request)
     state = engine.snapshot(saga_id)
     spec = engine.registry.get(request.tool_name)

@@ -28,7 +28,7 @@ from sagacity.errors import (
     InvalidValueError,
     StoreUnavailableError,
 )
-from sagacity.model import ApprovalRequest, Entry, Phase, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, Phase
 from sagacity.stores.base import Capability, Store, capable
 from sagacity.tools import ToolRegistry
 
@@ -203,16 +203,3 @@ class Engine:
         if rest and self._liveness is not None:
             found |= self.journal.read(self._liveness.live_among, rest)
         return found
-
-
-#: Statuses the saga index may hold for a saga that is running right now (it holds what the
-#: journal alone says: between two calls COMPLETED, a call in flight IN_DOUBT). A read shows
-#: such a saga RUNNING when a living process holds its liveness lease (``seen_live``).
-MAY_BE_LIVE = frozenset(
-    {SagaStatus.COMPLETED, SagaStatus.IN_DOUBT, SagaStatus.AWAITING_APPROVAL, SagaStatus.COMPENSATING}
-)
-
-
-def seen_live(status: SagaStatus, live: bool) -> SagaStatus:
-    """The status a read reports: the journal's, or RUNNING while a living process runs it."""
-    return SagaStatus.RUNNING if live and status in MAY_BE_LIVE else status

@@ -32,7 +32,6 @@ from typing import Any
 from sagacity._approvals import (
     awaiting_message,
     claim,
-    expired,
     gate_row,
     request_of,
     store_request,
@@ -40,7 +39,7 @@ from sagacity._approvals import (
 )
 from sagacity._compensation import CompensationRun
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row
+from sagacity._engine import Engine, Row, utc_now
 from sagacity._state import (
     CALL_ID,
     ON_REJECT_CONTINUE,
@@ -51,6 +50,7 @@ from sagacity._state import (
     held_approvals,
     parse_decision_payload,
 )
+from sagacity._view import expired
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
@@ -322,7 +322,7 @@ def _at_gate(
     request = engine.find_request(state.saga_id, seq) or request_of(gate)
     approvers = gate.approvers(gate.input_hash)
     needed = max(spec.approvals_required, held_approvals(gate.entry.payload))
-    if len(approvers) < needed and not expired(request):
+    if len(approvers) < needed and not expired(request, utc_now()):
         return Admission(pending=_pending(spec, request, call_id))
     # Approved (or expired: claim journals the expiry and refuses): run it here, in band.
     try:

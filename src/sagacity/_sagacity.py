@@ -17,22 +17,22 @@ from functools import partial
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from sagacity import _approvals, _doctor, _reads, _recovery, _telemetry
+from sagacity import _approvals, _doctor, _recovery, _telemetry, _view
 from sagacity._approvals import Claim, utc_now
 from sagacity._context import current_principal, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
-from sagacity._engine import MAY_BE_LIVE, Engine, seen_live
+from sagacity._engine import Engine
 from sagacity._export import export_lines
 from sagacity._index import IndexRow, Watch, open_index
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
 from sagacity._saga import SagaRun
-from sagacity._state import SagaState, fold
+from sagacity._state import fold
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
-from sagacity.chain import Verification, verify
+from sagacity.chain import Verification
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
@@ -54,6 +54,7 @@ from sagacity.model import (
     SagaResult,
     SagaStatus,
     SagaSummary,
+    SagaView,
 )
 from sagacity.stores import Store, default_url, open_store, safe_url
 from sagacity.tools import ToolRegistry
@@ -271,9 +272,9 @@ class Sagacity:
             if self.engine.is_live(saga_id):
                 return SagaStatus.RUNNING  # started, nothing journaled yet
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        if state.status not in MAY_BE_LIVE:
+        if state.status not in _view.MAY_BE_LIVE:
             return state.status
-        return seen_live(state.status, self.engine.is_live(saga_id))
+        return _view.seen_live(state.status, self.engine.is_live(saga_id))
 
     def sagas(
         self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
@@ -317,32 +318,43 @@ class Sagacity:
 
     def _overlaid(self, rows: list[IndexRow]) -> list[tuple[IndexRow, SagaStatus]]:
         """Index rows with the status a read reports: RUNNING for those a living process runs."""
-        live = self.engine.live_among([r.saga_id for r in rows if r.status in MAY_BE_LIVE])
-        return [(r, seen_live(r.status, r.saga_id in live)) for r in rows]
+        live = self.engine.live_among([r.saga_id for r in rows if r.status in _view.MAY_BE_LIVE])
+        return [(r, _view.seen_live(r.status, r.saga_id in live)) for r in rows]
 
-    def saga_detail(self, saga_id: str) -> SagaDetail:
-        """One saga as an operator reads it: status, journal, chain verification, decisions,
-        pending requests and in-doubt calls. Read-only; ``SagaNotFoundError`` for an unknown saga."""
-        _refuse_in_loop("saga_detail")
-        return self._detail(saga_id)
+    def view(self, saga_id: str) -> SagaView:
+        """One saga as its journal tells it now: status, calls with their status, approval gates,
+        decisions, pending requests, in-doubt calls and whether its chain verifies. Read-only: its
+        journal and its request rows, read once; ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("view")
+        return self._view(saga_id)
 
-    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
-        return await asyncio.to_thread(self._detail, saga_id)
+    async def view_async(self, saga_id: str) -> SagaView:
+        return await asyncio.to_thread(self._view, saga_id)
 
-    def _detail(self, saga_id: str) -> SagaDetail:
+    def _view(self, saga_id: str) -> SagaView:
         entries = self.journal.entries(saga_id)
         if not entries:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        state = fold(saga_id, entries)
-        return SagaDetail(
-            saga_id,
-            seen_live(state.status, state.status in MAY_BE_LIVE and self.engine.is_live(saga_id)),
-            tuple(entries),
-            verify(entries),
-            tuple(_reads.decisions(entries)),
-            tuple(self._approvals(saga_id, {saga_id: state})),
-            tuple(self._in_doubt(saga_id)),
+        requests = self._pending(saga_id)
+        running = self.engine.is_live(saga_id)
+        return _view.saga_view(
+            fold(saga_id, entries), entries, requests, self._required, utc_now(), running=running
         )
+
+    def _required(self, tool_name: str) -> int | None:
+        """Distinct approvals the tool needs; None when it is not imported here."""
+        spec = self.registry.find(tool_name)
+        return spec.approvals_required if spec is not None else None
+
+    def saga_detail(self, saga_id: str) -> SagaDetail:
+        """One saga as an operator reads it: status, journal, chain verification, decisions,
+        pending requests and in-doubt calls (a projection of :meth:`view`). Read-only;
+        ``SagaNotFoundError`` for an unknown saga."""
+        _refuse_in_loop("saga_detail")
+        return _detail(self._view(saga_id))
+
+    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
+        return _detail(await self.view_async(saga_id))
 
     def saga_counts(self) -> dict[SagaStatus, int]:
         """How many sagas have each status (those with none left out); sums to the saga count.
@@ -358,7 +370,7 @@ class Sagacity:
 
     def _counts(self) -> dict[SagaStatus, int]:
         counts = self.index.counts()
-        for status in MAY_BE_LIVE:
+        for status in _view.MAY_BE_LIVE:
             if not counts.get(status):
                 continue
             position = None
@@ -396,15 +408,17 @@ class Sagacity:
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
         if saga_id is not None:
-            if self.engine.is_live(saga_id):
+            try:
+                return list(self._view(saga_id).in_doubt)
+            except SagaNotFoundError:
                 return []
-            return _recovery.in_doubt([self.engine.snapshot(saga_id)])
         watched = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT)]
         live = self.engine.live_among(watched)
         ids = [sid for sid in watched if sid not in live]
         # Their journals in a few statements, not one query per saga (a round trip each on
         # PostgreSQL: 0.3 ms a saga, 0.3 s for a thousand in doubt).
-        return _recovery.in_doubt(fold(sid, entries) for sid, entries in self.index.journals(ids).items())
+        journals = self.index.journals(ids).items()
+        return _view.in_doubt_of((fold(sid, entries) for sid, entries in journals), utc_now())
 
     @operation("resolve")
     def resolve_in_doubt(
@@ -479,16 +493,12 @@ class Sagacity:
     ) -> list[PendingApproval]:
         return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit))
 
-    def _approvals(
-        self, saga_id: str | None, states: dict[str, SagaState] | None = None, *, limit: int | None = None
-    ) -> list[PendingApproval]:
+    def _approvals(self, saga_id: str | None, *, limit: int | None = None) -> list[PendingApproval]:
         _require_limit(limit)
         requests = self._pending(saga_id)[:limit]
-        states = dict(states or {})
-        for sid in {r.saga_id for r in requests} - states.keys():
-            states[sid] = fold(sid, self.journal.entries(sid))
+        states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
-        return [_reads.pending_approval(self.engine, r, states[r.saga_id], now) for r in requests]
+        return [_view.pending(states[r.saga_id], [r], self._required, now)[0] for r in requests]
 
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
@@ -710,6 +720,18 @@ def _in_doubt_count(sg: Sagacity) -> int:
 _PAGE = 500
 
 
+def _detail(view: SagaView) -> SagaDetail:
+    return SagaDetail(
+        view.saga_id,
+        view.status,
+        view.entries,
+        view.verification,
+        view.decisions,
+        view.pending,
+        view.in_doubt,
+    )
+
+
 def _require_limit(limit: int | None) -> None:
     """A page size is None (everything) or a whole number of at least 1."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
@@ -722,6 +744,7 @@ def _newest_first(row: IndexRow) -> tuple[datetime, str]:
 
 
 def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
+    """``status`` as a read reports it; a saga shown RUNNING has calls in flight, none in doubt."""
     return SagaSummary(
         row.saga_id,
         status,
@@ -729,7 +752,7 @@ def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
         row.started_at,
         row.updated_at,
         row.awaiting_approval,
-        row.in_doubt,
+        0 if status is SagaStatus.RUNNING else row.in_doubt,
     )
 
 

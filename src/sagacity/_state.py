@@ -352,6 +352,8 @@ class SagaState:
     resolving: dict[int, str] = field(default_factory=dict)
     #: A framework's call id -> the latest call or gate journaled under it.
     keyed: dict[str, Call | Gate] = field(default_factory=dict)
+    #: Every decision entry (tool ``approval-gate``) with the seq it decides (None: unreadable).
+    decisions: list[tuple[Entry, int | None]] = field(default_factory=list)
 
     @property
     def executed(self) -> list[Call]:
@@ -494,10 +496,14 @@ def _decide(state: SagaState, entry: Entry) -> None:
         decided = json.loads(entry.input)
     except ValueError:
         decided = None
-    if not isinstance(decided, dict) or not isinstance(decided.get("seq"), int):
+    target = decided.get("seq") if isinstance(decided, dict) else None
+    if not isinstance(target, int) or isinstance(target, bool):
+        state.decisions.append((entry, None))
         state.orphans.append(entry)
         return
-    seq: int = decided["seq"]
+    assert isinstance(decided, dict)
+    seq: int = target
+    state.decisions.append((entry, seq))
     approver, _ = parse_decision_payload(entry.payload)
     if "resolution" in decided:
         state.resolving[seq] = approver

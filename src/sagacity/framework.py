@@ -30,9 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 from sagacity import _context
 from sagacity._json import compact
-from sagacity._state import Call, parse_decision_payload
-from sagacity.errors import SagaRunningElsewhereError, SagaStateError
-from sagacity.model import CallPending, CallRefused, CallRejected, Phase
+from sagacity.errors import SagaNotFoundError, SagaRunningElsewhereError, SagaStateError
+from sagacity.model import CallPending, CallRefused, CallRejected, CallStatus, CallView, SagaView
 from sagacity.tools import ToolRegistry, ToolSpec
 from sagacity.tools import registry as default_registry
 
@@ -45,6 +44,7 @@ __all__ = [
     "CallRefused",
     "CallRejected",
     "arguments_json",
+    "call_record",
     "current_saga_id",
     "find_call",
     "journaled_call",
@@ -164,22 +164,22 @@ def _policy(on_reject: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CallRecord:
-    """What the journal says about one call id in a saga.
+    """What the journal says about one call id in a saga (a projection of ``Sagacity.view``).
 
-    ``status``: ``EXECUTED``, ``FAILED``, ``RUNNING`` (an INTENT without outcome, and a living
-    process runs the saga: this one or another), ``IN_DOUBT`` (an INTENT without outcome whose
-    process is gone: a person must resolve it), ``PASSED`` (left by the framework's control
+    ``status`` (a :class:`~sagacity.model.CallStatus`): ``EXECUTED``, ``FAILED``, ``RUNNING`` (an
+    INTENT without outcome, and a living process runs the saga), ``IN_DOUBT`` (an INTENT without
+    outcome whose process is gone: a person must resolve it), ``PASSED`` (left by the framework's control
     flow; it may be presented again), ``AWAITING_APPROVAL``, ``APPROVED`` (approved by enough
-    people in the journal, for ``input_hash``, not yet run) or ``REJECTED``. ``seq`` is the
-    call's INTENT or gate; ``gate_seq`` the gate of a gated call; ``result`` the EXECUTED payload
-    text. For a rejected gate: ``rejected_by`` and ``reason``, and ``continues`` when the gate was journaled
-    ``on_reject=continue`` and the saga was not compensated (tell the model, go on).
+    people in the journal, for ``input_hash``, not yet run) or ``REJECTED``. ``seq`` is the call's
+    INTENT or gate; ``gate_seq`` the gate of a gated call; ``result`` the EXECUTED payload text.
+    For a rejected gate: ``rejected_by`` and ``reason``, and ``continues`` when the gate was
+    journaled ``on_reject=continue`` and the saga was not compensated (tell the model, go on).
     """
 
     saga_id: str
     call_id: str
     tool_name: str
-    status: str
+    status: CallStatus
     seq: int
     input: str
     input_hash: str = ""
@@ -192,15 +192,18 @@ class CallRecord:
 
     @property
     def approved(self) -> bool:
-        return self.status == "APPROVED"
+        return self.status is CallStatus.APPROVED
 
 
 def find_call(sg: Sagacity, saga_id: str, call_id: str) -> CallRecord | None:
-    """What became of ``call_id`` in saga ``saga_id`` (None: never journaled). Read-only."""
-    record = _find_call(sg, saga_id, call_id)
-    if record is not None and record.status == "RUNNING" and not sg.engine.is_live(saga_id):
-        return replace(record, status="IN_DOUBT")  # no living process runs it: its process died
-    return record
+    """What became of ``call_id`` in saga ``saga_id`` (None: never journaled). Read-only: one
+    ``Sagacity.view`` of the saga. Adapters call it from sync code that may run on an event loop
+    (building a framework's resume input), so unlike ``view`` it does not refuse to run there."""
+    try:
+        view = sg._view(saga_id)  # view() without its event-loop refusal
+    except SagaNotFoundError:
+        return None
+    return call_record(view, call_id)
 
 
 def unfinished_error(record: CallRecord) -> SagaStateError | None:
@@ -212,13 +215,13 @@ def unfinished_error(record: CallRecord) -> SagaStateError | None:
     ``ApprovalRefusedError``: the call was not refused, and it may have taken effect.
     """
     where = f"saga {record.saga_id!r}: call id {record.call_id!r} ({record.tool_name}, seq {record.seq})"
-    if record.status == "RUNNING":
+    if record.status is CallStatus.RUNNING:
         return SagaRunningElsewhereError(
             f"{where} is still running in a living process; resume the run once it has ended",
             record.saga_id,
             record.seq,
         )
-    if record.status == "IN_DOUBT":
+    if record.status is CallStatus.IN_DOUBT:
         return SagaStateError(
             f"{where} is in doubt: its process died before journaling an outcome, so whether it "
             "took effect is unknown; check, then `sagacity sagas resolve` it before resuming"
@@ -226,41 +229,33 @@ def unfinished_error(record: CallRecord) -> SagaStateError | None:
     return None
 
 
-def _find_call(sg: Sagacity, saga_id: str, call_id: str) -> CallRecord | None:
-    state = sg.engine.snapshot(saga_id)
-    found = state.keyed.get(call_id)
+def call_record(view: SagaView, call_id: str) -> CallRecord | None:
+    """What ``view`` says became of ``call_id`` (None: never journaled in that saga)."""
+    found = view.find(call_id)
     if found is None:
         return None
-    if isinstance(found, Call):
-        return _call_record(
-            CallRecord(saga_id, call_id, found.intent.tool_name, "", 0, found.intent.input), found
+    if isinstance(found, CallView):
+        return CallRecord(
+            view.saga_id, call_id, found.tool_name, found.status, found.seq, found.input, result=found.result
         )
     gate = found
-    entry = gate.entry
-    approvers = tuple(gate.approvers(gate.input_hash))
     record = CallRecord(
-        saga_id, call_id, entry.tool_name, "", entry.seq, entry.input, gate.input_hash, entry.seq, approvers
+        view.saga_id,
+        call_id,
+        gate.tool_name,
+        gate.status,
+        gate.seq,
+        gate.input,
+        gate.input_hash,
+        gate.seq,
+        gate.approvers,
     )
     if gate.resumed is not None:
-        return _call_record(record, gate.resumed)
-    if gate.rejection is not None or state.closed:
-        by, reason = parse_decision_payload(gate.rejection.payload) if gate.rejection else ("", "void")
-        continues = gate.continues_on_reject and not state.closed
-        return replace(record, status=str(Phase.REJECTED), rejected_by=by, reason=reason, continues=continues)
-    spec = sg.registry.find(entry.tool_name)
-    required = spec.approvals_required if spec is not None else 1
-    return replace(record, status="APPROVED" if len(approvers) >= required else str(Phase.AWAITING_APPROVAL))
-
-
-def _call_record(record: CallRecord, call: Call) -> CallRecord:
-    outcome = call.outcome
-    if outcome is None:
-        status = "RUNNING"
-    elif call.executed:
-        status = str(Phase.EXECUTED)
-    elif call.passed:
-        status = "PASSED"
-    else:
-        status = str(Phase.FAILED)
-    result = outcome.payload_text if outcome is not None and call.executed else None
-    return replace(record, status=status, seq=call.intent.seq, result=result)
+        return replace(record, seq=gate.resumed.seq, result=gate.resumed.result)
+    if gate.status is CallStatus.REJECTED:
+        rejection = gate.rejection
+        by, reason = (rejection.approver or "", rejection.reason) if rejection is not None else ("", "void")
+        return replace(
+            record, rejected_by=by, reason=reason, continues=gate.continues_on_reject and not view.closed
+        )
+    return record

@@ -7,6 +7,7 @@ memory either.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -18,10 +19,13 @@ from sagacity.chain import Verification
 
 __all__ = [
     "ApprovalDecision",
+    "ApprovalGate",
     "ApprovalRequest",
     "CallPending",
     "CallRefused",
     "CallRejected",
+    "CallStatus",
+    "CallView",
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
@@ -35,6 +39,7 @@ __all__ = [
     "SagaResult",
     "SagaStatus",
     "SagaSummary",
+    "SagaView",
     "Verification",
 ]
 
@@ -77,6 +82,29 @@ class SagaStatus(StrEnum):
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     REJECTED = "REJECTED"
     IN_DOUBT = "IN_DOUBT"
+
+
+class CallStatus(StrEnum):
+    """Where one tool call stands, as its journal says (:class:`CallView`, :class:`ApprovalGate`).
+
+    A call: ``RUNNING`` (its INTENT has no outcome yet, and a living process runs its saga),
+    ``IN_DOUBT`` (its INTENT has no outcome and no living process runs the saga: its process
+    died mid-call, a person must resolve it), ``EXECUTED``, ``FAILED``, or ``PASSED`` (closed
+    without being a failure: the framework's control flow left the tool, or the guardrails
+    policy denied it; nothing ran).
+    A gated call, until it is resumed: ``AWAITING_APPROVAL``, ``APPROVED`` (enough distinct
+    approvals of its payload, not run yet) or ``REJECTED`` (rejected, expired, or voided because
+    the saga compensated); once resumed, the resumed call's status.
+    """
+
+    RUNNING = "RUNNING"
+    IN_DOUBT = "IN_DOUBT"
+    EXECUTED = "EXECUTED"
+    FAILED = "FAILED"
+    PASSED = "PASSED"
+    AWAITING_APPROVAL = "AWAITING_APPROVAL"
+    APPROVED = "APPROVED"
+    REJECTED = "REJECTED"
 
 
 class CompensationOutcome(StrEnum):
@@ -329,6 +357,128 @@ class SagaDetail:
     decisions: tuple[JournaledDecision, ...]
     pending: tuple[PendingApproval, ...]
     in_doubt: tuple[InDoubtCall, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CallView:
+    """One tool call of a saga: its INTENT (``seq``) and, once journaled, its outcome.
+
+    ``status`` is RUNNING, EXECUTED, FAILED or PASSED (:class:`CallStatus`); ``outcome`` the
+    EXECUTED or FAILED entry; ``call_id`` the agent framework's id of the call, if it had one;
+    ``gate_seq`` the approval gate it resumes; ``resolved_by`` who settled it when it was in doubt.
+    """
+
+    seq: int
+    tool_name: str
+    input: str
+    status: CallStatus
+    started_at: datetime
+    outcome: Entry | None = None
+    call_id: str | None = None
+    gate_seq: int | None = None
+    resolved_by: str | None = None
+
+    @property
+    def result(self) -> str | None:
+        """The EXECUTED payload (the journaled result), storage escaping undone."""
+        return (
+            self.outcome.payload_text
+            if self.outcome is not None and self.status is CallStatus.EXECUTED
+            else None
+        )
+
+    @property
+    def error(self) -> str | None:
+        """The FAILED payload of a failed or passed call (what went wrong, or why it passed)."""
+        if self.outcome is None or self.status not in (CallStatus.FAILED, CallStatus.PASSED):
+            return None
+        return self.outcome.payload_text
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalGate:
+    """An AWAITING_APPROVAL entry at ``seq`` and what became of it.
+
+    ``approvers`` are the distinct people whose APPROVED names this gate's payload;
+    ``approvals_required`` how many must (the tool's number, or more if a guardrails rule held
+    the call; 1 when the tool is not imported here, ``tool_imported`` then False). ``status`` is
+    AWAITING_APPROVAL, APPROVED, REJECTED, or once resumed the resumed call's (``resumed``).
+    ``rejection`` is the REJECTED decision (None for a gate voided by a compensation not yet
+    journaled); ``continues_on_reject``: a rejection tells the model and the saga goes on.
+    """
+
+    seq: int
+    tool_name: str
+    input: str
+    input_hash: str
+    requested_at: datetime
+    status: CallStatus
+    approvers: tuple[str, ...] = ()
+    approvals_required: int = 1
+    tool_imported: bool = True
+    call_id: str | None = None
+    requester: str | None = None
+    requester_may_not_approve: bool = False
+    continues_on_reject: bool = False
+    rejection: JournaledDecision | None = None
+    resumed: CallView | None = None
+
+    @property
+    def open(self) -> bool:
+        """Still waiting for approvals or a resume: neither rejected nor resumed."""
+        return self.status in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVED)
+
+
+@dataclass(frozen=True, slots=True)
+class SagaView:
+    """One saga as its journal tells it, read at one moment: what ``Sagacity.view`` returns.
+
+    Every surface (``saga_detail``, ``approvals``, ``in_doubt``, the adapters' ``find_call``, the
+    MCP proxy's status, workflow runs) is a projection of this one view, so they cannot disagree.
+    ``status`` is RUNNING while the saga is live in this process. ``calls`` are the tool calls in
+    INTENT order (compensations are not calls); ``gates`` the approval gates in seq order;
+    ``decisions`` every decision entry; ``pending`` the saga's pending approval requests as an
+    approver sees them; ``in_doubt`` the calls and compensations with no outcome (none while the
+    saga is live here); ``failure`` why its compensation started, if it did; ``closed`` whether
+    it can take no new call (its compensation started, or it ended).
+    """
+
+    saga_id: str
+    status: SagaStatus
+    entries: tuple[Entry, ...]
+    verification: Verification
+    calls: tuple[CallView, ...]
+    gates: tuple[ApprovalGate, ...]
+    decisions: tuple[JournaledDecision, ...]
+    pending: tuple[PendingApproval, ...]
+    in_doubt: tuple[InDoubtCall, ...]
+    failure: str | None = None
+    #: Compensation started or the saga ended: no new call may begin in it.
+    closed: bool = False
+    #: The framework's call id -> the latest call or gate journaled under it (see :meth:`find`).
+    keyed: Mapping[str, CallView | ApprovalGate] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def valid(self) -> bool:
+        """Whether the saga's hash chain verifies."""
+        return self.verification.valid
+
+    @property
+    def started_at(self) -> datetime:
+        return self.entries[0].timestamp
+
+    @property
+    def updated_at(self) -> datetime:
+        return self.entries[-1].timestamp
+
+    def gate(self, seq: int) -> ApprovalGate | None:
+        """The gate at ``seq``, if there is one."""
+        return next((g for g in self.gates if g.seq == seq), None)
+
+    def find(self, call_id: str) -> CallView | ApprovalGate | None:
+        """The latest call or gate journaled under the framework's ``call_id`` (a gate, once
+        resumed, stands for its resumed call: see ``ApprovalGate.resumed``)."""
+        return self.keyed.get(call_id)
 
 
 @dataclass(frozen=True, slots=True)

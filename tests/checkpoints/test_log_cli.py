@@ -197,3 +197,67 @@ def test_checkpoint_tsa_timestamps_the_log_checkpoint_and_the_bundle_carries_it(
     down = _checkpoint(journal_url, keys, tmp_path / "other", "--tsa", "http://127.0.0.1:9/")
     assert down.exit_code == 2
     assert "did not answer" in down.output
+
+
+def _verify_stamped(db: str, keys: dict[str, Path], anchor: Path, root: Path, *extra: str) -> Result:
+    return _run(
+        "verify", "--db", db, "--checkpoint", str(anchor), "--key", str(keys["acme.pub"]),
+        "--tsa-cert", str(root), *extra,
+    )  # fmt: skip
+
+
+def test_verify_checkpoint_checks_each_timestamp_token_against_the_tsa_root(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], tmp_path: Path
+) -> None:
+    """verify --checkpoint --tsa-cert verifies every log checkpoint's RFC 3161 token (signature,
+    chain to the given root, imprint = the checkpoint's hash) and reports its time; a tampered
+    token, one over another checkpoint, another TSA's root and a missing token are each a finding."""
+    import json
+
+    tsa = LocalTSA()
+    root = tmp_path / "tsa-root.pem"
+    root.write_bytes(tsa.root_pem)
+    anchor = tmp_path / "anchor"
+    with serve(tsa) as url:
+        assert _checkpoint(journal_url, keys, anchor, "--tsa", url).exit_code == 0
+        sg.journal.append("b", "tool", Phase.EXECUTED, "{}", "later")
+        assert _checkpoint(journal_url, keys, anchor, "--tsa", url).exit_code == 0
+    tokens = sorted(anchor.glob("log-checkpoint-*.tsr"))
+    assert len(tokens) == 2
+
+    good = _verify_stamped(journal_url, keys, anchor, root)
+    assert good.exit_code == 0, good.output
+    assert good.output.count("by the TSA") == 2
+    as_json = json.loads(_verify_stamped(journal_url, keys, anchor, root, "--json").output)
+    assert all(cp["timestamped"] for cp in as_json["logCheckpoints"])
+    unchecked = _run(
+        "verify", "--db", journal_url, "--checkpoint", str(anchor), "--key", str(keys["acme.pub"])
+    )
+    assert unchecked.exit_code == 0
+    assert "not checked" in unchecked.output
+
+    other_root = tmp_path / "other-root.pem"
+    other_root.write_bytes(LocalTSA().root_pem)
+    stranger = _verify_stamped(journal_url, keys, anchor, other_root)
+    assert stranger.exit_code == 1
+    assert stranger.output.count("BAD_TIMESTAMP") == 2
+    assert "certificate chain does not verify" in stranger.output
+
+    first = tokens[0].read_bytes()
+    tokens[0].write_bytes(first[:-1] + bytes([first[-1] ^ 1]))  # a byte of the TSA's signature
+    tampered = _verify_stamped(journal_url, keys, anchor, root)
+    assert tampered.exit_code == 1
+    assert tampered.output.count("BAD_TIMESTAMP") == 1
+    assert "signature failure" in tampered.output
+
+    tokens[0].write_bytes(tokens[1].read_bytes())  # the newer checkpoint's token on the older one
+    swapped = _verify_stamped(journal_url, keys, anchor, root)
+    assert swapped.exit_code == 1
+    assert "message imprint is not this checkpoint's hash" in swapped.output
+
+    tokens[0].write_bytes(first)
+    tokens[1].unlink()
+    missing = _verify_stamped(journal_url, keys, anchor, root)
+    assert missing.exit_code == 1
+    assert "UNTIMESTAMPED" in missing.output
+    assert "BAD_TIMESTAMP" not in missing.output

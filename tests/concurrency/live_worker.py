@@ -3,13 +3,15 @@
 As a script (``python live_worker.py URL SAGA_ID``): runs ``SAGA_ID`` in a ``with sg.saga``: one
 call of ``live_step``, then prints ``between`` and waits for a line on stdin; then a call of
 ``live_hang``, which prints ``in flight`` and never returns (the test kills the process).
+With ``resume SEQ PAYLOAD`` after the saga id it resumes that approved gate of ``live_wire``
+instead, which prints ``in flight`` and never returns either.
 """
 
 from __future__ import annotations
 
 import sys
 
-from sagacity import Sagacity, tool
+from sagacity import Reversibility, Sagacity, tool
 
 
 @tool
@@ -24,7 +26,18 @@ def live_hang() -> str:
     return "never"
 
 
-def main(url: str, saga_id: str) -> None:
+@tool(reversibility=Reversibility.IRREVERSIBLE)
+def live_wire(amount: str) -> str:
+    print("in flight", flush=True)
+    sys.stdin.readline()
+    return f"wired {amount}"
+
+
+def main(url: str, saga_id: str, *resume: str) -> None:
+    if resume:
+        with Sagacity(url) as sg:
+            sg.resume(saga_id, int(resume[1]), resume[2])
+        return
     with Sagacity(url) as sg, sg.saga(saga_id):
         live_step(1)
         print("between", flush=True)
@@ -33,4 +46,4 @@ def main(url: str, saga_id: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:])

@@ -4,6 +4,7 @@ index's reads; once the worker is killed (-9) its lease is gone and the open cal
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -15,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from sagacity import Sagacity, SagaStatus
+from sagacity.errors import ApprovalError, ApprovalNotFoundError, SagaRunningElsewhereError
+from sagacity.tools import registry
 
 HERE = Path(__file__).parent
 CLI = Path(sys.executable).with_name("sagacity")
@@ -103,3 +106,81 @@ def test_a_worker_killed_between_calls_no_longer_shows_running(
         assert sg.sagas(status=SagaStatus.RUNNING) == []
         assert SagaStatus.RUNNING not in sg.saga_counts()
         assert sg.in_doubt() == []
+
+
+def test_a_resume_meanwhile_is_told_running_not_refused(durable_url: str) -> None:
+    """A worker resumes an approved gate and is in its call: a second resume, in the library and
+    through HTTP, says running elsewhere (409, status RUNNING, Retry-After), not a refusal; once
+    the worker is killed the request is simply gone (404)."""
+    fastapi = pytest.importorskip("fastapi", reason="the server extra is not installed")
+    import httpx
+
+    from sagacity.server import TokenAuth, create_app
+
+    del fastapi
+    with registry.isolated():
+        sys.path.insert(0, str(HERE))
+        try:
+            import live_worker
+        finally:
+            sys.path.remove(str(HERE))
+        with Sagacity(durable_url) as sg:
+            assert sg.run("wired", live_worker.live_wire, "10.00").status is SagaStatus.AWAITING_APPROVAL
+            [request] = sg.pending_approvals("wired")
+            sg.approve("wired", request.journal_seq, "alice@example.com")
+            seq, payload = request.journal_seq, request.input
+            child = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(HERE / "live_worker.py"),
+                    durable_url,
+                    "wired",
+                    "resume",
+                    str(seq),
+                    payload,
+                ],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            try:
+                assert child.stdout is not None
+                assert child.stdout.readline().strip() == "in flight"
+                assert sg.status("wired") is SagaStatus.RUNNING
+                with pytest.raises(SagaRunningElsewhereError, match="still running") as running:
+                    sg.resume("wired", seq, payload)
+                assert not isinstance(running.value, ApprovalError)
+                assert (running.value.saga_id, running.value.seq) == ("wired", seq)
+                app = create_app(
+                    sg, auth=TokenAuth({"tok-0123456789abcdef": {"name": "bob", "roles": ["approver"]}})
+                )
+
+                async def resume_over_http() -> httpx.Response:
+                    transport = httpx.ASGITransport(app)
+                    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+                        return await client.post(
+                            f"/sagacity/resume/wired/{seq}",
+                            json={"payload": payload},
+                            headers={"Authorization": "Bearer tok-0123456789abcdef"},
+                        )
+
+                answer = asyncio.run(resume_over_http())
+                assert answer.status_code == 409
+                assert answer.headers["Retry-After"]
+                body = answer.json()
+                assert (body["sagaId"], body["journalSeq"], body["status"], body["type"]) == (
+                    "wired",
+                    seq,
+                    "RUNNING",
+                    "SagaRunningElsewhereError",
+                )
+                child.send_signal(signal.SIGKILL)
+                child.wait(30)
+                assert sg.status("wired") is SagaStatus.IN_DOUBT
+                with pytest.raises(ApprovalNotFoundError):
+                    sg.resume("wired", seq, payload)
+                assert asyncio.run(resume_over_http()).status_code == 404
+            finally:
+                if child.poll() is None:
+                    child.kill()
+                child.communicate(timeout=30)

@@ -46,6 +46,7 @@ from sagacity.checkpoints._tlog import (
     open_log_checkpoint,
     read_log_checkpoint,
     verify_log,
+    verify_log_timestamps,
 )
 from sagacity.checkpoints._witness import (
     Witness,
@@ -88,6 +89,7 @@ __all__ = [
     "resolve_note_path",
     "verify_against_checkpoint",
     "verify_log",
+    "verify_log_timestamps",
     "write_bundle",
     "write_key_pair",
 ]

@@ -54,6 +54,8 @@ class FindingKind(StrEnum):
     LOG_MISMATCH = "LOG_MISMATCH"  # the journal in log order no longer folds to a signed log root
     FORKED = "FORKED"  # two signed log checkpoints of one size with different roots
     UNWITNESSED = "UNWITNESSED"  # a log checkpoint without the required quorum of cosignatures
+    BAD_TIMESTAMP = "BAD_TIMESTAMP"  # a log checkpoint's RFC 3161 token does not verify
+    UNTIMESTAMPED = "UNTIMESTAMPED"  # the newest log checkpoint has no token where one is required
 
 
 @dataclass(frozen=True, slots=True)

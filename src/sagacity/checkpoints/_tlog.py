@@ -21,10 +21,11 @@ import binascii
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 
-from sagacity.checkpoints import _log, _merkle, _note
+from sagacity.checkpoints import _log, _merkle, _note, _timestamp
 from sagacity.checkpoints._format import check_origin
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
 from sagacity.checkpoints._scan import Finding, FindingKind, Source, journal_of
@@ -46,6 +47,8 @@ class LogCheckpoint:
     size: int
     root: bytes
     note: str
+    #: The RFC 3161 token over :attr:`text` kept beside it (a ``.tsr`` file), if it was timestamped.
+    timestamp: bytes | None = field(default=None, compare=False, repr=False)
 
     @property
     def text(self) -> str:
@@ -117,11 +120,15 @@ def parse_log_text(text: str, note: str) -> LogCheckpoint:
 
 
 def read_log_checkpoint(path: str | os.PathLike[str], key: VerifierKey) -> LogCheckpoint:
+    """Read and check a log checkpoint file, with its timestamp token (``.tsr`` beside it) if any."""
+    path = Path(path)
     try:
-        note = Path(path).read_text(encoding="utf-8")
+        note = path.read_text(encoding="utf-8")
+        token = path.with_suffix(".tsr")
+        timestamp = token.read_bytes() if token.is_file() else None
     except (OSError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"cannot read log checkpoint {path}: {exc}") from exc
-    return open_log_checkpoint(note, key)
+    return replace(open_log_checkpoint(note, key), timestamp=timestamp)
 
 
 # -- the log side ---------------------------------------------------------------------------------
@@ -237,6 +244,50 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
                 )
             )
     return findings
+
+
+def verify_log_timestamps(
+    checkpoints: Sequence[LogCheckpoint], trust: bytes
+) -> tuple[list[Finding], dict[int, datetime]]:
+    """Check the RFC 3161 token each of ``checkpoints`` carries against the TSA's root
+    certificate(s) ``trust`` (PEM): the findings, and each verified token's time by tree size.
+
+    A token that does not verify (signature, certificate chain, or an imprint that is not the
+    checkpoint's hash) is ``BAD_TIMESTAMP``; the largest checkpoint carrying none is
+    ``UNTIMESTAMPED`` (older ones may predate the TSA). Needs ``rfc3161-client``.
+    """
+    roots = _timestamp.load_trust(trust)
+    findings: list[Finding] = []
+    times: dict[int, datetime] = {}
+    for cp in checkpoints:
+        if cp.timestamp is None:
+            continue
+        try:
+            times[cp.size] = _timestamp.verify_timestamp(cp.timestamp, cp.text.encode("utf-8"), roots)
+        except CheckpointError as exc:
+            findings.append(
+                Finding(
+                    "",
+                    FindingKind.BAD_TIMESTAMP,
+                    -1,
+                    cp.size,
+                    cp.size,
+                    f"log checkpoint of size {cp.size}: {exc}",
+                )
+            )
+    newest = max(checkpoints, key=lambda cp: cp.size, default=None)
+    if newest is not None and newest.timestamp is None:
+        findings.append(
+            Finding(
+                "",
+                FindingKind.UNTIMESTAMPED,
+                -1,
+                newest.size,
+                newest.size,
+                f"the newest log checkpoint (size {newest.size}) carries no RFC 3161 timestamp token",
+            )
+        )
+    return findings, times
 
 
 def last_cosigned(

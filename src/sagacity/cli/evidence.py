@@ -6,7 +6,7 @@ import dataclasses
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,6 +31,7 @@ from sagacity.checkpoints import (
     read_log_checkpoint,
     verify_against_checkpoint,
     verify_log,
+    verify_log_timestamps,
     write_bundle,
 )
 from sagacity.checkpoints._format import Checkpoint
@@ -112,6 +113,13 @@ def _verify_all(
     type=Digits(min=1),
     help="With --witness-key: cosignatures each log checkpoint needs (default: every witness key).",
 )
+@click.option(
+    "--tsa-cert",
+    "tsa_cert_path",
+    type=click.Path(exists=True, dir_okay=False),
+    help="With --checkpoint: the time-stamping authority's root certificate(s) (PEM); every RFC 3161 "
+    "token on a log checkpoint must verify against it, and the newest log checkpoint must carry one.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print only broken chains.")
 @output_option()
 @db_option
@@ -124,6 +132,7 @@ def verify(
     since_paths: tuple[str, ...],
     witness_key_paths: tuple[str, ...],
     quorum: int | None,
+    tsa_cert_path: str | None,
     quiet: bool,
     output: str,
     db_url: str,
@@ -136,7 +145,9 @@ def verify(
     MISSING, REWRITTEN, BACKDATED. The log checkpoints in the anchor (and --since ones) are checked
     too: the journal, in log order, must still fold to each one's root (LOG_MISMATCH otherwise),
     no two may differ at one size (FORKED), and with --witness-key each needs its quorum of
-    cosignatures (UNWITNESSED).
+    cosignatures (UNWITNESSED). With --tsa-cert, each log checkpoint's RFC 3161 timestamp token
+    (the .tsr beside it) must verify against the TSA's root (BAD_TIMESTAMP otherwise), and the
+    newest must carry one (UNTIMESTAMPED); each verified token's time is reported.
 
     --json prints one document: {"valid", "checked", "broken", "sagas": [one verdict per saga]}
     (with --checkpoint, the checkpoint report). A journal with no sagas says so and exits 0:
@@ -155,11 +166,12 @@ def verify(
         needed = len(witness_keys) if quorum is None else quorum
         if needed > len(witness_keys):
             raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
-        log_policy = LogPolicy(since_paths, witness_keys, needed)
+        trust = _read_trust(tsa_cert_path) if tsa_cert_path is not None else None
+        log_policy = LogPolicy(since_paths, witness_keys, needed, trust)
         _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, log_policy, as_json=as_json)
         return
-    if key_path is not None or since_paths or witness_key_paths or quorum is not None:
-        raise click.UsageError("--key, --since, --witness-key and --quorum go with --checkpoint")
+    if key_path is not None or since_paths or witness_key_paths or quorum is not None or tsa_cert_path:
+        raise click.UsageError("--key, --since, --witness-key, --quorum and --tsa-cert go with --checkpoint")
     if export_file is not None:
         if saga_ids:
             raise click.UsageError("--export verifies the file it is given; do not name sagas too")
@@ -204,6 +216,14 @@ class LogPolicy:
     since: tuple[str, ...]
     witnesses: list[VerifierKey]
     quorum: int
+    tsa_trust: bytes | None = None  # the TSA's root certificate(s), PEM: check timestamp tokens
+
+
+def _read_trust(path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise CommandError(f"cannot read the TSA certificate {path}: {exc}") from exc
 
 
 def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) -> list[LogCheckpoint]:
@@ -245,9 +265,16 @@ def _verify_checkpoint(
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
     if policy.witnesses:
         log_findings += _unwitnessed(logs, policy)
+    times: dict[int, datetime] = {}
+    if policy.tsa_trust is not None:
+        try:
+            stamped, times = verify_log_timestamps(logs, policy.tsa_trust)
+        except SagacityError as exc:
+            raise CommandError(f"{type(exc).__name__}: {exc}") from exc
+        log_findings += stamped
     report = dataclasses.replace(report, findings=report.findings + tuple(log_findings))
     if as_json:
-        echo_json(_report_json(checkpoint, report, logs))
+        echo_json(_report_json(checkpoint, report, logs, times))
     else:
         out = console()
         out.print(
@@ -269,6 +296,13 @@ def _verify_checkpoint(
                 f"{newest.size} entries cosigned by {cosigners}",
                 markup=False,
             )
+        if policy.tsa_trust is not None:
+            for size, moment in sorted(times.items()):
+                out.print(
+                    f"log checkpoint of size {size}: timestamped {moment:%Y-%m-%dT%H:%M:%SZ} by the TSA"
+                )
+        elif any(cp.timestamp is not None for cp in logs):
+            out.print("log: timestamp tokens present but not checked (give --tsa-cert ROOT.pem)")
         if report.ok:
             out.print("[green]the journal extends the checkpoint: every chain intact[/]")
         else:
@@ -278,10 +312,18 @@ def _verify_checkpoint(
 
 
 def _report_json(
-    checkpoint: Checkpoint, report: CheckpointReport, logs: list[LogCheckpoint]
+    checkpoint: Checkpoint, report: CheckpointReport, logs: list[LogCheckpoint], times: dict[int, datetime]
 ) -> dict[str, Any]:
     return {
-        "logCheckpoints": [{"origin": cp.origin, "size": cp.size, "root": cp.root_base64} for cp in logs],
+        "logCheckpoints": [
+            {
+                "origin": cp.origin,
+                "size": cp.size,
+                "root": cp.root_base64,
+                "timestamped": f"{times[cp.size]:%Y-%m-%dT%H:%M:%SZ}" if cp.size in times else None,
+            }
+            for cp in logs
+        ],
         "checkpoint": {
             "origin": checkpoint.origin,
             "time": checkpoint.time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),

@@ -200,6 +200,14 @@ def mcp() -> None:
     metavar="NAME",
     help="On stdio: the principal the agent's sagas belong to (the person who started it).",
 )
+@click.option(
+    "--policy-poll",
+    type=click.FloatRange(min=0),
+    default=2.0,
+    show_default=True,
+    help="Seconds between checks of the policy file for a change; its guardrails rules are then "
+    "reloaded (SIGHUP reloads at once; 0: only on SIGHUP).",
+)
 @click.option("--log-level", default="warning", show_default=True, help="Log level (stderr).")
 @UPSTREAM_ARGS
 def proxy(
@@ -223,6 +231,7 @@ def proxy(
     agents_insecure: bool,
     pin_tools: bool,
     principal: str | None,
+    policy_poll: float,
     log_level: str,
     command: tuple[str, ...],
 ) -> None:
@@ -236,6 +245,11 @@ def proxy(
     Over HTTP the agent endpoint is an OAuth 2.1 resource server: give --jwks-file or --jwks-url
     with --issuer (bearer JWTs), or --agent-tokens-file (static tokens); the token's principal
     owns the sagas its calls start.
+
+    The policy's guardrails ([guardrails], [[rules]]) are reloaded while it runs: on SIGHUP, and
+    when the file changes (--policy-poll). The new text is checked whole and journaled on the
+    sagacity:policy chain; a text that does not parse or changes the gateway's own tables is
+    refused, journaled, and every call is denied until the file is fixed.
     """
     policy, target = _load(policy_path, command, upstream_url)
     agent_auth = None
@@ -286,6 +300,8 @@ def proxy(
             agent_auth,
             principal,
             pin_tools,
+            policy_path,
+            policy_poll,
         )
     except* SagacityError as group:
         raise CommandError("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from group
@@ -317,6 +333,8 @@ async def _serve(
     agent_auth: Any,
     principal: str | None,
     pin_tools: bool,
+    policy_path: Path,
+    policy_poll: float,
 ) -> None:
     import anyio
 
@@ -324,7 +342,13 @@ async def _serve(
     from sagacity.stores import safe_url
 
     async with Gateway.open(
-        policy, target, db_url=db_url, settle_interval=settle_interval or None, pin_tools=pin_tools
+        policy,
+        target,
+        db_url=db_url,
+        settle_interval=settle_interval or None,
+        pin_tools=pin_tools,
+        policy_path=policy_path,
+        policy_poll=policy_poll or None,
     ) as gw:
         api_app = None
         if api_at is not None:
@@ -333,6 +357,7 @@ async def _serve(
             api_app = create_app(gw.sagacity, auth=auth, insecure_no_auth_i_know_what_i_am_doing=insecure)
         journal = safe_url(gw.sagacity.url)
         async with anyio.create_task_group() as tg:
+            tg.start_soon(_reload_on_sighup, gw)
             if listen is not None:
                 host, port = listen
                 app = http_app(gw, auth=agent_auth, path=mcp_path, host=host, api=api_app)
@@ -451,6 +476,15 @@ def _uvicorn(app: Any, host: str, port: int, log_level: str, *, lifespan: Litera
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level, lifespan=lifespan, ws="none")
     return Server(config)
+
+
+async def _reload_on_sighup(gw: Any) -> None:
+    """SIGHUP: re-read the policy file now (its guardrails rules), saying what came of it on stderr."""
+    import anyio
+
+    with anyio.open_signal_receiver(signal.SIGHUP) as signals:
+        async for _ in signals:
+            click.echo(f"Sagacity MCP proxy: policy reload: {await gw.reload_policy()}", err=True)
 
 
 async def _stop_on_signals(scope: Any, server: Any) -> None:

@@ -1,16 +1,18 @@
 """Guardrails: a policy over every tool call — argument rules, budgets, sequencing, a kill switch.
 
 Open a ``Sagacity`` with ``policy=`` (a TOML file, re-read when it changes, or a
-:class:`Policy`) and every call that enters a saga is judged first; the verdict (rule, decision,
-the policy text's SHA-256) is journaled in the entry the call writes anyway. See
-docs/policies.md for the format, the journal lines, shadow mode and how an auditor re-derives a
-verdict from an export.
+:class:`Policy`: ``parse_policy(text)``, or rules built in Python with :func:`build_policy` and
+:func:`allow`, :func:`hold`, :func:`deny`, :func:`budget`, :func:`requires`, :func:`failures`)
+and every call that enters a saga is judged first; the verdict (rule, decision, the policy
+text's SHA-256) is journaled in the entry the call writes anyway. See docs/policies.md for the
+format, the journal lines, shadow mode and how an auditor re-derives a verdict from an export.
 """
 
 from __future__ import annotations
 
 from sagacity.errors import HaltedError, PolicyError
 from sagacity.guardrails._acting import as_agent, current_agent
+from sagacity.guardrails._build import allow, budget, build_policy, deny, failures, hold, requires
 from sagacity.guardrails._evaluate import decide
 from sagacity.guardrails._guard import POLICY_SAGA, Guard
 from sagacity.guardrails._meter import METER_PREFIX
@@ -39,10 +41,17 @@ __all__ = [
     "Setting",
     "SwitchState",
     "Verdict",
+    "allow",
     "as_agent",
+    "budget",
+    "build_policy",
     "current_agent",
     "decide",
+    "deny",
+    "failures",
+    "hold",
     "load_policy",
     "parse_policy",
     "parse_verdict",
+    "requires",
 ]

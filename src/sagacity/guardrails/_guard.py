@@ -64,11 +64,12 @@ class Guard:
         *,
         poll: float = 1.0,
         record: bool = True,
+        switch: KillSwitch | None = None,
     ) -> None:
         self.journal = journal
         self.record = record  # False: explain only, journal nothing (``sagacity policy explain``)
         self.poll = poll
-        self.switch = KillSwitch(journal, poll)
+        self.switch = switch if switch is not None else KillSwitch(journal, poll)
         self.meter = Meter(journal)
         self.streaks = Streaks(journal)
         self._lock = threading.Lock()
@@ -123,6 +124,22 @@ class Guard:
             if self._policy is None or policy.sha256 != self._policy.sha256:
                 self._journal_policy(policy)
             self._policy, self._error = policy, ""
+
+    def use(self, policy: Policy) -> None:
+        """Put ``policy`` in force from now on, whole (journaled first when its text is new).
+
+        For an owner that reads the policy itself (the MCP gateway reloading its file): a guard
+        given a file path re-reads that file instead."""
+        with self._lock:
+            if self._policy is None or policy.sha256 != self._policy.sha256:
+                self._journal_policy(policy)
+            self._policy, self._error = policy, ""
+
+    def refuse(self, reason: str, text: str) -> None:
+        """A new policy text cannot be used: journal its refusal and deny every call (fail closed)
+        until :meth:`use` puts a policy in force again."""
+        with self._lock:
+            self._fail(reason, hashlib.sha256(text.encode("utf-8")).hexdigest())
 
     def _fail(self, reason: str, digest: str) -> None:
         """The file cannot be used: deny every call from now on, journaled once per text."""

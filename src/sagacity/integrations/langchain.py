@@ -34,7 +34,8 @@ approval. Still pending after a resume, the graph pauses again.
 - A graph resumed while the approved call it would run is still running in another living
   process (a second worker resumed the same thread) raises ``SagaRunningElsewhereError`` out
   of ``invoke`` before anything runs or is journaled: resume again once that call has ended
-  (its journaled result is then replayed, nothing runs twice).
+  (its journaled result is then replayed, nothing runs twice); after that process died mid-call,
+  a ``SagaStateError`` says the call is in doubt (resolve it first). Neither is a refusal.
 - ``on_reject``: ``"compensate"`` (default): a rejection compensates the saga, and the resumed
   call raises ``ApprovalRefusedError``; ``"continue"``: nothing is compensated and the model gets
   a ``ToolMessage`` saying who rejected the call and why.
@@ -164,12 +165,12 @@ class SagacityMiddleware(AgentMiddleware):
         inside = current_saga_id()
         saga_id = inside or self._saga_id(request)
         record = find_call(self.sagacity, saga_id, _id(call))
-        if record is not None and record.status == "RUNNING" and inside is None:
-            # The graph resumed while the approved call runs in another living process: say so,
-            # before anything is entered here (no saga is left, nothing compensates).
-            running = unfinished_error(record)
-            assert running is not None
-            raise running
+        unfinished = unfinished_error(record) if record is not None and inside is None else None
+        if unfinished is not None:
+            # The graph resumed while the approved call runs in another living process, or after
+            # that process died mid-call: say so before anything is entered here (no saga is
+            # left by an error, nothing compensates).
+            raise unfinished
         if record is None or record.status not in ("AWAITING_APPROVAL", "APPROVED"):
             return arguments, False
         pause = {

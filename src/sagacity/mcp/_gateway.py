@@ -21,10 +21,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from datetime import UTC, datetime
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -45,6 +47,7 @@ from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
 from sagacity.mcp._gates import GateView, gate_views
 from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
+from sagacity.mcp._reload import PolicyReloader
 from sagacity.mcp._sagas import SagaBook, SagaOrigin, SagaRouter
 from sagacity.mcp._tools import InDoubt, LoopBridge, Raised, UpstreamTools, run_in_thread
 from sagacity.mcp._upstream import Upstream, UpstreamTarget
@@ -131,6 +134,8 @@ class Gateway:
         self.policy = policy
         self.router = SagaRouter(policy.sagas)
         self._tg = tg
+        #: Re-reads the policy file (``open(policy_path=...)``): SIGHUP or a change to the file.
+        self.reloader: PolicyReloader | None = None
 
     @classmethod
     @asynccontextmanager
@@ -142,12 +147,18 @@ class Gateway:
         db_url: str | None = None,
         settle_interval: float | None = 2.0,
         pin_tools: bool = False,
+        policy_path: str | os.PathLike[str] | None = None,
+        policy_poll: float | None = 2.0,
         **store_options: Any,
     ) -> AsyncIterator[Gateway]:
         """Connect to the upstream, check the policy against its tools, open the journal.
 
         ``pin_tools``: the upstream's tool list as first listed is the one served; a tool whose
         definition changes later (a rug pull) or that appears later is refused.
+
+        ``policy_path``: the file ``policy`` was read from; its guardrails are reloaded by
+        :meth:`reload_policy` and, every ``policy_poll`` seconds (None: never), when it changes
+        (see :mod:`sagacity.mcp._reload`).
 
         Raises ``PolicyError`` when the policy names undo tools the upstream does not have (or
         the upstream has a tool named like one of the proxy's own), ``ConnectionError`` when the
@@ -188,6 +199,10 @@ class Gateway:
                 gateway = cls(sg, upstream, tools, policy, tg)
                 if settle_interval:
                     tg.start_soon(gateway._settle_loop, settle_interval)
+                if policy_path is not None:
+                    gateway.reloader = PolicyReloader(gateway, Path(policy_path))
+                    if policy_poll:
+                        tg.start_soon(gateway.reloader.watch, policy_poll)
                 yield gateway
             finally:
                 # Background work stops with the gateway; what the body raised goes on unwrapped.
@@ -197,6 +212,13 @@ class Gateway:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await asyncio.to_thread(sg.close)
+
+    async def reload_policy(self) -> str:
+        """Re-read the policy file now (SIGHUP): its guardrails go into force whole, or the new
+        text is refused and every call denied until it is fixed; what happened, in one line."""
+        if self.reloader is None:
+            return "no policy file to reload (the gateway was opened with a policy object)"
+        return await self.reloader.reload()
 
     def spawn(self, fn: Callable[[], Coroutine[Any, Any, Any]]) -> None:
         """Run ``fn()`` in the gateway's task group (for work that outlives a request)."""

@@ -300,10 +300,11 @@ async def resume(
     except (ApprovalError, SagaStateError) as exc:
         if isinstance(exc, ApprovalNotFoundError):
             raise about(saga_id, seq, exc) from exc
-        status = await run_in_threadpool(sg.status, saga_id)
+        running = isinstance(exc, SagaRunningElsewhereError)  # not refused: ask again later
+        # RUNNING is what the error found (a read now may find the call just ended).
+        status = SagaStatus.RUNNING if running else await run_in_threadpool(sg.status, saga_id)
         body = {"sagaId": saga_id, "journalSeq": seq, "status": str(status), "reason": str(exc)}
-        # Still running in a living process: not refused, ask again later.
-        again = {"Retry-After": RETRY_AFTER} if isinstance(exc, SagaRunningElsewhereError) else None
+        again = {"Retry-After": RETRY_AFTER} if running else None
         raise ApiError(409, {**body, **error_json(exc)}, again) from exc
     except SagacityError as exc:
         raise about(saga_id, seq, exc) from exc
