@@ -8,8 +8,11 @@ Two journal shapes, each at full size and at a tenth of it (to show memory stays
 - *long*: 1 saga x 1,000,000 entries
 
 For each: the time to log every entry and sign the log checkpoint for the first time (``log``:
-``checkpoint_log`` on a journal never logged), to sign it again when nothing is new (``relog``:
-every logged entry checked against the journal, the root recomputed), and the time to create a
+``checkpoint_log`` on a journal never logged), to sign it again when nothing is new after the
+previous run's checkpoint (``relog``: ``previous=`` with its frontier, the run's cost O(new + log
+n): here only the journal's anti-join against the log table, in the database), and the same with
+no previous checkpoint (``recheck``: every logged entry checked against the journal and the root
+recomputed from all of them, which is what ``relog`` cost before the frontier), and the time to create a
 checkpoint (``create_checkpoint``: every chain verified, leaves
 folded, signed) and to verify the journal against it (``verify_against_checkpoint``), in entries/s,
 against a bare loop of ``hashlib.sha256`` over the same framed bytes (the least any verifier must
@@ -107,13 +110,16 @@ def child(url: str, operation: str, traced: bool) -> dict[str, float]:
     key = SigningKey.generate("bench")
     with Sagacity(url, init_schema=False) as sg:
         checkpoint = create_checkpoint(sg, key, "bench") if operation == "verify" else None
-        if operation == "relog":
-            checkpoint_log(sg, key, "bench")  # the log exists; the timed run finds nothing new
+        previous = None
+        if operation in ("relog", "recheck"):
+            previous = checkpoint_log(sg, key, "bench")  # the log exists; the timed run finds nothing new
+            if operation == "recheck":
+                previous = None
         if traced:
             tracemalloc.start()
         started = time.perf_counter()
-        if operation in ("log", "relog"):
-            entries = checkpoint_log(sg, key, "bench").size
+        if operation in ("log", "relog", "recheck"):
+            entries = checkpoint_log(sg, key, "bench", previous=previous).size
         elif checkpoint is not None:
             report = verify_against_checkpoint(sg, checkpoint)
             assert report.ok
@@ -175,6 +181,9 @@ def main() -> None:
     )
     parser.add_argument("--pg", default=os.environ.get("SAGACITY_TEST_POSTGRES_URL"), help="PostgreSQL URL")
     parser.add_argument("--no-pg", action="store_true", help="SQLite only")
+    parser.add_argument(
+        "--ops", default="create,verify,log,relog,recheck", help="operations to measure (comma-separated)"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
@@ -196,7 +205,7 @@ def main() -> None:
     sha = bare_sha256(1, 200_000)
     print(f"bare SHA-256 over framed entries: {sha:,.0f} entries/s")
     header = (
-        f"{'store':<9}{'shape':<10}{'sagas':>7}{'entries':>10}{'op':>8}{'seconds':>9}"
+        f"{'store':<9}{'shape':<10}{'sagas':>7}{'entries':>10}{'op':>9}{'seconds':>9}"
         f"{'entries/s':>11}{'vs sha':>8}{'RSS MiB':>9}{'heap MiB':>10}"
     )
     print(header)
@@ -209,14 +218,14 @@ def main() -> None:
                     url, schema = fresh_pg_schema(args.pg)
                 try:
                     populate(url, sagas, per_saga)
-                    for operation in ("create", "verify", "log", "relog"):
+                    for operation in args.ops.split(","):
                         if operation == "log":
                             drop_log(url)
                         r = measure(url, operation)
                         heap = measure(url, operation, traced=True)["heap_mib"]
                         rate = r["entries"] / r["seconds"]
                         print(
-                            f"{store:<9}{shape:<10}{sagas:>7}{int(r['entries']):>10}{operation:>8}"
+                            f"{store:<9}{shape:<10}{sagas:>7}{int(r['entries']):>10}{operation:>9}"
                             f"{r['seconds']:>9.2f}{rate:>11,.0f}{rate / sha:>8.2f}"
                             f"{r['rss_mib']:>9.1f}{heap:>10.2f}",
                             flush=True,

@@ -38,6 +38,7 @@ EXPECTED_ALL = [
     "SagacityError",
     "Tool",
     "ToolCall",
+    "UndoStep",
     "Verification",
     "__version__",
     "acting_as",

@@ -7,33 +7,7 @@ be exported and verified by anyone.
 
 from __future__ import annotations
 
-from sagacity._context import ToolCall, acting_as, allow_irreversible, current_call, in_current_saga
-from sagacity._doctor import Diagnosis, Finding, FindingKind
-from sagacity._sagacity import Sagacity, SagaScope
-from sagacity.chain import Verification
-from sagacity.errors import SagacityError
-from sagacity.model import (
-    ApprovalDecision,
-    ApprovalGate,
-    ApprovalRequest,
-    CallStatus,
-    CallView,
-    CompensationContext,
-    CompensationOutcome,
-    CompensationStep,
-    Entry,
-    InDoubtCall,
-    JournaledDecision,
-    PendingApproval,
-    Phase,
-    Reversibility,
-    SagaDetail,
-    SagaResult,
-    SagaStatus,
-    SagaSummary,
-    SagaView,
-)
-from sagacity.tools import Retry, Tool, tool
+import typing as _typing
 
 __version__ = "0.1.0"
 
@@ -66,6 +40,7 @@ __all__ = [
     "SagacityError",
     "Tool",
     "ToolCall",
+    "UndoStep",
     "Verification",
     "__version__",
     "acting_as",
@@ -75,8 +50,93 @@ __all__ = [
     "tool",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if hasattr(_obj, "__module__") and _name != "__version__":
-        _obj.__module__ = "sagacity"
-del _name, _obj
+#: Where each public name is defined. The names are imported on first use (PEP 562), so a
+#: program that imports only a submodule (the ``sagacity`` command's ``--help``, for one) does
+#: not pay for the whole library; the first public name asked for imports all of them, so every
+#: export reports ``__module__ == "sagacity"`` whichever was asked for first.
+_WHERE = {
+    "ToolCall": "sagacity._context",
+    "acting_as": "sagacity._context",
+    "allow_irreversible": "sagacity._context",
+    "current_call": "sagacity._context",
+    "in_current_saga": "sagacity._context",
+    "Diagnosis": "sagacity._doctor",
+    "Finding": "sagacity._doctor",
+    "FindingKind": "sagacity.model",
+    "Sagacity": "sagacity._sagacity",
+    "SagaScope": "sagacity._sagacity",
+    "Verification": "sagacity.chain",
+    "SagacityError": "sagacity.errors",
+    "ApprovalDecision": "sagacity.model",
+    "ApprovalGate": "sagacity.model",
+    "CallStatus": "sagacity.model",
+    "CallView": "sagacity.model",
+    "ApprovalRequest": "sagacity.model",
+    "CompensationContext": "sagacity.model",
+    "CompensationOutcome": "sagacity.model",
+    "CompensationStep": "sagacity.model",
+    "Entry": "sagacity.model",
+    "InDoubtCall": "sagacity.model",
+    "JournaledDecision": "sagacity.model",
+    "PendingApproval": "sagacity.model",
+    "Phase": "sagacity.model",
+    "Reversibility": "sagacity.model",
+    "SagaDetail": "sagacity.model",
+    "SagaResult": "sagacity.model",
+    "SagaStatus": "sagacity.model",
+    "SagaSummary": "sagacity.model",
+    "SagaView": "sagacity.model",
+    "UndoStep": "sagacity.model",
+    "Retry": "sagacity.tools",
+    "Tool": "sagacity.tools",
+    "tool": "sagacity.tools",
+}
+
+if _typing.TYPE_CHECKING:
+    from sagacity._context import ToolCall, acting_as, allow_irreversible, current_call, in_current_saga
+    from sagacity._doctor import Diagnosis, Finding
+    from sagacity._sagacity import Sagacity, SagaScope
+    from sagacity.chain import Verification
+    from sagacity.errors import SagacityError
+    from sagacity.model import (
+        ApprovalDecision,
+        ApprovalGate,
+        ApprovalRequest,
+        CallStatus,
+        CallView,
+        CompensationContext,
+        CompensationOutcome,
+        CompensationStep,
+        Entry,
+        FindingKind,
+        InDoubtCall,
+        JournaledDecision,
+        PendingApproval,
+        Phase,
+        Reversibility,
+        SagaDetail,
+        SagaResult,
+        SagaStatus,
+        SagaSummary,
+        SagaView,
+        UndoStep,
+    )
+    from sagacity.tools import Retry, Tool, tool
+
+
+def __getattr__(name: str) -> _typing.Any:
+    """Import the public API on first use of any of its names (PEP 562)."""
+    if name not in _WHERE:
+        # Not ours: ``from sagacity import chain`` then imports the submodule.
+        raise AttributeError(f"module 'sagacity' has no attribute {name!r}")
+    import importlib
+
+    for public, module in _WHERE.items():
+        obj = getattr(importlib.import_module(module), public)
+        obj.__module__ = "sagacity"
+        globals()[public] = obj
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -61,6 +61,7 @@ __all__ = [
     "gate",
     "reject",
     "require_identity",
+    "restore_request",
     "utc_now",
 ]
 
@@ -248,6 +249,27 @@ def request_of(gate: Gate) -> ApprovalRequest:
     )
 
 
+def restore_request(engine: Engine, gate: Gate) -> ApprovalRequest:
+    """Put back the request row of an open gate that has none (its process died between the
+    gate's entry and the row, or the row was removed): the journal holds the exact input. It
+    expires after the tool's ``approval_ttl`` if the tool is imported here, else the Sagacity's
+    (a policy hold's own TTL is not journaled), counted from the gate's entry."""
+    spec = engine.registry.find(gate.entry.tool_name)
+    ttl = spec.approval_ttl if spec is not None and spec.approval_ttl is not None else engine.approval_ttl
+    rebuilt = request_of(gate)
+    request = ApprovalRequest(
+        rebuilt.saga_id,
+        rebuilt.journal_seq,
+        rebuilt.tool_name,
+        rebuilt.input,
+        rebuilt.input_hash,
+        rebuilt.created_at,
+        rebuilt.created_at + ttl if ttl is not None else None,
+    )
+    engine.journal.read(engine.store.put_approval_request, request)
+    return request
+
+
 def _refuse_expired(engine: Engine, request: ApprovalRequest) -> Operation[None]:
     """An expired request is expired (REJECTED, compensated) and the caller refused."""
     yield from expire(engine, request)
@@ -325,8 +347,12 @@ def _close_gate(
     compensate: bool = True,
 ) -> Operation[tuple[Entry, CompensationRun | None]]:
     """Journal REJECTED (with ``payload``) for the gate, with the start of the saga's
-    compensation in the same batch, drop the request, then compensate. Refused if the gate was
-    closed meanwhile.
+    compensation in the same batch, then drop the request, then compensate. Refused if the gate
+    was closed meanwhile.
+
+    The journal first: a process dying in between leaves a closed gate with a stale row (which
+    ``recover`` drops; a resume of it is refused by the journal), never an open gate without its
+    request, which nobody could approve.
 
     With ``compensate`` False (a gate journaled ``on_reject=continue``, rejected or expired) only
     the REJECTED is journaled: the framework tells the model and the saga goes on.
@@ -334,7 +360,6 @@ def _close_gate(
     if compensate:
         check_tools(state, engine.registry)
     seq = request.journal_seq
-    engine.drop_request(request.saga_id, seq)  # working state: the fenced entry decides
 
     def choose(now: SagaState) -> list[Row]:
         found = now.gates.get(seq)
@@ -350,6 +375,7 @@ def _close_gate(
         return [rejected, *start_rows(now, why, deciding=seq)]
 
     entry, *_ = engine.decide(state, choose)
+    engine.drop_request(request.saga_id, seq)  # working state: the fenced entry decided
     if not compensate:
         return entry, None
     run = yield from compensate_saga(engine, request.saga_id, why, state=state)

@@ -49,6 +49,7 @@ from sagacity.model import (
     Phase,
     SagaResult,
     SagaStatus,
+    UndoStep,
 )
 from sagacity.tools import ToolRegistry, ToolSpec, json_object
 
@@ -93,22 +94,6 @@ def plan(state: SagaState, registry: ToolRegistry) -> list[PlannedStep]:
             continue
         steps.append(PlannedStep(call, spec if spec.compensation is not None else None))
     return steps
-
-
-@dataclass(frozen=True, slots=True)
-class UndoStep:
-    """A step a compensation started now would run, shown to a person before they reject.
-
-    ``compensation`` is the function's name (None: the tool declares none, nothing to undo);
-    ``imported`` is False when the tool is not imported here, so neither is known (and a
-    rejection here would be refused before anything is journaled)."""
-
-    seq: int
-    tool_name: str
-    input: str
-    result: str
-    compensation: str | None
-    imported: bool
 
 
 def undo_preview(state: SagaState, registry: ToolRegistry) -> list[UndoStep]:

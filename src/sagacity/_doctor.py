@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +22,7 @@ from sagacity import chain
 from sagacity._approvals import utc_now
 from sagacity._index import Watch
 from sagacity._state import SagaState, fold
-from sagacity.model import ApprovalRequest, Entry, InDoubtCall, Phase, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, SagaStatus
 from sagacity.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -31,19 +30,6 @@ if TYPE_CHECKING:
 
 #: How long an unfinished state may last before the doctor calls it a finding.
 DEFAULT_OLDER_THAN = timedelta(minutes=5)
-
-
-class FindingKind(StrEnum):
-    """What a finding is about; the value is what ``--json`` prints and ``--ignore`` takes."""
-
-    IN_DOUBT_CALL = "in_doubt_call"
-    IN_DOUBT_COMPENSATION = "in_doubt_compensation"
-    EXPIRED_APPROVAL = "expired_approval"
-    BROKEN_CHAIN = "broken_chain"
-    STUCK_COMPENSATING = "stuck_compensating"
-    COMPENSATION_FAILED = "compensation_failed"
-    GATE_WITHOUT_REQUEST = "gate_without_request"
-    CHECKPOINT_LAG = "checkpoint_lag"
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,8 +198,10 @@ def state_findings(
                         sid,
                         gate.entry.seq,
                         f"{gate.entry.tool_name} awaits approval in the journal but has no pending "
-                        "request (a process stopped between consuming it and journaling the resume?)",
-                        "it can be neither resumed nor rejected; investigate before acting on the saga",
+                        "request (a process stopped between the gate's entry and its request, or "
+                        "between consuming it and journaling the resume)",
+                        "`sagacity sagas recover` puts the request back from the journal; then "
+                        "approve or reject it",
                     )
                 )
     return findings

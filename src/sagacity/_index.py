@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from sagacity import chain
 from sagacity._state import SagaState
-from sagacity.model import Entry, SagaStatus
+from sagacity.errors import InvalidValueError
+from sagacity.model import ApprovalRequest, Entry, SagaStatus
 from sagacity.stores.base import Capability, Store
 
 if TYPE_CHECKING:
@@ -84,6 +85,66 @@ class IndexRow:
         if watch is Watch.COMPENSATING:
             return self.compensating
         return self.attention
+
+
+@dataclass(frozen=True, slots=True)
+class SagaFilter:
+    """Which sagas a listing keeps: those meeting every condition given (None: any).
+
+    ``prefix``: the saga id starts with it (case-sensitive). ``tool``: the journal has an entry of
+    that tool. ``since`` / ``until``: last updated at or after ``since`` and before ``until``
+    (naive UTC, as the journal keeps time).
+    """
+
+    prefix: str | None = None
+    tool: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def keeps(self, row: IndexRow, tools: Callable[[str], set[str]]) -> bool:
+        """Whether ``row`` is kept; ``tools(saga_id)`` (asked only when needed) names its tools."""
+        return (
+            (self.prefix is None or row.saga_id.startswith(self.prefix))
+            and (self.since is None or row.updated_at >= self.since)
+            and (self.until is None or row.updated_at < self.until)
+            and (self.tool is None or self.tool in tools(row.saga_id))
+        )
+
+    def keeps_request(self, request: ApprovalRequest) -> bool:
+        """Whether an approval request is kept: its saga id, its tool, when it was requested."""
+        return (
+            (self.prefix is None or request.saga_id.startswith(self.prefix))
+            and (self.tool is None or request.tool_name == self.tool)
+            and (self.since is None or request.created_at >= self.since)
+            and (self.until is None or request.created_at < self.until)
+        )
+
+
+#: Every saga.
+ANY_SAGA = SagaFilter()
+
+
+def saga_filter(
+    prefix: str | None = None,
+    tool: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> SagaFilter:
+    """A :class:`SagaFilter` from a caller's values, checked: texts are ``str``, moments are
+    datetimes (aware ones converted to naive UTC, naive ones taken as UTC)."""
+    for name, text in (("prefix", prefix), ("tool", tool)):
+        if text is not None and not isinstance(text, str):
+            raise InvalidValueError(f"{name} must be a string, not {type(text).__name__}")
+    return SagaFilter(prefix, tool, utc_moment("since", since), utc_moment("until", until))
+
+
+def utc_moment(name: str, moment: datetime | None) -> datetime | None:
+    """``moment`` as the journal keeps time (naive UTC), or None; anything else is refused."""
+    if moment is None:
+        return None
+    if not isinstance(moment, datetime):
+        raise InvalidValueError(f"{name} must be a datetime, not {type(moment).__name__}")
+    return chain.to_utc_micros(moment)
 
 
 def index_row(saga_id: str, entries: Sequence[Entry]) -> IndexRow | None:
@@ -139,9 +200,14 @@ class IndexedStore(Protocol):
         ...
 
     def index_page(
-        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+        self,
+        status: SagaStatus | None,
+        limit: int | None,
+        after: tuple[datetime, str] | None,
+        where: SagaFilter = ANY_SAGA,
     ) -> list[IndexRow]:
-        """Rows by (updated_at, saga_id) descending, strictly after ``after``; one status or all."""
+        """Rows by (updated_at, saga_id) descending, strictly after ``after``; one status or all;
+        only the sagas ``where`` keeps."""
         ...
 
     def index_counts(self) -> dict[SagaStatus, int]:
@@ -175,10 +241,14 @@ class SagaIndex:
         return self._read(self._store.rebuild_index, index_rows, REFRESH_BATCH)
 
     def page(
-        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+        self,
+        status: SagaStatus | None,
+        limit: int | None,
+        after: tuple[datetime, str] | None,
+        where: SagaFilter = ANY_SAGA,
     ) -> list[IndexRow]:
         self.refresh()
-        return self._read(self._store.index_page, status, limit, after)
+        return self._read(self._store.index_page, status, limit, after, where)
 
     def counts(self) -> dict[SagaStatus, int]:
         self.refresh()
@@ -219,15 +289,24 @@ class ScanIndex:
         return len(self._saga_ids())
 
     def page(
-        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+        self,
+        status: SagaStatus | None,
+        limit: int | None,
+        after: tuple[datetime, str] | None,
+        where: SagaFilter = ANY_SAGA,
     ) -> list[IndexRow]:
         rows = sorted(self._all(), key=lambda r: (r.updated_at, r.saga_id), reverse=True)
         chosen = [
             r
             for r in rows
-            if (status is None or r.status is status) and (after is None or (r.updated_at, r.saga_id) < after)
+            if (status is None or r.status is status)
+            and (after is None or (r.updated_at, r.saga_id) < after)
+            and where.keeps(r, self._tools)
         ]
         return chosen if limit is None else chosen[:limit]
+
+    def _tools(self, saga_id: str) -> set[str]:
+        return {e.tool_name for e in self._entries(saga_id)}
 
     def counts(self) -> dict[SagaStatus, int]:
         counts: dict[SagaStatus, int] = {}

@@ -8,12 +8,18 @@
   lease, and ``recover`` only takes a free one (``stores/_lease.py``).
 - Otherwise it finishes the compensation that a failure started, step by step, each step claimed
   by a fenced INTENT: the owner, or a second ``recover``, racing it finds the step claimed.
+- It puts the approval requests in line with the journal: an open gate without its request row
+  (its process died between the gate's entry and the row) gets it back from the journal, and a
+  row the journal says is closed (a rejection whose process died before removing it) is dropped.
+  Rows are read before the journal, and a gate's row is written after its entry, so a row seen
+  is never one of a gate not yet read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+from sagacity._approvals import restore_request
 from sagacity._compensation import CompensationRun, check_tools, compensate
 from sagacity._effects import Operation
 from sagacity._engine import Engine, Row, age, require_identity, utc_now
@@ -112,10 +118,15 @@ def resolve(
     return state.status
 
 
-def recover(engine: Engine, saga_ids: Iterable[str]) -> Operation[list[SagaResult]]:
-    """Finish compensations that a crash interrupted, from the journal alone."""
+def recover(
+    engine: Engine, compensating: Iterable[str], aligning: Iterable[str] = ()
+) -> Operation[list[SagaResult]]:
+    """Finish compensations that a crash interrupted (sagas ``compensating``), then put the
+    approval requests of those and of the sagas ``aligning`` in line with their gates."""
     results = []
-    for state in resting_states(engine, saga_ids):
+    done = []
+    for state in resting_states(engine, compensating):
+        done.append(state.saga_id)
         if not state.compensating or state.open_calls:
             continue
         reason = state.failure.payload if state.failure is not None else failed_call_reason(state)
@@ -124,7 +135,32 @@ def recover(engine: Engine, saga_ids: Iterable[str]) -> Operation[list[SagaResul
         )
         if run is not None:
             results.append(run.result(state.saga_id))
+    for saga_id in dict.fromkeys([*done, *aligning]):
+        if not engine.is_live(saga_id):
+            align_requests(engine, saga_id)
     return results
+
+
+def misaligned(state: SagaState, rows: set[int]) -> bool:
+    """Whether a saga's request rows (their seqs) differ from its open gates: a gate without its
+    row, or a row of a gate the journal closed."""
+    open_seqs = set() if state.closed else {g.entry.seq for g in state.open_gates}
+    return bool(open_seqs - rows) or any(seq in state.gates and seq not in open_seqs for seq in rows)
+
+
+def align_requests(engine: Engine, saga_id: str) -> None:
+    """Restore the request row of each open gate that lacks one; drop each row of a closed gate."""
+    rows = {r.journal_seq for r in engine.journal.read(engine.store.list_approval_requests, saga_id)}
+    state = engine.snapshot(saga_id)  # after the rows: every row seen has its gate in here
+    for seq in sorted(rows):
+        gate = state.gates.get(seq)
+        if gate is not None and (not gate.open or state.closed):
+            engine.drop_request(saga_id, seq)
+    if state.closed:
+        return
+    for gate in state.open_gates:
+        if gate.entry.seq not in rows and engine.find_request(saga_id, gate.entry.seq) is None:
+            restore_request(engine, gate)
 
 
 def failed_call_reason(state: SagaState) -> str:

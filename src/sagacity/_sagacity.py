@@ -24,7 +24,7 @@ from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
 from sagacity._export import export_lines
-from sagacity._index import IndexRow, Watch, open_index
+from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
@@ -277,24 +277,46 @@ class Sagacity:
         return _view.seen_live(state.status, self.engine.is_live(saga_id))
 
     def sagas(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
+        self,
+        *,
+        status: SagaStatus | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SagaSummary]:
         """Sagas with their status, most recently updated first; optionally one status only.
 
         Read-only, from the saga index (``_index``), so a page costs the same at any journal size:
         pass the last summary's ``cursor`` as ``after`` for the next page. A saga updated while
         you page moves to the front of the list (you see it again on the first page).
+
+        Filters (each optional, all must hold): ``prefix``, the saga id starts with it
+        (case-sensitive); ``tool``, the saga's journal has an entry of that tool; ``since`` /
+        ``until``, last updated at or after ``since`` and before ``until`` (aware datetimes are
+        converted to UTC, naive ones are taken as UTC).
         """
         _refuse_in_loop("sagas")
-        return self._sagas(status, limit, after)
+        return self._sagas(status, limit, after, saga_filter(prefix, tool, since, until))
 
     async def sagas_async(
-        self, *, status: SagaStatus | str | None = None, limit: int | None = None, after: str | None = None
+        self,
+        *,
+        status: SagaStatus | str | None = None,
+        limit: int | None = None,
+        after: str | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[SagaSummary]:
-        return await asyncio.to_thread(self._sagas, status, limit, after)
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(self._sagas, status, limit, after, where)
 
     def _sagas(
-        self, status: SagaStatus | str | None, limit: int | None, after: str | None
+        self, status: SagaStatus | str | None, limit: int | None, after: str | None, where: SagaFilter
     ) -> list[SagaSummary]:
         wanted = SagaStatus(status) if status is not None else None
         _require_limit(limit)
@@ -307,7 +329,7 @@ class Sagacity:
         page_status = None if scan else wanted
         while limit is None or len(summaries) < limit:
             want = _PAGE if limit is None or scan else limit - len(summaries) + 8
-            rows = self.index.page(page_status, want, position)
+            rows = self.index.page(page_status, want, position, where)
             for row, shown in self._overlaid(rows):
                 if wanted is None or shown is wanted:
                     summaries.append(_summary(row, shown))
@@ -338,13 +360,8 @@ class Sagacity:
         requests = self._pending(saga_id)
         running = self.engine.is_live(saga_id)
         return _view.saga_view(
-            fold(saga_id, entries), entries, requests, self._required, utc_now(), running=running
+            fold(saga_id, entries), entries, requests, self.registry, utc_now(), running=running
         )
-
-    def _required(self, tool_name: str) -> int | None:
-        """Distinct approvals the tool needs; None when it is not imported here."""
-        spec = self.registry.find(tool_name)
-        return spec.approvals_required if spec is not None else None
 
     def saga_detail(self, saga_id: str) -> SagaDetail:
         """One saga as an operator reads it: status, journal, chain verification, decisions,
@@ -449,56 +466,123 @@ class Sagacity:
 
     @operation("recover")
     def recover(self, saga_id: str | None = None) -> list[SagaResult]:
-        """Finish compensations that a crash interrupted, from the journal alone.
+        """Finish compensations that a crash interrupted, from the journal alone, and put the
+        approval requests in line with the journal's gates.
 
         Looks at one saga or every saga not live in this process. Safe to run at any time and
         from any process (cron, a second worker): a saga with a call still open is left alone (its
         process may be running the tool, or a human must resolve it), a saga another runner is
         compensating is skipped, and each step is claimed in the journal, so nothing is
         compensated twice. An in-doubt compensation is re-run only if declared idempotent.
+
+        An open gate whose request row is missing (its process died between the gate's entry and
+        the row) gets the row back, rebuilt from the journal's exact input, so it can be approved;
+        a row of a gate the journal closed is dropped.
         """
         _refuse_in_loop("recover")
-        return drive(_recovery.recover(self.engine, self._watched(saga_id, Watch.COMPENSATING)))
+        return drive(_recovery.recover(self.engine, *self._recoverable(saga_id)))
 
     @operation("recover")
     async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
-        ids = await asyncio.to_thread(self._watched, saga_id, Watch.COMPENSATING)
-        return await drive_async(_recovery.recover(self.engine, ids))
+        compensating, aligning = await asyncio.to_thread(self._recoverable, saga_id)
+        return await drive_async(_recovery.recover(self.engine, compensating, aligning))
+
+    def _recoverable(self, saga_id: str | None) -> tuple[list[str], list[str]]:
+        """The sagas ``recover`` compensates and those whose requests it aligns: one saga, or
+        the compensating ones and those whose requests and open gates differ (the request table
+        read first, then their journals, a few statements for them all)."""
+        if saga_id is not None:
+            return [saga_id], [saga_id]
+        rows: dict[str, set[int]] = {}
+        for request in self._pending(None):
+            rows.setdefault(request.saga_id, set()).add(request.journal_seq)
+        gated = {r.saga_id for r in self.index.watched(Watch.ATTENTION) if r.awaiting_approval}
+        journals = self.index.journals(sorted(gated | set(rows)))
+        aligning = [
+            sid
+            for sid, entries in journals.items()
+            if _recovery.misaligned(fold(sid, entries), rows.get(sid, set()))
+        ]
+        return self._watched(None, Watch.COMPENSATING), sorted(aligning)
 
     def _watched(self, saga_id: str | None, watch: Watch) -> list[str]:
         """One saga, or every saga the index has in ``watch``: the only ones that can qualify."""
         return [saga_id] if saga_id is not None else [r.saga_id for r in self.index.watched(watch)]
 
     # -- approvals ---------------------------------------------------------------------------------
-    def pending_approvals(self, saga_id: str | None = None) -> list[ApprovalRequest]:
-        """Approval requests waiting for a decision or a resume, oldest first. Read-only."""
+    def pending_approvals(
+        self,
+        saga_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ApprovalRequest]:
+        """Approval requests waiting for a decision or a resume, oldest first. Read-only.
+
+        Filters (each optional, all must hold): ``prefix``, the saga id starts with it; ``tool``,
+        the held tool; ``since`` / ``until``, requested at or after ``since`` and before ``until``
+        (aware datetimes converted to UTC, naive ones taken as UTC).
+        """
         _refuse_in_loop("pending_approvals")
-        return self._pending(saga_id)
+        return self._pending(saga_id, saga_filter(prefix, tool, since, until))
 
-    async def pending_approvals_async(self, saga_id: str | None = None) -> list[ApprovalRequest]:
-        return await asyncio.to_thread(self._pending, saga_id)
+    async def pending_approvals_async(
+        self,
+        saga_id: str | None = None,
+        *,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[ApprovalRequest]:
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(self._pending, saga_id, where)
 
-    def _pending(self, saga_id: str | None) -> list[ApprovalRequest]:
-        return list(self.journal.read(self.store.list_approval_requests, saga_id))
+    def _pending(self, saga_id: str | None, where: SagaFilter = ANY_SAGA) -> list[ApprovalRequest]:
+        requests = self.journal.read(self.store.list_approval_requests, saga_id)
+        return [r for r in requests if where.keeps_request(r)]
 
-    def approvals(self, saga_id: str | None = None, *, limit: int | None = None) -> list[PendingApproval]:
+    def approvals(
+        self,
+        saga_id: str | None = None,
+        *,
+        limit: int | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> list[PendingApproval]:
         """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first; at most ``limit``. Read-only: the request table, then the journal of
-        each saga shown, once (so a queue page costs ``limit`` folds however long the queue)."""
+        now), oldest first; at most ``limit``; filtered as :meth:`pending_approvals`. Read-only:
+        the request table, then the journal of each saga shown, once (so a queue page costs
+        ``limit`` folds however long the queue)."""
         _refuse_in_loop("approvals")
-        return self._approvals(saga_id, limit=limit)
+        return self._approvals(saga_id, limit=limit, where=saga_filter(prefix, tool, since, until))
 
     async def approvals_async(
-        self, saga_id: str | None = None, *, limit: int | None = None
+        self,
+        saga_id: str | None = None,
+        *,
+        limit: int | None = None,
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
     ) -> list[PendingApproval]:
-        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit))
+        where = saga_filter(prefix, tool, since, until)
+        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit, where=where))
 
-    def _approvals(self, saga_id: str | None, *, limit: int | None = None) -> list[PendingApproval]:
+    def _approvals(
+        self, saga_id: str | None, *, limit: int | None = None, where: SagaFilter = ANY_SAGA
+    ) -> list[PendingApproval]:
         _require_limit(limit)
-        requests = self._pending(saga_id)[:limit]
+        requests = self._pending(saga_id, where)[:limit]
         states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
-        return [_view.pending(states[r.saga_id], [r], self._required, now)[0] for r in requests]
+        required = _view.required_in(self.registry)
+        return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in requests]
 
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
+from sagacity._compensation import undo_preview
 from sagacity._state import Call, Gate, SagaState, held_approvals, parse_decision_payload, sha256_hex
 from sagacity.chain import verify
 from sagacity.model import (
@@ -26,9 +27,20 @@ from sagacity.model import (
     SagaStatus,
     SagaView,
 )
+from sagacity.tools import ToolRegistry
 
 #: Distinct approvals a tool needs, by tool name (None: the tool is not imported here).
 Required = Callable[[str], int | None]
+
+
+def required_in(registry: ToolRegistry) -> Required:
+    """How many approvals each tool in ``registry`` needs."""
+
+    def required(tool_name: str) -> int | None:
+        spec = registry.find(tool_name)
+        return spec.approvals_required if spec is not None else None
+
+    return required
 
 
 def expired(request: ApprovalRequest, now: datetime) -> bool:
@@ -182,16 +194,18 @@ def saga_view(
     state: SagaState,
     entries: Sequence[Entry],
     requests: Iterable[ApprovalRequest],
-    required: Required,
+    registry: ToolRegistry,
     now: datetime,
     *,
     running: bool = False,
 ) -> SagaView:
     """The saga ``state`` was folded from ``entries``, with its pending ``requests``, at ``now``.
 
+    ``registry`` says how many approvals each tool needs and what its compensation is;
     ``running``: a living process runs the saga, this one or another (``Engine.is_live``): its
     status is RUNNING and nothing is in doubt; else a call without outcome is IN_DOUBT.
     """
+    required = required_in(registry)
     calls = {c.intent.seq: call_view(c, running) for c in state.calls}
     gates = {seq: gate_view(state, g, required, running) for seq, g in sorted(state.gates.items())}
     keyed = {
@@ -210,6 +224,7 @@ def saga_view(
         tuple(pending_approval(r, gates.get(r.journal_seq), required, now) for r in rows),
         () if running else tuple(in_doubt(state, now)),
         state.failure.payload_text if state.failure is not None else None,
+        tuple(undo_preview(state, registry)),
         state.closed,
         keyed,
     )

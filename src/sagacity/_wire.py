@@ -8,6 +8,7 @@ framework is imported here: the CLI must work without the ``[server]`` extra.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -19,17 +20,21 @@ from sagacity.errors import StoreUnavailableError
 from sagacity.guardrails import Setting
 from sagacity.model import (
     ApprovalDecision,
+    ApprovalGate,
     ApprovalRequest,
+    CallStatus,
+    CallView,
     InDoubtCall,
     JournaledDecision,
     PendingApproval,
     SagaDetail,
     SagaResult,
     SagaSummary,
+    SagaView,
+    UndoStep,
 )
 
 if TYPE_CHECKING:
-    from sagacity._compensation import UndoStep
     from sagacity.workflows import WorkflowView
 
 JSON = dict[str, Any]
@@ -79,7 +84,7 @@ def approval_json(pending: PendingApproval) -> JSON:
     }
 
 
-def request_detail_json(pending: PendingApproval, saga: SagaDetail, undo: Sequence[UndoStep] = ()) -> JSON:
+def request_detail_json(pending: PendingApproval, saga: SagaView) -> JSON:
     """One pending request with its saga's journal so far: what an approver decides on, and what
     a rejection would undo (``compensations``, in the order they would run)."""
     return {
@@ -88,7 +93,7 @@ def request_detail_json(pending: PendingApproval, saga: SagaDetail, undo: Sequen
         "verification": verification_json(saga.verification),
         "journal": [e.to_json() for e in saga.entries],
         "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
-        "compensations": [undo_json(step) for step in undo],
+        "compensations": [undo_json(step) for step in saga.undo],
     }
 
 
@@ -145,6 +150,89 @@ def journaled_decision_json(decision: JournaledDecision) -> JSON:
         "approver": decision.approver,
         "reason": decision.reason,
     }
+
+
+def call_json(call: CallView) -> JSON:
+    """One tool call of a saga view: its INTENT's seq, status, and result or error once known."""
+    return {
+        "seq": call.seq,
+        "toolName": call.tool_name,
+        "input": call.input,
+        "status": str(call.status),
+        "startedAt": iso(call.started_at),
+        "callId": call.call_id,
+        "gateSeq": call.gate_seq,
+        "result": call.result,
+        "error": call.error,
+        "resolvedBy": call.resolved_by,
+    }
+
+
+def gate_json(gate: ApprovalGate) -> JSON:
+    """One approval gate of a saga view: what was asked, who approved, how it ended."""
+    return {
+        "journalSeq": gate.seq,
+        "toolName": gate.tool_name,
+        "input": gate.input,
+        "inputHash": gate.input_hash,
+        "requestedAt": iso(gate.requested_at),
+        "status": str(gate.status),
+        "approvers": list(gate.approvers),
+        "approvalsRequired": gate.approvals_required,
+        "toolImported": gate.tool_imported,
+        "callId": gate.call_id,
+        "requester": gate.requester,
+        "requesterMayNotApprove": gate.requester_may_not_approve,
+        "rejection": journaled_decision_json(gate.rejection) if gate.rejection is not None else None,
+        "resumedSeq": gate.resumed.seq if gate.resumed is not None else None,
+    }
+
+
+#: The word the MCP proxy's ``sagacity_status`` gives a held call's state (docs/mcp.md).
+_MCP_STATES = {
+    CallStatus.AWAITING_APPROVAL: "awaiting",
+    CallStatus.APPROVED: "awaiting",
+    CallStatus.REJECTED: "rejected",
+    CallStatus.RUNNING: "in doubt",
+    CallStatus.EXECUTED: "executed",
+    CallStatus.FAILED: "failed",
+    CallStatus.PASSED: "failed",
+}
+
+
+def mcp_gate_state(gate: ApprovalGate) -> str:
+    """``awaiting``, ``rejected``, ``executed``, ``failed`` or ``in doubt``: a held call as the
+    MCP proxy tells the agent."""
+    return _MCP_STATES[gate.status]
+
+
+def mcp_status_json(saga_id: str, view: SagaView | None, *, committed: bool, parked: Iterable[int]) -> JSON:
+    """The MCP proxy's ``sagacity_status`` report: the saga's status, each held call (a gate, with
+    the agent's ``state`` word and, once executed, the upstream's ``result``), calls in doubt
+    (``parked``: calls whose answer the proxy lost, whatever the journal says yet)."""
+    requests = []
+    for gate in view.gates if view is not None else ():
+        item = gate_json(gate) | {"state": mcp_gate_state(gate)}
+        resumed = gate.resumed
+        if resumed is not None and resumed.result is not None:
+            item["result"] = json.loads(resumed.result)
+        elif resumed is not None and resumed.error is not None:
+            item["error"] = resumed.error
+        requests.append(item)
+    lost = sorted(parked)
+    in_doubt: list[JSON] = [in_doubt_json(c) for c in view.in_doubt] if view is not None else []
+    in_doubt += [{"seq": seq, "note": "the proxy lost this call's answer"} for seq in lost]
+    status = "IN_DOUBT" if lost else (str(view.status) if view is not None else "NEW")
+    report: JSON = {
+        "sagaId": saga_id,
+        "status": status,
+        "committed": committed,
+        "requests": requests,
+        "inDoubt": in_doubt,
+    }
+    if view is not None and view.failure is not None:
+        report["compensation"] = view.failure
+    return report
 
 
 def verification_json(verification: Verification) -> JSON:

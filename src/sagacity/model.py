@@ -40,6 +40,7 @@ __all__ = [
     "SagaStatus",
     "SagaSummary",
     "SagaView",
+    "UndoStep",
     "Verification",
 ]
 
@@ -82,6 +83,19 @@ class SagaStatus(StrEnum):
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     REJECTED = "REJECTED"
     IN_DOUBT = "IN_DOUBT"
+
+
+class FindingKind(StrEnum):
+    """What a finding is about; the value is what ``--json`` prints and ``--ignore`` takes."""
+
+    IN_DOUBT_CALL = "in_doubt_call"
+    IN_DOUBT_COMPENSATION = "in_doubt_compensation"
+    EXPIRED_APPROVAL = "expired_approval"
+    BROKEN_CHAIN = "broken_chain"
+    STUCK_COMPENSATING = "stuck_compensating"
+    COMPENSATION_FAILED = "compensation_failed"
+    GATE_WITHOUT_REQUEST = "gate_without_request"
+    CHECKPOINT_LAG = "checkpoint_lag"
 
 
 class CallStatus(StrEnum):
@@ -430,6 +444,22 @@ class ApprovalGate:
 
 
 @dataclass(frozen=True, slots=True)
+class UndoStep:
+    """A step a compensation started now would run, shown to a person before they reject.
+
+    ``compensation`` is the function's name (None: the tool declares none, nothing to undo);
+    ``imported`` is False when the tool is not imported here, so neither is known (and a
+    rejection here would be refused before anything is journaled)."""
+
+    seq: int
+    tool_name: str
+    input: str
+    result: str
+    compensation: str | None
+    imported: bool
+
+
+@dataclass(frozen=True, slots=True)
 class SagaView:
     """One saga as its journal tells it, read at one moment: what ``Sagacity.view`` returns.
 
@@ -440,7 +470,8 @@ class SagaView:
     ``decisions`` every decision entry; ``pending`` the saga's pending approval requests as an
     approver sees them; ``in_doubt`` the calls and compensations with no outcome (none while the
     saga is live here); ``failure`` why its compensation started, if it did; ``closed`` whether
-    it can take no new call (its compensation started, or it ended).
+    it can take no new call (its compensation started, or it ended); ``undo`` what compensating
+    it now would run, in order (shown before a person rejects).
     """
 
     saga_id: str
@@ -453,6 +484,8 @@ class SagaView:
     pending: tuple[PendingApproval, ...]
     in_doubt: tuple[InDoubtCall, ...]
     failure: str | None = None
+    #: What compensating the saga now would run, in order (a rejection's preview).
+    undo: tuple[UndoStep, ...] = ()
     #: Compensation started or the saga ended: no new call may begin in it.
     closed: bool = False
     #: The framework's call id -> the latest call or gate journaled under it (see :meth:`find`).
@@ -470,6 +503,10 @@ class SagaView:
     @property
     def updated_at(self) -> datetime:
         return self.entries[-1].timestamp
+
+    def request(self, seq: int) -> PendingApproval | None:
+        """The pending approval request at ``seq``, if there is one."""
+        return next((p for p in self.pending if p.request.journal_seq == seq), None)
 
     def gate(self, seq: int) -> ApprovalGate | None:
         """The gate at ``seq``, if there is one."""

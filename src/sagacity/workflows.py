@@ -60,6 +60,7 @@ from sagacity.framework import (
     CallRecord,
     CallRefused,
     CallRejected,
+    call_record,
     find_call,
     journaled_call,
     journaled_call_async,
@@ -67,11 +68,13 @@ from sagacity.framework import (
 from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
+    CallStatus,
     CompensationContext,
     Entry,
     Phase,
     Reversibility,
     SagaStatus,
+    SagaView,
 )
 from sagacity.tools import ToolRegistry, ToolSpec
 from sagacity.tools import registry as default_registry
@@ -425,10 +428,13 @@ class Workflow:
 
     def view(self, sg: Sagacity, run_id: str) -> WorkflowView:
         """Where run ``run_id`` stands, stage by stage, from its journal. Read-only."""
-        entries = sg.entries(run_id)
-        if not entries or not self._owns(entries):
+        try:
+            saga = sg.view(run_id)
+        except SagaNotFoundError:
+            saga = None
+        if saga is None or not self._owns(saga.entries):
             raise SagaNotFoundError(f"no run {run_id!r} of workflow {self.name!r}")
-        return _view(self, sg, run_id, entries)
+        return _view(self, saga)
 
     def _require_stages(self) -> None:
         if not self.stages:
@@ -515,7 +521,7 @@ class Workflow:
         error: BaseException | None,
         awaiting: tuple[ApprovalRequest, ...],
     ) -> WorkflowResult:
-        view = _view(self, sg, run_id, sg.entries(run_id))
+        view = _view(self, sg.view(run_id))
         output = None if isinstance(value, _Paused) or status is not SagaStatus.COMPLETED else value
         return WorkflowResult(run_id, self.name, status, output, view.current_stage, error, awaiting, view)
 
@@ -644,10 +650,10 @@ def runs(sg: Sagacity, *, workflow: str | None = None, limit: int | None = None)
         known = {workflow: known[workflow]} if workflow in known else {}
     found: list[WorkflowView] = []
     for summary in sg.sagas():
-        entries = sg.entries(summary.saga_id)
-        name = _workflow_of(entries)
+        saga = sg.view(summary.saga_id)
+        name = _workflow_of(saga.entries)
         if name in known:
-            found.append(_view(known[name], sg, summary.saga_id, entries))
+            found.append(_view(known[name], saga))
             if limit is not None and len(found) >= limit:
                 break
     return found
@@ -791,7 +797,7 @@ def _journaled_result(sg: Sagacity, run_id: str, call_id: str) -> str | None:
     """The journaled result of a stage or check that already executed: replayed as it was,
     whatever the definition in force now (only what has not run binds the current one)."""
     record = find_call(sg, run_id, call_id)
-    if record is not None and record.status == str(Phase.EXECUTED):
+    if record is not None and record.status is CallStatus.EXECUTED:
         return record.result
     return None
 
@@ -834,43 +840,42 @@ def _journaled_input(entries: Iterable[Entry], workflow: Workflow) -> Any:
     return _NOTHING
 
 
-def _view(workflow: Workflow, sg: Sagacity, run_id: str, entries: list[Entry]) -> WorkflowView:
-    detail = sg.saga_detail(run_id)
+def _view(workflow: Workflow, saga: SagaView) -> WorkflowView:
+    """Run ``saga`` of ``workflow`` stage by stage: a projection of the saga's one view."""
     by_tool: dict[str, list[Entry]] = {}
-    for entry in entries:
+    for entry in saga.entries:
         by_tool.setdefault(entry.tool_name, []).append(entry)
     stages: list[StageView] = []
     current: str | None = None
     for stage in workflow.stages:
-        record = find_call(sg, run_id, f"{_STAGE_ID}{stage.name}")
-        checks = tuple(_check_view(sg, run_id, stage, c) for c in stage.checks)
+        record = call_record(saga, f"{_STAGE_ID}{stage.name}")
+        checks = tuple(_check_view(saga, stage, c) for c in stage.checks)
         view = _stage_view(stage, record, checks, by_tool.get(stage.tool_name, []))
         stages.append(view)
         if current is None and view.status not in _GOT_PAST:
             current = stage.name
-    status = detail.status
     return WorkflowView(
-        run_id,
+        saga.saga_id,
         workflow.name,
-        status,
+        saga.status,
         current,
         tuple(stages),
-        entries[0].timestamp if entries else None,
-        entries[-1].timestamp if entries else None,
-        detail.verification.valid,
+        saga.started_at,
+        saga.updated_at,
+        saga.valid,
     )
 
 
-def _check_view(sg: Sagacity, run_id: str, stage: Stage, check: _Check) -> CheckView:
-    record = find_call(sg, run_id, f"{_CHECK_ID}{stage.name}:{check.name}")
+def _check_view(saga: SagaView, stage: Stage, check: _Check) -> CheckView:
+    record = call_record(saga, f"{_CHECK_ID}{stage.name}:{check.name}")
     if record is None:
         return CheckView(check.name, "PENDING")
-    if record.status == str(Phase.EXECUTED) and record.result is not None:
+    if record.status is CallStatus.EXECUTED and record.result is not None:
         body = json.loads(record.result)
         return CheckView(
             check.name, "PASSED" if body.get("passed") else "FAILED", str(body.get("reason") or "")
         )
-    if record.status == str(Phase.FAILED):
+    if record.status is CallStatus.FAILED:
         return CheckView(check.name, "FAILED", "the check raised")
     return CheckView(check.name, "RUNNING")
 
@@ -926,12 +931,12 @@ def _stage_view(
 #: Stages a run got past (done, and maybe undone since): the current stage is the first other one.
 _GOT_PAST = frozenset({StageStatus.COMPLETED, StageStatus.COMPENSATED, StageStatus.COMPENSATION_FAILED})
 
-_STATUS_OF: Mapping[str, StageStatus] = {
-    str(Phase.EXECUTED): StageStatus.COMPLETED,
-    str(Phase.FAILED): StageStatus.FAILED,
-    "RUNNING": StageStatus.RUNNING,
-    "PASSED": StageStatus.PENDING,
-    str(Phase.AWAITING_APPROVAL): StageStatus.AWAITING_APPROVAL,
-    "APPROVED": StageStatus.APPROVED,
-    str(Phase.REJECTED): StageStatus.REJECTED,
+_STATUS_OF: Mapping[CallStatus, StageStatus] = {
+    CallStatus.EXECUTED: StageStatus.COMPLETED,
+    CallStatus.FAILED: StageStatus.FAILED,
+    CallStatus.RUNNING: StageStatus.RUNNING,
+    CallStatus.PASSED: StageStatus.PENDING,
+    CallStatus.AWAITING_APPROVAL: StageStatus.AWAITING_APPROVAL,
+    CallStatus.APPROVED: StageStatus.APPROVED,
+    CallStatus.REJECTED: StageStatus.REJECTED,
 }

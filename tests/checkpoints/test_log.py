@@ -295,3 +295,52 @@ def test_log_checkpoints_are_published_beside_the_saga_checkpoints(
     sink.publish_log(second)
     assert sink.latest_log(key.verifier) == second
     assert sink.log_checkpoints(key.verifier) == [first, second]
+
+
+def test_a_run_after_a_published_checkpoint_reads_only_the_new_entries(
+    sg: Sagacity, key: SigningKey, tmp_path: Path, raw_sql: RawSQL, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the previous checkpoint's frontier (kept beside it in the anchor), a run hashes only
+    the entries logged since: the same tree head as a full recomputation, proofs from it verify,
+    and a lost or altered frontier file only costs a full run. Entries logged earlier are left to
+    the verifier, which recomputes every one from the journal."""
+    sink = DirectorySink(tmp_path / "anchor")
+    first = checkpoint_log(sg, key, ORIGIN)
+    assert first.checked_frontier() is not None
+    sink.publish_log(first)
+    stored = sink.latest_log(key.verifier)
+    assert stored is not None
+    assert stored.checked_frontier() == first.frontier
+    _grow(sg)
+    read: list[tuple[int, int]] = []
+    log_type = type(entry_log(sg.journal.store))
+    leaves = log_type.leaves
+    monkeypatch.setattr(
+        log_type, "leaves", lambda self, start, end: (read.append((start, end)), leaves(self, start, end))[1]
+    )
+    second = checkpoint_log(sg, key, ORIGIN, previous=stored)
+    proof = log_consistency_proof(sg, first.size, second.size, known=stored)
+    assert read[0] == (15, 17)  # the run: the two new entries
+    assert all(start >= 15 for start, _ in read)  # the proof: subtrees of the new ones only
+    monkeypatch.setattr(log_type, "leaves", leaves)
+    full = checkpoint_log(sg, key, ORIGIN)  # no previous: every entry, the root from all of them
+    assert (second.size, second.root) == (full.size, full.root) == (17, full.root)
+    assert _merkle.verify_consistency(first.size, second.size, first.root, second.root, proof)
+    assert proof == log_consistency_proof(sg, first.size, second.size)
+    sink.publish_log(second)
+
+    frontier_file = next((tmp_path / "anchor").glob(f"log-checkpoint-{second.size:012d}-*.frontier"))
+    frontier_file.write_text(frontier_file.read_text()[::-1])  # altered: folds to nothing signed
+    altered = sink.latest_log(key.verifier)
+    assert altered is not None
+    assert altered.checked_frontier() is None
+    _grow(sg, ("e",))
+    third = checkpoint_log(sg, key, ORIGIN, previous=altered)  # falls back to the full run
+    assert third.root == checkpoint_log(sg, key, ORIGIN).root
+
+    raw_sql("UPDATE side_effect_journal SET hash = %s WHERE saga_id = %s AND seq = %s", ("0" * 64, "c", 2))
+    fourth = checkpoint_log(sg, key, ORIGIN, previous=third)  # only the new entries are its to check
+    assert fourth.size == third.size
+    assert [f.kind for f in verify_log(sg, [first, third])] == [FindingKind.LOG_MISMATCH] * 2
+    with pytest.raises(JournalIntegrityError, match=r"entry #2 of saga 'c'"):
+        checkpoint_log(sg, key, ORIGIN)

@@ -175,3 +175,20 @@ def test_consistency_arguments_are_checked() -> None:
     assert not _merkle.verify_consistency(5, 4, root, root, [])
     assert not _merkle.verify_consistency(0, 4, _merkle.root([]), root, [root])
     assert _merkle.verify_consistency(0, 4, _merkle.root([]), root, [])
+
+
+def test_a_frontier_extended_leaf_by_leaf_is_the_tree_and_proves_consistency() -> None:
+    """The compact range of n leaves, extended with more, equals the one of all of them, folds to
+    the same root, and yields the same consistency proofs as the leaves themselves."""
+    leaves = [hashlib.sha256(i.to_bytes(2, "big")).digest() for i in range(70)]
+    for old in range(0, 70, 3):
+        frontier = _merkle.extend_frontier((), leaves[:old])
+        assert len(frontier) == old.bit_count()
+        assert _merkle.frontier_root(frontier) == _merkle.root(leaves[:old])
+        for new in range(old, 70, 5):
+            grown = _merkle.extend_frontier(frontier, leaves[old:new], old)
+            assert grown == _merkle.extend_frontier((), leaves[:new])
+            if old:
+                rows = _merkle.sequence_subtrees(leaves[:new])
+                proof = _merkle.consistency_path(old, new, _merkle.frontier_subtree(old, frontier, rows))
+                assert proof == _merkle.consistency_proof(leaves[:new], old)

@@ -156,12 +156,24 @@ def test_compensation_failed_is_a_finding_and_can_be_ignored(
 def test_gate_whose_request_was_lost_is_a_finding(
     runner: CliRunner, db_url: str, sg: Sagacity, tools: ModuleType
 ) -> None:
-    """A gate open in the journal with no request row can be neither resumed nor rejected: reported."""
+    """A gate open in the journal with no request row is invisible to approvers: reported, with the
+    command that puts the request back."""
     seq = sg.run("orphan", tools.gated_order).awaiting[0].journal_seq
     sg.store.delete_approval_request("orphan", seq)
     result = doctor(runner, db_url, "--older-than", "0s", "--json")
     assert result.exit_code == 1
     assert findings(result) == [("gate_without_request", "orphan", seq)]
+    assert "sagacity sagas recover" in json.loads(result.output)["findings"][0]["action"]
+    recovered = runner.invoke(main, ["sagas", "recover", "--json", "--db", db_url])
+    assert json.loads(recovered.output) == [
+        {
+            "sagaId": "orphan",
+            "status": "AWAITING_APPROVAL",
+            "detail": f"request seq {seq} restored from the journal",
+        }
+    ]
+    assert [r.journal_seq for r in sg.pending_approvals("orphan")] == [seq]
+    assert doctor(runner, db_url, "--older-than", "0s", "--json").exit_code == 0
 
 
 def test_bad_older_than_is_a_usage_error(runner: CliRunner, db_url: str, sg: Sagacity) -> None:

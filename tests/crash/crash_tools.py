@@ -17,6 +17,7 @@ from pathlib import Path
 
 from sagacity import CompensationContext, Reversibility, Sagacity, tool
 from sagacity.errors import ApprovalNotFoundError, ApprovalRefusedError, SagaRunningElsewhereError
+from sagacity.stores import Store, open_store
 
 MARKERS = Path(os.environ.get("SAGACITY_CRASH_MARKERS", "."))
 
@@ -88,6 +89,47 @@ def wire(amount: str) -> str:
     return f"wired {amount}"
 
 
+#: Scenarios whose kill point is inside the library, between two writes: the process runs on its
+#: real store with one store method made to park before (or after) it writes, so the test's
+#: SIGKILL lands exactly there. ``<decision>-<when>-<method>``.
+WINDOWS = {
+    "gate-before-put": ("gate", "before", "put_approval_request"),
+    "reject-before-delete": ("reject", "before", "delete_approval_request"),
+    "reject-after-delete": ("reject", "after", "delete_approval_request"),
+    "expire-before-delete": ("expire", "before", "delete_approval_request"),
+    "expire-after-delete": ("expire", "after", "delete_approval_request"),
+}
+
+
+def parking_store(url: str, when: str, method: str) -> Store:
+    """The real store for ``url``, parking (until killed) ``when`` its ``method`` writes."""
+    store = open_store(url)
+    write = getattr(store, method)
+
+    def parked(*args: object) -> object:
+        if when == "before":
+            park("in-window")
+        done = write(*args)
+        if when == "after":
+            park("in-window")
+        return done
+
+    setattr(store, method, parked)
+    return store
+
+
+def window(url: str, saga_id: str, name: str) -> None:
+    decision, when, method = WINDOWS[name]
+    with Sagacity(store=parking_store(url, when, method)) as sg:
+        if decision == "gate":
+            sg.run(saga_id, lambda: (reserve("A"), wire("100.00")))
+        elif decision == "reject":
+            [request] = sg.pending_approvals(saga_id)
+            sg.reject(saga_id, request.journal_seq, "alice@example.com", reason="not this one")
+        else:
+            sg.expire_approvals()
+
+
 def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
     if name == "during-tool":
         sg.run(saga_id, lambda: (reserve("A"), slow_charge(10)))
@@ -133,5 +175,8 @@ def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
 
 if __name__ == "__main__":
     url, saga, name = sys.argv[1:4]
-    with Sagacity(url) as sagacity:
-        scenario(sagacity, saga, name)
+    if name in WINDOWS:
+        window(url, saga, name)
+    else:
+        with Sagacity(url) as sagacity:
+            scenario(sagacity, saga, name)

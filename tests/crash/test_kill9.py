@@ -6,12 +6,14 @@ chain verifies, the status says exactly what happened, and no effect ran twice.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -268,3 +270,72 @@ def test_racing_resumes_in_processes_run_the_tool_once(
     with Sagacity(durable_url) as sg:
         assert sg.status("race") is SagaStatus.COMPLETED
         assert sg.verify("race").valid
+
+
+def test_a_gate_killed_before_its_request_row_gets_it_back_from_recover(
+    durable_url: str, markers: Path, tools: object
+) -> None:
+    """Killed between journaling AWAITING_APPROVAL and writing its request row: the gate is open
+    and nobody could approve it. `sagacity sagas recover` (and ``recover()``) put the row back
+    from the journal's exact input; it is approved and resumed, and the wire runs once."""
+    saga = "stranded-gate"
+    kill_at(spawn(durable_url, saga, "gate-before-put"), markers / "in-window")
+    with Sagacity(durable_url) as sg:
+        assert sg.status(saga) is SagaStatus.AWAITING_APPROVAL
+        assert sg.pending_approvals(saga) == []
+        [gate] = [e for e in sg.entries(saga) if e.phase == Phase.AWAITING_APPROVAL]
+    done = subprocess.run(
+        [sys.executable, "-m", "sagacity.cli", "sagas", "recover", "--db", durable_url, "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr  # the saga still waits for a person: a finding
+    assert json.loads(done.stdout) == [
+        {
+            "sagaId": saga,
+            "status": "AWAITING_APPROVAL",
+            "detail": f"request seq {gate.seq} restored from the journal",
+        }
+    ]
+    with Sagacity(durable_url) as sg:
+        [request] = sg.pending_approvals(saga)
+        assert (request.journal_seq, request.tool_name, request.input) == (gate.seq, "wire", gate.input)
+        assert request.created_at == gate.timestamp
+        assert sg.recover() == []
+        assert len(sg.pending_approvals(saga)) == 1
+        sg.approve(saga, gate.seq, "alice@example.com")
+        assert sg.resume(saga, gate.seq, gate.input).status is SagaStatus.COMPLETED
+        assert sg.pending_approvals(saga) == []
+        assert sg.verify(saga).valid
+    assert effects(markers) == ["reserve A", "wire 100.00"]
+
+
+WINDOW_KILLS = [f"{d}-{w}-delete" for d in ("reject", "expire") for w in ("before", "after")]
+
+
+@pytest.mark.parametrize("scenario", WINDOW_KILLS)
+def test_a_rejection_killed_around_removing_the_request_leaves_the_gate_closed(
+    durable_url: str, markers: Path, tools: object, scenario: str
+) -> None:
+    """A rejection (or an expiry) killed just before or just after it removes the request row: the
+    REJECTED is journaled first, so the gate is closed either way (never open without its row);
+    ``recover()`` finishes the compensation and drops a row left behind."""
+    saga = f"closing-{scenario}"
+    with Sagacity(durable_url, approval_ttl=timedelta(microseconds=1)) as sg:
+        sg.run(saga, lambda: (tools.reserve("A"), tools.wire("100.00")))  # type: ignore[attr-defined]
+        [request] = sg.pending_approvals(saga)
+    kill_at(spawn(durable_url, saga, scenario), markers / "in-window")
+    with Sagacity(durable_url) as sg:
+        [rejected] = [e for e in sg.entries(saga) if e.phase == Phase.REJECTED]
+        assert f'"seq":{request.journal_seq}' in rejected.input
+        assert ("expired at" if scenario.startswith("expire") else "reason=not this one") in rejected.payload
+        assert sg.status(saga) is SagaStatus.COMPENSATING
+        left = [r.journal_seq for r in sg.pending_approvals(saga)]
+        assert left == ([request.journal_seq] if "-before-" in scenario else [])
+        [result] = sg.recover()
+        assert result.status is SagaStatus.COMPENSATED
+        assert sg.pending_approvals(saga) == []
+        assert sg.verify(saga).valid
+    assert effects(markers) == ["reserve A", "release A"]

@@ -26,6 +26,7 @@ from mcp_tools import (
     POLICY,
     SAGA_KEY,
     SAGACITY,
+    TOKEN,
     Setup,
     agent,
     api,
@@ -185,7 +186,7 @@ def test_twenty_concurrent_sessions_land_gap_free(tmp_path: Path, journal_url: s
             await client.call_tool("create_ticket", {"title": f"t{n}"}, meta=meta)
             await client.call_tool("get_balance", {"account": f"a{n}"}, meta=meta)
             status = await client.call_tool("sagacity_status", {}, meta=meta)
-            saga: str = status.structured_content["saga"]
+            saga: str = status.structured_content["sagaId"]
             if n % 4 < 2:
                 await client.call_tool("sagacity_rollback", {"reason": f"agent {n}"}, meta=meta)
             return saga
@@ -234,11 +235,11 @@ def test_session_sagas_roll_over_and_compensate_when_the_session_closes(
 
     def session(a: Any) -> tuple[str, str]:
         a.call("charge", {"customer": "first", "amount": 1})
-        first: str = a.call("sagacity_status").structured_content["saga"]
+        first: str = a.call("sagacity_status").structured_content["sagaId"]
         assert first.startswith("desk-")
         a.call("sagacity_rollback", {"reason": "start over"})
         a.call("charge", {"customer": "second", "amount": 2})
-        second: str = a.call("sagacity_status").structured_content["saga"]
+        second: str = a.call("sagacity_status").structured_content["sagaId"]
         assert second != first
         return first, second
 
@@ -265,7 +266,7 @@ def test_closing_a_session_keeps_its_work_by_default(tmp_path: Path) -> None:
     setup = make_setup(tmp_path)
     with agent(stdio_params(setup), "legacy") as a:
         a.call("charge", {"customer": "kept", "amount": 1})
-        saga = a.call("sagacity_status").structured_content["saga"]
+        saga = a.call("sagacity_status").structured_content["sagaId"]
     with Sagacity(setup.db_url) as sg:
         assert sg.status(saga) is SagaStatus.COMPLETED
     assert setup.ledger.events("refund") == []
@@ -424,4 +425,52 @@ def test_an_in_doubt_call_is_resolved_did_not_happen_through_the_proxys_api(tmp_
     with Sagacity(setup.db_url) as sg:
         assert sg.status(saga) is SagaStatus.COMPENSATED
         assert sg.in_doubt(saga) == []
+        assert sg.verify(saga).valid
+
+
+def test_an_in_doubt_call_is_resolved_did_not_happen_with_the_cli_through_the_proxys_api(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, by an operator at a shell: `sagacity sagas resolve ... --did-not-happen --api URL`
+    sends the resolution to the running proxy (token from $SAGACITY_API_TOKEN), which refunds the
+    charge through the upstream; nothing is imported, and --as, --db or --import with --api, or a
+    missing token, are refused before anything is sent."""
+    setup = make_setup(tmp_path)
+    saga = f"cli-resolve-{uuid.uuid4().hex[:8]}"
+    with http_proxy(setup) as (url, port), agent(url, "auto") as a:
+        assert not a.call("charge", {"customer": "c-cli", "amount": 9}, saga=saga).is_error
+        seq = _assert_in_doubt(setup, saga, _call_and_kill_upstream(a, setup, saga, "batch-c"), "batch-c")
+        resolve = ["sagas", "resolve", saga, str(seq), "--did-not-happen", "--reason", "no batch"]
+        where = ["--api", f"http://127.0.0.1:{port}"]
+
+        monkeypatch.delenv("SAGACITY_API_TOKEN", raising=False)
+        anonymous = sagacity_cli(*resolve, *where)
+        assert anonymous.returncode == 2
+        assert "answered 401" in anonymous.stderr
+        assert "SAGACITY_API_TOKEN" in anonymous.stderr
+        for extra in (["--as", "bob"], ["--db", setup.db_url], ["--import", "json"]):
+            mixed = sagacity_cli(*resolve, *where, *extra)
+            assert mixed.returncode == 2
+            assert f"{extra[0]} does not go with --api" in mixed.stderr
+        with Sagacity(setup.db_url) as sg:
+            assert sg.status(saga) is SagaStatus.IN_DOUBT  # nothing of the above reached the journal
+
+        monkeypatch.setenv("SAGACITY_API_TOKEN", TOKEN)
+        done = sagacity_cli(*resolve, *where, "--json")
+        assert done.returncode == 0, done.stderr
+        answer = json.loads(done.stdout)
+        assert (answer["resolver"], answer["status"], answer["happened"]) == (
+            "alice@example.com",
+            "COMPENSATED",
+            False,
+        )
+        again = sagacity_cli(*resolve, f"--api=http://127.0.0.1:{port}/sagacity/")
+        assert again.returncode == 2
+        assert "answered 409" in again.stderr  # no longer in doubt: refused, nothing journaled
+    [charge] = setup.ledger.events("charge")
+    assert [e["charge_id"] for e in setup.ledger.events("refund")] == [charge["charge_id"]]
+    with Sagacity(setup.db_url) as sg:
+        assert sg.status(saga) is SagaStatus.COMPENSATED
+        decisions = [e for e in sg.entries(saga) if e.tool_name == "approval-gate"]
+        assert [d.payload for d in decisions] == ["approver=alice@example.com\nreason=no batch"]
         assert sg.verify(saga).valid

@@ -115,7 +115,7 @@ async def test_a_call_past_its_deadline_is_in_doubt_here_too(tmp_path: Path) -> 
         assert await anyio.to_thread.run_sync(gw.sagacity.status, "deadline") is SagaStatus.IN_DOUBT
         status = (await call(client, "sagacity_status", saga="deadline")).structured_content
         assert status["status"] == "IN_DOUBT"
-        assert status["inDoubt"][0]["tool"] == "settle"
+        assert status["inDoubt"][0]["toolName"] == "settle"
         # The session's own saga is not stuck: it never saw this one.
         assert not (await call(client, "get_balance", {"account": "x"})).is_error
 

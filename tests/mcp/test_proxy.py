@@ -162,7 +162,8 @@ def test_upstream_failure_compensates_in_reverse_through_upstream_tools(world: W
 
 def test_held_call_runs_exactly_once_after_approval(world: World) -> None:
     """An irreversible call waits; after a person approves (CLI, another process) the agent's re-sent
-    call runs it once against the upstream and gets its result; sending it once more is a new request."""
+    call runs it once against the upstream and gets its result; sending it once more is answered with
+    that result from the journal, and nothing runs again."""
     saga = new_saga("held")
     to = f"DE-{saga}"
     held = world.agent.call("send_payout", {"to": to, "amount": 120}, saga=saga)
@@ -182,8 +183,9 @@ def test_held_call_runs_exactly_once_after_approval(world: World) -> None:
     assert done.structured_content["payout_id"].startswith("po_")
     assert len([e for e in world.setup.ledger.events("payout") if e["to"] == to]) == 1
 
-    another = world.agent.call("send_payout", {"to": to, "amount": 120}, saga=saga)
-    assert text_of(another).startswith("[AWAITING_APPROVAL]")
+    again = world.agent.call("send_payout", {"to": to, "amount": 120}, saga=saga)
+    assert again.structured_content == done.structured_content
+    assert world.pending(saga) == []
     assert len([e for e in world.setup.ledger.events("payout") if e["to"] == to]) == 1
     with world.journal() as sg:
         resumed = [e for e in sg.entries(saga) if e.phase == Phase.INTENT and e.tool_name == "send_payout"]
@@ -277,7 +279,7 @@ def test_status_runs_an_approved_call_and_shows_its_result(world: World) -> None
     before = world.agent.call("sagacity_status", saga=saga).structured_content
     assert before["status"] == "AWAITING_APPROVAL"
     assert before["requests"][0]["state"] == "awaiting"
-    assert before["requests"][0]["approvals"] == "0 of 1"
+    assert (before["requests"][0]["approvers"], before["requests"][0]["approvalsRequired"]) == ([], 1)
     world.approve(saga, seq)
     after = world.agent.call("sagacity_status", saga=saga).structured_content
     [request] = after["requests"]

@@ -35,25 +35,67 @@ def node_hash(left: bytes, right: bytes) -> bytes:
 
 
 def root(leaves: Iterable[bytes]) -> bytes:
-    """The tree head of the leaf hashes, in one pass with O(log n) memory.
+    """The tree head of the leaf hashes, in one pass with O(log n) memory."""
+    return frontier_root(extend_frontier((), leaves))
 
-    Keeps the roots of the complete subtrees seen so far (sizes strictly decreasing powers of
-    two); folding them right to left at the end gives exactly RFC 6962's split at the largest
-    power of two.
+
+#: The compact range of a tree of n leaves: the roots of its complete subtrees, left to right
+#: (their sizes are n's binary digits, largest first). O(log n) hashes hold everything needed to
+#: add leaves, get the root, and prove consistency from n to any larger tree.
+Frontier = tuple[bytes, ...]
+
+
+def extend_frontier(frontier: Frontier, leaves: Iterable[bytes], size: int | None = None) -> Frontier:
+    """The frontier after appending ``leaves`` to the tree whose frontier is ``frontier``.
+
+    ``size`` is that tree's leaf count (needed unless ``frontier`` is empty). Keeps the roots of
+    the complete subtrees seen so far (sizes strictly decreasing powers of two); a new leaf
+    merges with its equal-sized neighbours, as RFC 6962's split at the largest power of two does.
     """
-    stack: list[tuple[int, bytes]] = []
+    stack = list(zip(frontier_sizes(size or 0), frontier, strict=True)) if frontier else []
     for leaf in leaves:
-        size, digest = 1, leaf
-        while stack and stack[-1][0] == size:
-            left_size, left = stack.pop()
-            size, digest = left_size + size, node_hash(left, digest)
-        stack.append((size, digest))
-    if not stack:
+        width, digest = 1, leaf
+        while stack and stack[-1][0] == width:
+            left_width, left = stack.pop()
+            width, digest = left_width + width, node_hash(left, digest)
+        stack.append((width, digest))
+    return tuple(digest for _, digest in stack)
+
+
+def frontier_sizes(size: int) -> list[int]:
+    """The leaf counts of the complete subtrees of a tree of ``size`` leaves, largest first."""
+    return [1 << bit for bit in range(size.bit_length() - 1, -1, -1) if size >> bit & 1]
+
+
+def frontier_root(frontier: Frontier) -> bytes:
+    """The tree head of a frontier: its subtrees folded right to left."""
+    if not frontier:
         return hashlib.sha256(b"").digest()
-    digest = stack[-1][1]
-    for _, left in reversed(stack[:-1]):
+    digest = frontier[-1]
+    for left in reversed(frontier[:-1]):
         digest = node_hash(left, digest)
     return digest
+
+
+def frontier_subtree(size: int, frontier: Frontier, after: Subtree) -> Subtree:
+    """A :data:`Subtree` for a tree that extends the one of ``size`` leaves with ``frontier``: a
+    complete subtree of that tree is read from the frontier, any range at or past ``size`` from
+    ``after``. Every range :func:`consistency_path` asks for proving ``size`` to a larger tree is
+    one of these, so that proof costs O(new leaves + log n)."""
+    starts: dict[tuple[int, int], bytes] = {}
+    offset = 0
+    for width, digest in zip(frontier_sizes(size), frontier, strict=True):
+        starts[(offset, offset + width)] = digest
+        offset += width
+
+    def subtree(start: int, end: int) -> bytes:
+        if (start, end) in starts:
+            return starts[(start, end)]
+        if start >= size:
+            return after(start, end)
+        raise ValueError(f"the range [{start}, {end}) is neither past {size} nor a subtree of its frontier")
+
+    return subtree
 
 
 def _split(n: int) -> int:

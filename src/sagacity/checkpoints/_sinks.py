@@ -121,12 +121,14 @@ class DirectorySink:
 
     # -- log checkpoints (C2SP tlog-checkpoint notes, with their cosignatures) -----------------
     def publish_log(self, checkpoint: LogCheckpoint, timestamp: bytes | None = None) -> str:
-        """Write a log checkpoint (never replacing one) and its RFC 3161 token (``.tsr``), then
-        point ``log-latest`` at it."""
+        """Write a log checkpoint (never replacing one), its RFC 3161 token (``.tsr``) and its
+        frontier (``.frontier``: the next run's starting point), then point ``log-latest`` at it."""
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.directory / log_file_name(checkpoint, datetime.now(UTC))
         if timestamp is not None:
             _write_new(path.with_suffix(".tsr"), timestamp)
+        if checkpoint.frontier is not None:  # working state for the next run, not evidence
+            _write_new(path.with_suffix(".frontier"), checkpoint.frontier_text())
         _write_new(path, checkpoint.note)
         _replace(self.directory / LOG_LATEST, path.name + "\n")
         _fsync_dir(self.directory)
@@ -183,6 +185,8 @@ class GitSink(DirectorySink):
     def publish_log(self, checkpoint: LogCheckpoint, timestamp: bytes | None = None) -> str:
         where = super().publish_log(checkpoint, timestamp)
         token = [Path(where).with_suffix(".tsr").name] if timestamp is not None else []
+        if checkpoint.frontier is not None:
+            token.append(Path(where).with_suffix(".frontier").name)
         self._commit(
             f"log checkpoint {checkpoint.origin}: {checkpoint.size} entries\n\n"
             f"root {checkpoint.root_base64}\n",

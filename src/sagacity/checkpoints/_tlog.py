@@ -49,6 +49,21 @@ class LogCheckpoint:
     note: str
     #: The RFC 3161 token over :attr:`text` kept beside it (a ``.tsr`` file), if it was timestamped.
     timestamp: bytes | None = field(default=None, compare=False, repr=False)
+    #: The tree's compact range (``_merkle.Frontier``), kept beside it (a ``.frontier`` file) so
+    #: that the next run adds only the new entries; trusted only if it folds to :attr:`root`.
+    frontier: _merkle.Frontier | None = field(default=None, compare=False, repr=False)
+
+    def checked_frontier(self) -> _merkle.Frontier | None:
+        """:attr:`frontier` if it is this tree's (its shape fits the size and it folds to the
+        signed root), else None: a lost or altered file only costs a full recomputation."""
+        frontier = self.frontier
+        if frontier is None or len(frontier) != self.size.bit_count():
+            return None
+        return frontier if _merkle.frontier_root(frontier) == self.root else None
+
+    def frontier_text(self) -> str:
+        """The frontier as a file: one base64 hash per line, left to right."""
+        return "".join(base64.b64encode(h).decode("ascii") + "\n" for h in self.frontier or ())
 
     @property
     def text(self) -> str:
@@ -126,20 +141,38 @@ def read_log_checkpoint(path: str | os.PathLike[str], key: VerifierKey) -> LogCh
         note = path.read_text(encoding="utf-8")
         token = path.with_suffix(".tsr")
         timestamp = token.read_bytes() if token.is_file() else None
+        kept = path.with_suffix(".frontier")
+        frontier = _parse_frontier(kept.read_text(encoding="ascii")) if kept.is_file() else None
     except (OSError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"cannot read log checkpoint {path}: {exc}") from exc
-    return replace(open_log_checkpoint(note, key), timestamp=timestamp)
+    return replace(open_log_checkpoint(note, key), timestamp=timestamp, frontier=frontier)
+
+
+def _parse_frontier(text: str) -> _merkle.Frontier | None:
+    """A ``.frontier`` file's hashes (None if it is malformed: the run then recomputes)."""
+    try:
+        hashes = tuple(b64decode_canonical(line) for line in text.splitlines())
+    except (binascii.Error, ValueError):
+        return None
+    return hashes if all(len(h) == 32 for h in hashes) else None
 
 
 # -- the log side ---------------------------------------------------------------------------------
 def checkpoint_log(
     source: Source, key: SigningKey, origin: str, *, previous: LogCheckpoint | None = None
 ) -> LogCheckpoint:
-    """Log the entries not yet logged, check every logged entry is still as logged, sign the head.
+    """Log the entries not yet logged, check them against the journal, sign the new tree head.
 
-    Refuses (``JournalIntegrityError``) when a logged entry is gone or changed, or when the tree
-    does not extend ``previous`` (the newest one published): the log only grows, and signing a
-    tree that does not would be signing a fork.
+    With ``previous`` (the newest one published) carrying its frontier, the run costs O(new
+    entries + log n): the tree is the previous one's compact range extended by the new entries
+    only, so it extends ``previous`` by construction, and only the new entries are checked
+    against the journal (the earlier ones are the verifier's: :func:`verify_log` recomputes
+    every leaf from the journal's rows, and ``sagacity checkpoint`` verifies every chain first).
+    Without one, every logged entry is checked and the root recomputed from all of them.
+
+    Refuses (``JournalIntegrityError``) when an entry it checks is gone or changed, or when the
+    tree does not extend ``previous``: the log only grows, and signing a tree that does not would
+    be signing a fork. The result carries its frontier for the next run.
     """
     journal = journal_of(source)
     log = _log.entry_log(journal.store)
@@ -150,8 +183,8 @@ def checkpoint_log(
             f"refusing to sign the log: it has {size} entries, the last log checkpoint {previous.size}"
         )
 
-    def intact() -> Iterator[bytes]:
-        for leaf in log.leaves(0, size):
+    def intact(start: int) -> Iterator[bytes]:
+        for leaf in log.leaves(start, size):
             if not leaf.intact:
                 what = "is gone" if leaf.current is None else "no longer has the hash it was logged with"
                 raise JournalIntegrityError(
@@ -160,21 +193,37 @@ def checkpoint_log(
                 )
             yield leaf.leaf_hash()
 
-    root = _merkle.root(intact())
-    if previous is not None:
+    known = previous.checked_frontier() if previous is not None else None
+    if previous is not None and known is not None:
+        frontier = _merkle.extend_frontier(known, intact(previous.size), previous.size)
+    else:
+        frontier = _merkle.extend_frontier((), intact(0))
+    root = _merkle.frontier_root(frontier)
+    if previous is not None and known is None:
         proof = _merkle.consistency_path(previous.size, size, _log.subtrees(log, as_journal=False))
         if not _merkle.verify_consistency(previous.size, size, previous.root, root, proof):
             raise JournalIntegrityError(
                 f"refusing to sign the log: its first {previous.size} entries no longer fold to the root "
                 "of the last log checkpoint (the log table was re-ordered or re-hashed)"
             )
-    return sign_log_checkpoint(log_origin(origin), size, root, key)
+    made = sign_log_checkpoint(log_origin(origin), size, root, key)
+    return replace(made, frontier=frontier)
 
 
-def log_consistency_proof(source: Source, old: int, new: int) -> list[bytes]:
-    """The RFC 9162 proof that the log at ``new`` entries extends itself at ``old``."""
+def log_consistency_proof(
+    source: Source, old: int, new: int, *, known: LogCheckpoint | None = None
+) -> list[bytes]:
+    """The RFC 9162 proof that the log at ``new`` entries extends itself at ``old``.
+
+    ``known``: a log checkpoint of ``old`` entries with its frontier (the previous run's): the
+    proof then reads only the entries past ``old`` (O(new entries + log n)), else every one.
+    """
     log = _log.entry_log(journal_of(source).store)
-    return _merkle.consistency_path(old, new, _log.subtrees(log, as_journal=False))
+    rows = _log.subtrees(log, as_journal=False)
+    frontier = known.checked_frontier() if known is not None and known.size == old else None
+    if frontier is not None:
+        rows = _merkle.frontier_subtree(old, frontier, rows)
+    return _merkle.consistency_path(old, new, rows)
 
 
 def log_inclusion_proof(source: Source, index: int, size: int) -> list[bytes]:

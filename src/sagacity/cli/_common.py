@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-from rich.console import Console
 
-from sagacity._sagacity import Sagacity
 from sagacity.errors import ConfigurationError, SagacityError, StoreUnavailableError
 from sagacity.stores import DEFAULT_URL, safe_url
 from sagacity.stores._deadline import limited_wait
-from sagacity.stores.sqlite import path_from_url
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from sagacity._sagacity import Sagacity
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,6 +74,8 @@ def db_url_option(fn: F) -> F:
 
 def console(stderr: bool = False) -> Console:
     """A rich console; plain text, 120 columns wide, when output is not a terminal (pipes, tests)."""
+    from rich.console import Console  # imported when output is printed, not for --help
+
     stream = sys.stderr if stderr else sys.stdout
     width = None if stream.isatty() or os.environ.get("COLUMNS") else 120
     return Console(stderr=stderr, highlight=False, soft_wrap=True, width=width)
@@ -93,6 +96,10 @@ def open_sagacity(db_url: str, *, init_schema: bool = False) -> Iterator[Sagacit
     is waited for ``--store-timeout`` seconds at most, and the driver's own reconnect warnings
     are kept off the terminal: the one error line says what happened.
     """
+    import logging
+
+    from sagacity._sagacity import Sagacity  # the library, imported when a command runs
+
     ctx = click.get_current_context(silent=True)
     timeout = ctx.meta.get(_STORE_TIMEOUT) if ctx is not None else None
     if not init_schema:
@@ -116,6 +123,8 @@ def _require_existing(db_url: str) -> None:
     """A SQLite journal must exist before a command that does not create one opens it."""
     if not db_url.lower().startswith("sqlite:"):
         return
+    from sagacity.stores.sqlite import path_from_url
+
     try:
         path = path_from_url(db_url)
     except ConfigurationError as exc:

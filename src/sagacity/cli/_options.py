@@ -13,12 +13,11 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import click
 
-from sagacity._approvals import require_identity
 from sagacity._state import one_line, required_reason
 from sagacity._toml_lines import duration_seconds
 from sagacity.cli._common import CommandError
@@ -78,6 +77,8 @@ def resolve_identity(identity: str | None) -> str:
         where = "the operating-system user"
     else:
         where = "--as"
+    from sagacity._approvals import require_identity
+
     if not identity or not identity.strip():
         raise CommandError(f"{where} is empty: decisions are recorded under a named identity; pass --as NAME")
     try:
@@ -179,6 +180,70 @@ def output_option(*, ids: str | None = None) -> Callable[[F], F]:
                 click.option("-q", "--quiet", "ids_only", is_flag=True, help=f"Print only {ids}, one a line.")
             )
         decorated: Any = resolved
+        for option in reversed(options):
+            decorated = option(decorated)
+        return decorated  # type: ignore[no-any-return]
+
+    return decorate
+
+
+def parse_moment(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """``--since`` / ``--until``: a time ago (``30m``, ``2h``, ``1d``) or an ISO 8601 date or time
+    (``2026-12-01``, ``2026-12-01T09:30``, ``...Z`` or ``...+02:00``; without an offset, UTC)."""
+    if value is None:
+        return None
+    text = value.strip()
+    seconds = None if text.isdigit() else duration_seconds(text)
+    if seconds is not None:
+        return datetime.now(UTC) - timedelta(seconds=seconds)
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r} is neither a time ago (30m, 2h, 1d) nor an ISO 8601 date or time "
+            "(2026-12-01, 2026-12-01T09:30, 2026-12-01T09:30Z)"
+        ) from None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+
+
+def filter_options(*, tool: str, moment: str) -> Callable[[F], F]:
+    """``--prefix``, ``--tool``, ``--since``, ``--until``: the library's listing filters, which the
+    command receives together as ``filters`` (keyword arguments for ``sg.sagas()`` and the like).
+    ``tool`` and ``moment`` say what ``--tool`` keeps and which time ``--since``/``--until``
+    compare (e.g. "sagas last updated")."""
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def bundled(
+            *args: Any,
+            prefix: str | None,
+            tool: str | None,
+            since: datetime | None,
+            until: datetime | None,
+            **kwargs: Any,
+        ) -> Any:
+            if since is not None and until is not None and since >= until:
+                raise click.BadParameter("must be earlier than --until", param_hint="--since")
+            filters = {"prefix": prefix, "tool": tool, "since": since, "until": until}
+            return fn(*args, filters={k: v for k, v in filters.items() if v is not None}, **kwargs)
+
+        times = "TIME: a time ago (30m, 2h, 1d) or ISO 8601 (2026-12-01T09:30; UTC unless it has an offset)"
+        options = [
+            click.option(
+                "--prefix", metavar="TEXT", help="Only saga ids that start with TEXT (case-sensitive)."
+            ),
+            click.option("--tool", metavar="NAME", help=tool),
+            click.option(
+                "--since",
+                metavar="TIME",
+                callback=parse_moment,
+                help=f"Only {moment} at or after TIME. {times}.",
+            ),
+            click.option(
+                "--until", metavar="TIME", callback=parse_moment, help=f"Only {moment} before TIME."
+            ),
+        ]
+        decorated: Any = bundled
         for option in reversed(options):
             decorated = option(decorated)
         return decorated  # type: ignore[no-any-return]

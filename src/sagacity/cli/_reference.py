@@ -28,8 +28,10 @@ def walk(
     )
     yield path, command, ctx
     if isinstance(command, click.Group):
-        for name in sorted(command.commands):
-            yield from walk(command.commands[name], (*path, name), ctx)
+        for name in sorted(command.list_commands(ctx)):  # a lazy group imports them here
+            sub = command.get_command(ctx, name)
+            assert sub is not None, f"{' '.join(path)} lists {name!r} but has no such command"
+            yield from walk(sub, (*path, name), ctx)
 
 
 def render(group: click.Group) -> str:

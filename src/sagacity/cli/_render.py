@@ -16,14 +16,16 @@ import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from sagacity._doctor import human_duration
 from sagacity.cli._common import console
 from sagacity.model import Entry, Phase, SagaStatus
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
+    Row = Sequence[str | Text]
 
 _PHASE_STYLE = {
     Phase.EXECUTED: "green",
@@ -58,6 +60,8 @@ def when(ts: datetime | None) -> str:
 
 def until(expires_at: datetime | None, now: datetime) -> str:
     """``in 3h 5m``, ``EXPIRED 2m ago`` or ``never``."""
+    from sagacity._doctor import human_duration
+
     if expires_at is None:
         return "never"
     if expires_at <= now:
@@ -67,14 +71,20 @@ def until(expires_at: datetime | None, now: datetime) -> str:
 
 def cells(*values: str | Text) -> list[Text]:
     """Table cells as literal text: journal values (saga ids, inputs) may hold ``[...]``, never markup."""
+    from rich.text import Text
+
     return [v if isinstance(v, Text) else Text(v) for v in values]
 
 
 def status_text(status: SagaStatus | str) -> Text:
+    from rich.text import Text
+
     return Text(str(status), style=_STATUS_STYLE.get(SagaStatus(status), ""))
 
 
 def phase_text(phase: Phase | str) -> Text:
+    from rich.text import Text
+
     return Text(str(phase), style=_PHASE_STYLE.get(Phase(phase), ""))
 
 
@@ -98,9 +108,6 @@ class Column:
     right: bool = False
 
 
-Row = Sequence[str | Text]
-
-
 def show_rows(
     columns: Sequence[Column],
     rows: Iterable[Row],
@@ -111,6 +118,9 @@ def show_rows(
 ) -> None:
     """Print ``rows`` as a table (``table``: cut columns shortened to fit; ``wide``: nothing cut)
     or as CSV with a header line (plain text, nothing cut)."""
+    from rich.table import Table
+    from rich.text import Text
+
     lines = [cells(*(one_row(v) if isinstance(v, str) else v for v in row)) for row in rows]
     if output == CSV:
         writer = csv.writer(sys.stdout, lineterminator="\n")

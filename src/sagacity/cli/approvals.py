@@ -8,27 +8,21 @@ a payload other than the one the journal holds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from shlex import quote
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Group
-from rich.markup import escape
-from rich.panel import Panel
-from rich.syntax import Syntax
-from rich.table import Table
-from rich.text import Text
 
-from sagacity._approvals import utc_now
-from sagacity._doctor import human_duration
-from sagacity._reads import pending_at, rejection_undoes
-from sagacity._state import fold, parse_decision_payload, sha256_hex
-from sagacity._wire import approval_json, decision_json, request_detail_json, resume_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
+    filter_options,
     identity_option,
     import_option,
     json_option,
@@ -37,9 +31,24 @@ from sagacity.cli._options import (
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import IDS, JSON, Column, cells, show_journal, show_rows, status_text, until, when
+from sagacity.cli._render import (
+    IDS,
+    JSON,
+    TABLE,
+    WIDE,
+    Column,
+    cells,
+    show_journal,
+    show_rows,
+    status_text,
+    until,
+    when,
+)
 from sagacity.errors import UnknownToolError
-from sagacity.model import PendingApproval, SagaDetail, SagaResult, SagaStatus
+from sagacity.model import PendingApproval, SagaResult, SagaStatus, SagaView
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 SAGA = click.argument("saga_id", metavar="SAGA_ID")
 SEQ = seq_argument
@@ -63,27 +72,28 @@ def approvals() -> None:
     """
 
 
-def find_request(saga: SagaDetail, seq: int) -> PendingApproval:
+def find_request(saga: SagaView, seq: int) -> PendingApproval:
     """The pending request at ``seq``, or an error that says what the journal knows of it."""
-    pending = pending_at(saga.pending, seq)
+    pending = saga.request(seq)
     if pending is not None:
         return pending
     where = f"saga {saga.saga_id!r} seq {seq}"
-    gate = fold(saga.saga_id, saga.entries).gates.get(seq)
+    gate = saga.gate(seq)
     if gate is None:
         raise CommandError(
             f"{where} is not an approval request (see `sagacity sagas show {quote(saga.saga_id)}`)"
         )
     if gate.resumed is not None:
-        raise CommandError(f"{where} was already resumed (call seq {gate.resumed.intent.seq})")
+        raise CommandError(f"{where} was already resumed (call seq {gate.resumed.seq})")
     if gate.rejection is not None:
-        approver, reason = parse_decision_payload(gate.rejection.payload)
-        by = f" by {approver}" if approver else ""
-        raise CommandError(f"{where} was rejected{by}: {reason or 'no reason given'}")
+        by = f" by {gate.rejection.approver}" if gate.rejection.approver else ""
+        raise CommandError(f"{where} was rejected{by}: {gate.rejection.reason or 'no reason given'}")
     raise CommandError(f"{where} has no pending request (see `sagacity doctor`)")
 
 
 def _print_result(result: SagaResult) -> None:
+    from rich.text import Text
+
     out = console()
     out.print(Text.assemble("saga ", result.saga_id, " is ", status_text(result.status)))
     if result.error is not None:
@@ -104,24 +114,61 @@ def requester_text(pending: PendingApproval) -> str:
 
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
+@filter_options(tool="Only requests to run the tool NAME.", moment="requests made")
+@click.option(
+    "--watch",
+    "-w",
+    is_flag=True,
+    help="Keep the list on screen, read again every --interval seconds, until Ctrl-C (exit 0).",
+)
+@click.option(
+    "--interval",
+    type=click.FloatRange(min=0.1),
+    default=2.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --watch: seconds between reads.",
+)
 @output_option(ids="saga ids and seqs (tab-separated)")
 @db_option
-def list_(saga_id: str | None, output: str, db_url: str) -> None:
+def list_(
+    saga_id: str | None,
+    filters: dict[str, Any],
+    watch: bool,
+    interval: float,
+    output: str,
+    db_url: str,
+) -> None:
     """Requests waiting for a decision or a resume, oldest first. Read-only.
 
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
+    With --watch the table is read again and redrawn until Ctrl-C (on a terminal; in a pipe each
+    reading is printed after the last, under a line with its time).
     """
+    from sagacity._wire import approval_json
+
+    if watch and output not in (TABLE, WIDE):
+        raise click.UsageError("--watch draws a table: use it with -o table or -o wide")
     with open_sagacity(db_url) as sg:
-        pending = sg.approvals(saga_id)
+        if watch:
+            _watch(lambda: sg.approvals(saga_id, **filters), interval, output)
+            return
+        pending = sg.approvals(saga_id, **filters)
     if output == JSON:
         echo_json([approval_json(p) for p in pending])
-        return
-    if output == IDS:
+    elif output == IDS:
         for p in pending:
             click.echo(f"{p.request.saga_id}\t{p.request.journal_seq}")
-        return
+    else:
+        _show_requests(pending, output)
+
+
+def _show_requests(pending: list[PendingApproval], output: str, out: Console | None = None) -> None:
+    from sagacity._approvals import utc_now
+    from sagacity._doctor import human_duration
+
     if not pending:
-        console().print("no pending approval requests")
+        (out or console()).print("no pending approval requests")
         return
     now = utc_now()
     show_rows(
@@ -140,7 +187,28 @@ def list_(saga_id: str | None, output: str, db_url: str) -> None:
             for p in pending
         ],
         output=output,
+        out=out,
     )
+
+
+def _watch(read: Callable[[], list[PendingApproval]], interval: float, output: str) -> None:
+    """Read and show the queue every ``interval`` seconds until Ctrl-C, which ends it cleanly."""
+    from sagacity._approvals import utc_now
+
+    out = console()
+    try:
+        while True:
+            pending = read()
+            if out.is_terminal:
+                out.clear()
+            out.print(
+                f"{when(utc_now())}: {len(pending)} pending; every {interval:g}s, Ctrl-C to stop",
+                markup=False,
+            )
+            _show_requests(pending, output, out)
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        out.print("stopped watching")
 
 
 @approvals.command()
@@ -154,11 +222,22 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     Read-only. Shows the payload as journaled; a request row that disagrees with the journal is
     flagged (and `approve`/`resume` refuse it).
     """
+    from rich.console import Group
+    from rich.markup import escape
+    from rich.panel import Panel
+    from rich.syntax import Syntax
+    from rich.table import Table
+    from rich.text import Text
+
+    from sagacity._approvals import utc_now
+    from sagacity._doctor import human_duration
+    from sagacity._wire import request_detail_json
+
     with open_sagacity(db_url) as sg:
-        saga = sg.saga_detail(saga_id)
+        saga = sg.view(saga_id)
     pending = find_request(saga, seq)
     if output == JSON:
-        echo_json(request_detail_json(pending, saga, rejection_undoes(saga, sg.registry)))
+        echo_json(request_detail_json(pending, saga))
         return
     if output == "csv":
         show_journal(saga.entries, output=output)
@@ -199,7 +278,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         )
     )
     show_journal(saga.entries, title="journal so far", output=output, out=out)
-    undo = rejection_undoes(saga, sg.registry)
+    undo = saga.undo
     out.print(
         "a rejection would compensate, in this order:" if undo else "a rejection has nothing to compensate"
     )
@@ -222,11 +301,13 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
 
     Import the tool's module when it requires several distinct approvers, so the count is known.
     """
+    from sagacity._wire import decision_json
+
     approver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
-        request = find_request(sg.saga_detail(saga_id), seq).request
+        request = find_request(sg.view(saga_id), seq).request
         decision = sg.approve(saga_id, seq, approver)
-        after = pending_at(sg.approvals(saga_id), seq)
+        after = sg.view(saga_id).request(seq)
     if as_json:
         echo_json(decision_json(decision, after, pending=after is not None))
         return
@@ -260,10 +341,12 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     Exit status 0 when the saga ends COMPENSATED, 1 when it needs a human (a compensation failed
     or is in doubt).
     """
+    from sagacity._wire import decision_json
+
     approver = resolve_identity(identity)
     reason = reason_option(reason)
     with open_sagacity(db_url) as sg:
-        find_request(sg.saga_detail(saga_id), seq)
+        find_request(sg.view(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)
     assert decision.result is not None
     if as_json:
@@ -310,6 +393,8 @@ def resume(
     when it compensated instead (the tool failed or the payload was refused), 2 when the resume was
     refused (not approved, expired, unknown request or tool) and nothing ran.
     """
+    from sagacity._wire import resume_json
+
     if payload is not None and payload_file is not None:
         raise click.UsageError("give --payload or --payload-file, not both")
     if payload_file is not None:
@@ -318,11 +403,11 @@ def resume(
         except UnicodeDecodeError as exc:
             raise CommandError(f"{payload_file} is not UTF-8: {exc}") from exc
     with open_sagacity(db_url) as sg:
-        request = find_request(sg.saga_detail(saga_id), seq).request
+        request = find_request(sg.view(saga_id), seq).request
         payload = request.input if payload is None else payload
-        if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
+        if _sha256(payload) != request.input_hash and not reject_on_mismatch:
             raise CommandError(
-                f"the payload's SHA-256 {sha256_hex(payload)} differs from the approved "
+                f"the payload's SHA-256 {_sha256(payload)} differs from the approved "
                 f"{request.input_hash}; nothing was written. Resume without --payload to run the "
                 "approved input, or pass --reject-on-mismatch to submit it (the saga is then rejected "
                 "and compensated)"
@@ -339,3 +424,8 @@ def resume(
             console().print(f"result: {result.value}", markup=False)
     if not result.ok:
         sys.exit(EXIT_FINDINGS)
+
+
+def _sha256(text: str) -> str:
+    """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -10,39 +10,34 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import click
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
-from rich.table import Table
 
-from sagacity._sagacity import Sagacity
-from sagacity.checkpoints import (
-    Checkpoint,
-    CheckpointReport,
-    DirectorySink,
-    GitSink,
-    LogCheckpoint,
-    SigningKey,
-    Witness,
-    WitnessRefused,
-    checkpoint_log,
-    cosign_with_quorum,
-    create_checkpoint,
-    load_signing_key,
-    load_witness_key,
-    log_consistency_proof,
-)
-from sagacity.checkpoints._scan import Progress as ProgressCallback
-from sagacity.checkpoints._timestamp import request_timestamp
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import Digits, parse_duration
 from sagacity.errors import JournalIntegrityError, SagacityError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from sagacity._sagacity import Sagacity
+    from sagacity.checkpoints import (
+        Checkpoint,
+        CheckpointReport,
+        DirectorySink,
+        LogCheckpoint,
+        SigningKey,
+        Witness,
+    )
+    from sagacity.checkpoints._scan import Progress as ProgressCallback
 
 
 @contextmanager
 def scan_progress(description: str) -> Iterator[ProgressCallback]:
     """A transient progress bar on stderr (shown on a terminal only) fed by the scan's callback."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
+
     with Progress(
         SpinnerColumn(),
         TextColumn(description),
@@ -62,6 +57,9 @@ def scan_progress(description: str) -> Iterator[ProgressCallback]:
 
 def findings_table(report: CheckpointReport) -> Table:
     """One row per finding: which saga, what happened to it, where, and the counts then and now."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table("saga", "finding", "index", "at checkpoint", "now", "detail")
     for finding in report.findings:
         table.add_row(
@@ -80,6 +78,8 @@ def _optional_duration(ctx: click.Context, param: click.Parameter, value: str | 
 
 
 def _sink(out_dir: str | None, git_dir: str | None) -> DirectorySink:
+    from sagacity.checkpoints import DirectorySink, GitSink
+
     if (out_dir is None) == (git_dir is None):
         raise click.UsageError("give exactly one of --out DIR or --git DIR: where the checkpoint is anchored")
     try:
@@ -160,6 +160,8 @@ def checkpoint(
     does not extend the newest checkpoints in the anchor, or fewer than --quorum witnesses
     cosign: signing would launder the tampering. Run it from cron, or as a sidecar with --every.
     """
+    from sagacity.checkpoints import load_signing_key
+
     if count is not None and every is None:
         raise click.UsageError("--count bounds the --every loop; give --every too")
     witnesses = [_witness(spec) for spec in witness_specs]
@@ -186,6 +188,8 @@ def checkpoint(
 
 
 def _witness(spec: str) -> Witness:
+    from sagacity.checkpoints import Witness, load_witness_key
+
     url, sep, pub = spec.rpartition("=")
     if not sep or not url.startswith(("http://", "https://")):
         raise click.UsageError(f"--witness {spec!r}: expected URL=PUB, e.g. http://witness:7380=w.pub")
@@ -204,6 +208,11 @@ def _log_checkpoint_once(
     quorum: int,
     tsa_url: str | None,
 ) -> LogCheckpoint:
+    from rich.markup import escape
+
+    from sagacity.checkpoints import WitnessRefused, checkpoint_log, cosign_with_quorum, log_consistency_proof
+    from sagacity.checkpoints._timestamp import request_timestamp
+
     try:
         previous = sink.latest_log(key.verifier)
         made = checkpoint_log(sg, key, origin, previous=previous)
@@ -220,7 +229,7 @@ def _log_checkpoint_once(
                 witnesses,
                 quorum,
                 previous.size if previous is not None else 0,
-                lambda old: log_consistency_proof(sg, old, made.size),
+                lambda old: log_consistency_proof(sg, old, made.size, known=previous),
             )
         except WitnessRefused as exc:
             console(stderr=True).print(f"[red]log checkpoint not published: {escape(str(exc))}[/]")
@@ -244,6 +253,10 @@ def _log_checkpoint_once(
 def _checkpoint_once(
     sg: Sagacity, key: SigningKey, origin: str, sink: DirectorySink, max_skew: timedelta
 ) -> Checkpoint:
+    from rich.markup import escape
+
+    from sagacity.checkpoints import create_checkpoint
+
     try:
         previous = sink.latest(key.verifier)
     except SagacityError as exc:

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 
 import click
-from rich.markup import escape
 
-from sagacity._sagacity import Sagacity
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console
 from sagacity.cli._render import show_journal
 from sagacity.model import SagaStatus
@@ -30,7 +28,10 @@ def demo(db_url: str) -> None:
     Uses only the public library calls a user would make, then verifies every chain. No server,
     no API key. Run it again and it adds four new sagas to the same journal.
     """
+    from rich.markup import escape
+
     from sagacity import _demo
+    from sagacity._sagacity import Sagacity
 
     out = console()
     run_id = time.strftime("%H%M%S")

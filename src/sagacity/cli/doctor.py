@@ -5,16 +5,19 @@ from __future__ import annotations
 import dataclasses
 import sys
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import click
 
-from sagacity import FindingKind, Sagacity
-from sagacity._doctor import Finding, lag_finding
-from sagacity._wire import diagnosis_json
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import Digits, echo_json, import_option, output_option, parse_duration
 from sagacity.cli._render import JSON, Column, show_rows
 from sagacity.errors import SagacityError
+from sagacity.model import FindingKind
+
+if TYPE_CHECKING:
+    from sagacity._doctor import Finding
+    from sagacity._sagacity import Sagacity
 
 _FINDING_COLUMNS = (
     Column("kind"),
@@ -104,6 +107,9 @@ def doctor(
     With --anchor and --key it also says how many entries the journal runs ahead of the last
     cosigned log checkpoint, and alerts past --max-lag.
     """
+    from sagacity._doctor import lag_finding
+    from sagacity._wire import diagnosis_json
+
     if anchor is not None and key_path is None:
         raise click.UsageError("--anchor needs --key, the log's public key")
     with open_sagacity(db_url) as sg:

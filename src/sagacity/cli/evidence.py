@@ -8,45 +8,29 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.progress import Progress, SpinnerColumn, TextColumn
-from rich.text import Text
 
-from sagacity._export import verify_sagas
-from sagacity._sagacity import Sagacity
-from sagacity._wire import verification_json
 from sagacity.chain import Verification
-from sagacity.checkpoints import (
-    CheckpointReport,
-    DirectorySink,
-    Finding,
-    FindingKind,
-    LogCheckpoint,
-    VerifierKey,
-    load_verifier_key,
-    load_witness_key,
-    read_checkpoint,
-    read_log_checkpoint,
-    verify_against_checkpoint,
-    verify_log,
-    verify_log_timestamps,
-    write_bundle,
-)
-from sagacity.checkpoints._format import Checkpoint
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import Digits, echo_json, output_option, parse_duration
 from sagacity.cli._render import CSV, JSON, Column, show_rows
-from sagacity.cli.checkpoint import findings_table, scan_progress
 from sagacity.errors import SagacityError, SagaNotFoundError
 from sagacity.stores import safe_url
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
+    from sagacity.checkpoints import CheckpointReport, Finding, LogCheckpoint, VerifierKey
+    from sagacity.checkpoints._format import Checkpoint
 
 
 def _verify_all(
     sg: Sagacity, saga_ids: Iterable[str], total: int | None
 ) -> Iterator[tuple[str, Verification]]:
     """Verify sagas one by one, with a transient progress bar on a terminal."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
     with Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),
@@ -156,6 +140,8 @@ def verify(
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
     """
+    from sagacity._export import verify_sagas
+
     as_json = output == JSON
     if checkpoint_path is not None:
         if saga_ids or export_file is not None:
@@ -196,6 +182,8 @@ def verify(
 
 def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
     """The checkpoint, its signature by ``key_path`` and its leaves checked; errors exit 2."""
+    from sagacity.checkpoints import load_verifier_key, read_checkpoint
+
     try:
         return read_checkpoint(checkpoint_path, load_verifier_key(key_path))
     except SagacityError as exc:
@@ -203,6 +191,8 @@ def _load_checkpoint(checkpoint_path: str, key_path: str) -> Checkpoint:
 
 
 def _load_key(path: str, *, witness: bool = False) -> VerifierKey:
+    from sagacity.checkpoints import load_verifier_key, load_witness_key
+
     try:
         return load_witness_key(path) if witness else load_verifier_key(path)
     except SagacityError as exc:
@@ -228,6 +218,8 @@ def _read_trust(path: str) -> bytes:
 
 def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) -> list[LogCheckpoint]:
     """The anchor's log checkpoints (a directory's), then the ones the auditor kept."""
+    from sagacity.checkpoints import DirectorySink, read_log_checkpoint
+
     try:
         found = DirectorySink(checkpoint_path).log_checkpoints(key) if Path(checkpoint_path).is_dir() else []
         found += [read_log_checkpoint(path, key) for path in policy.since]
@@ -237,6 +229,8 @@ def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) 
 
 
 def _unwitnessed(checkpoints: list[LogCheckpoint], policy: LogPolicy) -> list[Finding]:
+    from sagacity.checkpoints import Finding, FindingKind
+
     found = []
     for cp in checkpoints:
         try:
@@ -255,6 +249,9 @@ def _verify_checkpoint(
     *,
     as_json: bool,
 ) -> None:
+    from sagacity.checkpoints import verify_against_checkpoint, verify_log, verify_log_timestamps
+    from sagacity.cli.checkpoint import findings_table, scan_progress
+
     checkpoint = _load_checkpoint(checkpoint_path, key_path)
     logs = _log_checkpoints(checkpoint_path, _load_key(key_path), policy)
     with open_sagacity(db_url) as sg, scan_progress("verifying") as progress:
@@ -360,6 +357,10 @@ _VERDICT_COLUMNS = (
 
 def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: bool) -> None:
     """The verdicts as a table or CSV (``--quiet``: broken ones only) or one JSON document."""
+    from rich.text import Text
+
+    from sagacity._wire import verification_json
+
     verdicts: list[dict[str, Any]] = []
     rows: list[tuple[str | Text, ...]] = []
     checked = broken = 0
@@ -440,6 +441,8 @@ def export(
     also carries its newest log checkpoint, with its cosignatures, and each saga's log inclusion
     proof.
     """
+    from sagacity.checkpoints import DirectorySink, read_log_checkpoint, write_bundle
+
     if bundle_dir is not None:
         if checkpoint_path is None or key_path is None:
             raise click.UsageError("--bundle needs --checkpoint FILE|DIR and --key PUB")

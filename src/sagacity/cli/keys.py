@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from sagacity.checkpoints import write_key_pair
 from sagacity.cli._common import CommandError, console
 from sagacity.errors import SagacityError
 
@@ -35,6 +34,8 @@ def generate(stem: str, name: str | None, witness: bool) -> None:
     they cannot forge one); hand NAME.pub to auditors, who pass it to `sagacity verify --key`
     (a witness's to `--witness-key`).
     """
+    from sagacity.checkpoints import write_key_pair
+
     try:
         key_path, pub_path = write_key_pair(stem, name, witness=witness)
     except SagacityError as exc:

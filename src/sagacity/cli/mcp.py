@@ -24,7 +24,7 @@ import click
 
 from sagacity.cli._common import CommandError, console, db_option
 from sagacity.cli._options import echo_json, json_option
-from sagacity.cli.serve import INSECURE_FLAG, authenticator, warn_insecure
+from sagacity.cli.serve import INSECURE_FLAG
 from sagacity.errors import ConfigurationError, SagacityError
 
 if TYPE_CHECKING:
@@ -251,6 +251,8 @@ def proxy(
     sagacity:policy chain; a text that does not parse or changes the gateway's own tables is
     refused, journaled, and every call is denied until the file is fixed.
     """
+    from sagacity.cli.serve import authenticator, warn_insecure
+
     policy, target = _load(policy_path, command, upstream_url)
     agent_auth = None
     if listen is not None:

@@ -6,14 +6,16 @@ import json
 import tomllib
 from contextlib import nullcontext
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from sagacity.cli._common import CommandError, db_option, open_sagacity
 from sagacity.cli._options import echo_json, import_option, json_option
 from sagacity.errors import PolicyError, SagacityError
-from sagacity.guardrails import Guard, Verdict, as_agent, load_policy
-from sagacity.guardrails._parse import GATEWAY_TABLES
+
+if TYPE_CHECKING:
+    from sagacity.guardrails import Verdict
 
 
 @click.group()
@@ -29,6 +31,9 @@ def check(file: Path) -> None:
     A file that also holds the MCP gateway's tables ([upstream], [tools.NAME], ...) is checked
     as the gateway would read it too.
     """
+    from sagacity.guardrails import load_policy
+    from sagacity.guardrails._parse import GATEWAY_TABLES
+
     try:
         parsed = load_policy(file)
         if GATEWAY_TABLES & set(tomllib.loads(parsed.text)):
@@ -73,6 +78,8 @@ def explain(
 ) -> None:
     """Which rule would decide a call of TOOL now, on the journal as it stands (meters, the saga's
     history, the kill switch). Read-only: nothing is debited or journaled."""
+    from sagacity.guardrails import Guard, as_agent, load_policy
+
     try:
         json.loads(arguments)
     except ValueError as exc:

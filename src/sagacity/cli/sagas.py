@@ -9,19 +9,20 @@ tool is not registered.
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from shlex import quote
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote as quote_path
 
 import click
-from rich.markup import escape
-from rich.text import Text
 
-from sagacity._doctor import human_duration
 from sagacity._state import fold
-from sagacity._wire import in_doubt_json, saga_json, saga_page_json
+from sagacity.cli._api import TOKEN_ENV, api_option, post, refuse_with_api
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     Digits,
     echo_json,
+    filter_options,
     identity_option,
     import_option,
     json_option,
@@ -31,8 +32,11 @@ from sagacity.cli._options import (
     seq_argument,
 )
 from sagacity.cli._render import IDS, JSON, Column, show_journal, show_rows, status_text, when
-from sagacity.errors import UnknownToolError
+from sagacity.errors import SagaNotFoundError, UnknownToolError
 from sagacity.model import SagaStatus
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
 
 _STATUSES = [s.value for s in SagaStatus]
 _SAGA_COLUMNS = (
@@ -72,15 +76,21 @@ def sagas() -> None:
     metavar="CURSOR",
     help='Go on after this cursor: the next page (printed under a full page, or --json\'s "next").',
 )
+@filter_options(tool="Only sagas whose journal has a call of the tool NAME.", moment="sagas last updated")
 @output_option(ids="saga ids")
 @db_option
-def list_(status: str | None, limit: int, after: str | None, output: str, db_url: str) -> None:
+def list_(
+    status: str | None, limit: int, after: str | None, filters: dict[str, Any], output: str, db_url: str
+) -> None:
     """Sagas with their status, most recently updated first, a page at a time. Read-only.
 
-    Read from the saga index, so a page takes the same time however many sagas there are.
+    Read from the saga index, so a page takes the same time however many sagas there are. The
+    filters narrow the list (all must hold); the next-page hint repeats them.
     """
+    from sagacity._wire import saga_page_json
+
     with open_sagacity(db_url) as sg:
-        summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after)
+        summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after, **filters)
     page = saga_page_json(summaries, limit)
     if output == JSON:
         echo_json(page)
@@ -110,10 +120,16 @@ def list_(status: str | None, limit: int, after: str | None, output: str, db_url
         output=output,
     )
     if page["next"] is not None and output != "csv":
-        out.print(
-            f"next page: sagacity sagas list --after {page['next']}"
-            + (f" --status {status}" if status else "")
-        )
+        again = [f"--status {status}"] if status else []
+        again += [f"--{name} {quote(_as_option(value))}" for name, value in filters.items()]
+        out.print(f"next page: sagacity sagas list --after {page['next']} {' '.join(again)}".rstrip())
+
+
+def _as_option(value: object) -> str:
+    """A filter's value as typed again (a moment as ISO 8601 UTC)."""
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return str(value)
 
 
 @sagas.command()
@@ -125,6 +141,12 @@ def show(saga_id: str, output: str, db_url: str) -> None:
 
     Exit status 1 when the hash chain is broken, 2 for an unknown saga.
     """
+    from rich.markup import escape
+    from rich.text import Text
+
+    from sagacity._doctor import human_duration
+    from sagacity._wire import saga_json
+
     with open_sagacity(db_url) as sg:
         saga = sg.saga_detail(saga_id)
     status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
@@ -164,6 +186,9 @@ def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
     living process is still running is not listed (its saga shows RUNNING). Exit status 1 when any
     is listed.
     """
+    from sagacity._doctor import human_duration
+    from sagacity._wire import in_doubt_json
+
     with open_sagacity(db_url) as sg:
         calls = sg.in_doubt(saga_id)
     if output == JSON:
@@ -206,6 +231,7 @@ def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
 @click.option("--reason", default="", help="How you know; journaled with the resolution.")
 @identity_option
 @import_option
+@api_option
 @json_option
 @db_option
 def resolve(
@@ -215,6 +241,7 @@ def resolve(
     result: str,
     reason: str,
     identity: str | None,
+    api_url: str | None,
     as_json: bool,
     db_url: str,
 ) -> None:
@@ -222,8 +249,9 @@ def resolve(
 
     A call becomes EXECUTED (--happened) or FAILED (--did-not-happen); a compensation COMPENSATED or
     COMPENSATION_FAILED. A saga that was compensating then carries on, which runs compensations
-    here: import their modules with --import. Exit status 0 when the saga reaches a settled status,
-    1 when it still needs a human.
+    here: import their modules with --import. Or send the resolution with --api to the process
+    that has the tools (an MCP proxy's --api): the compensations run there, nothing is imported
+    here. Exit status 0 when the saga reaches a settled status, 1 when it still needs a human.
     """
     if happened is None:
         raise click.UsageError("say what happened: --happened or --did-not-happen")
@@ -231,15 +259,28 @@ def resolve(
         raise click.UsageError(
             "--result is the outcome of a call that happened; drop it with --did-not-happen"
         )
-    resolver = resolve_identity(identity)
     reason = one_line_option("--reason", reason)
+    if api_url is not None:
+        refuse_with_api(
+            click.get_current_context(),
+            identity=f"the API journals the principal of ${TOKEN_ENV}'s token",
+            imports="the compensations run in the API's process, with its tools",
+            db_url="the API's process writes to its own journal",
+        )
+        answer = post(
+            api_url,
+            f"/resolve/{quote_path(saga_id, safe='')}/{seq}",
+            {"happened": happened, "result": result, "reason": reason},
+        )
+        _resolved(saga_id, seq, happened, str(answer["resolver"]), SagaStatus(answer["status"]), as_json)
+        return
+    resolver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
-        state = fold(saga_id, sg.entries(saga_id))
-        if state.entry_count == 0:
-            raise CommandError(f"no journal entries for saga {saga_id!r}")
-        open_seqs = {c.intent.seq for c in state.open_calls} | {
-            c.intent.seq for c in state.open_compensations if c.intent is not None
-        }
+        try:
+            view = sg.view(saga_id)
+        except SagaNotFoundError as exc:
+            raise CommandError(str(exc)) from exc
+        open_seqs = {c.seq for c in view.in_doubt}
         if seq not in open_seqs:
             raise CommandError(
                 f"saga {saga_id!r} seq {seq} is not an in-doubt INTENT "
@@ -248,6 +289,15 @@ def resolve(
         status = sg.resolve_in_doubt(
             saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
         )
+    _resolved(saga_id, seq, happened, resolver, status, as_json)
+
+
+def _resolved(
+    saga_id: str, seq: int, happened: bool, resolver: str, status: SagaStatus, as_json: bool
+) -> None:
+    """What ``resolve`` prints, and its exit status: 1 while the saga still needs a human."""
+    from rich.text import Text
+
     if as_json:
         echo_json(
             {"sagaId": saga_id, "seq": seq, "happened": happened, "resolver": resolver, "status": status}
@@ -273,17 +323,26 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
 
     Run it where no other process works on those sagas, e.g. at start-up, with --import for the
     modules defining the sagas' tools. Sagas with an in-doubt call are left for `resolve`; sagas
-    whose tools are not imported are skipped and listed. Exit status 0 when every saga it looked at
-    ended COMPENSATED, 1 otherwise.
+    whose tools are not imported are skipped and listed. An open gate whose approval request is
+    missing gets it back from the journal (listed, its saga still awaiting approval), and a request
+    of a gate the journal closed is dropped. Exit status 0 when every saga it looked at ended
+    COMPENSATED, 1 otherwise.
     """
+    from sagacity._recovery import misaligned
+
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:
         ids = [saga_id] if saga_id is not None else sg.saga_ids()
+        requests: dict[str, set[int]] = {}
+        for request in sg.pending_approvals(saga_id):  # before the journals, as recover reads them
+            requests.setdefault(request.saga_id, set()).add(request.journal_seq)
         for sid in ids:
             state = fold(sid, sg.entries(sid))
             if state.entry_count == 0:
                 raise CommandError(f"no journal entries for saga {sid!r}")
             if not state.compensating:
+                if misaligned(state, requests.get(sid, set())):
+                    rows.append(_align(sg, sid))
                 continue
             if state.open_calls:
                 rows.append(
@@ -311,3 +370,13 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
         )
     if unfinished:
         sys.exit(EXIT_FINDINGS)
+
+
+def _align(sg: Sagacity, saga_id: str) -> dict[str, object]:
+    """``recover`` one saga whose requests differ from its open gates; what it restored or dropped."""
+    before = {r.journal_seq for r in sg.pending_approvals(saga_id)}
+    sg.recover(saga_id)
+    after = {r.journal_seq for r in sg.pending_approvals(saga_id)}
+    done = [f"request seq {seq} restored from the journal" for seq in sorted(after - before)]
+    done += [f"request seq {seq} dropped (the journal closed its gate)" for seq in sorted(before - after)]
+    return {"sagaId": saga_id, "status": str(sg.status(saga_id)), "detail": "; ".join(done) or "aligned"}

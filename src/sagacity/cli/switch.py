@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import click
 
-from sagacity._wire import switch_json
 from sagacity.cli._common import db_option, open_sagacity
 from sagacity.cli._options import (
     echo_json,
@@ -97,6 +96,8 @@ def lift(tool: str | None, agent: str | None, reason: str, identity: str | None,
 @db_option
 def status(as_json: bool, db_url: str) -> None:
     """The settings in force now."""
+    from sagacity._wire import switch_json
+
     with open_sagacity(db_url) as sg:
         settings = sg.kill_switch.in_force()
     if as_json:

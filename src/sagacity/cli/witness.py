@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from sagacity.checkpoints import WitnessState, load_signing_key, load_verifier_key, make_server
-from sagacity.checkpoints._keys import VerifierKey
 from sagacity.cli._common import CommandError, console
 from sagacity.errors import SagacityError
+
+if TYPE_CHECKING:
+    from sagacity.checkpoints._keys import VerifierKey
 
 
 @click.command()
@@ -45,6 +48,8 @@ def witness(key_path: str, logs: tuple[tuple[str, str], ...], state_dir: str, ho
     stand in for it. Run it where the journal's operators have no access: a witness they control
     witnesses nothing.
     """
+    from sagacity.checkpoints import WitnessState, load_signing_key, load_verifier_key, make_server
+
     try:
         key = load_signing_key(key_path)
         trusted: dict[str, list[VerifierKey]] = {}

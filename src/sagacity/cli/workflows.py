@@ -9,12 +9,10 @@ compensates the run's completed stages here; ``resume`` continues a run from its
 from __future__ import annotations
 
 from shlex import quote
+from typing import TYPE_CHECKING
 
 import click
-from rich.table import Table
 
-from sagacity import Sagacity
-from sagacity._wire import decision_json, workflow_run_json
 from sagacity.cli._common import CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     Digits,
@@ -27,7 +25,10 @@ from sagacity.cli._options import (
 )
 from sagacity.cli._render import cells, shorten, status_text, when
 from sagacity.errors import SagacityError
-from sagacity.workflows import WorkflowResult, WorkflowView, runs, workflow_of_run
+
+if TYPE_CHECKING:
+    from sagacity._sagacity import Sagacity
+    from sagacity.workflows import WorkflowResult, WorkflowView
 
 _EPILOG = """\b
 Examples:
@@ -51,6 +52,11 @@ def workflows() -> None:
 @db_option
 def list_(workflow: str | None, limit: int, as_json: bool, db_url: str) -> None:
     """Runs of the imported workflows with their status and current stage. Read-only."""
+    from rich.table import Table
+
+    from sagacity._wire import workflow_run_json
+    from sagacity.workflows import runs
+
     with open_sagacity(db_url) as sg:
         found = runs(sg, workflow=workflow, limit=limit)
     if as_json:
@@ -81,6 +87,8 @@ def list_(workflow: str | None, limit: int, as_json: bool, db_url: str) -> None:
 @db_option
 def show(run_id: str, as_json: bool, db_url: str) -> None:
     """One run: each stage's status, input, output, checks and gate. Read-only."""
+    from sagacity._wire import workflow_run_json
+
     with open_sagacity(db_url) as sg:
         view = _view(sg, run_id)
     if as_json:
@@ -98,6 +106,9 @@ def show(run_id: str, as_json: bool, db_url: str) -> None:
 @db_option
 def approve(run_id: str, stage: str, identity: str | None, go_on: bool, db_url: str) -> None:
     """Approve the gate before STAGE (approving is not running: --continue, or `resume`, runs it)."""
+    from sagacity._wire import decision_json
+    from sagacity.workflows import workflow_of_run
+
     approver = resolve_identity(identity)
     with open_sagacity(db_url) as sg:
         try:
@@ -123,6 +134,8 @@ def approve(run_id: str, stage: str, identity: str | None, go_on: bool, db_url: 
 @db_option
 def reject(run_id: str, stage: str, identity: str | None, reason: str, db_url: str) -> None:
     """Reject the gate before STAGE: the run's completed stages are compensated here."""
+    from sagacity.workflows import workflow_of_run
+
     approver = resolve_identity(identity)
     if not reason.strip():
         raise CommandError("--reason must say why the gate is rejected; nothing was journaled")
@@ -146,6 +159,8 @@ def resume(run_id: str, db_url: str) -> None:
 
     Exit status 0 when the run completed or waits at a gate, 1 when it compensated.
     """
+    from sagacity.workflows import workflow_of_run
+
     with open_sagacity(db_url) as sg:
         try:
             result = workflow_of_run(sg, run_id).resume(sg, run_id)
@@ -157,6 +172,8 @@ def resume(run_id: str, db_url: str) -> None:
 
 
 def _view(sg: Sagacity, run_id: str) -> WorkflowView:
+    from sagacity.workflows import workflow_of_run
+
     try:
         return workflow_of_run(sg, run_id).view(sg, run_id)
     except SagacityError as exc:
@@ -175,6 +192,8 @@ def _report(result: WorkflowResult) -> None:
 
 
 def _print_run(view: WorkflowView) -> None:
+    from rich.table import Table
+
     out = console()
     out.print(f"run {view.run_id} of {view.workflow}: {view.status}", markup=False)
     table = Table("stage", "status", "gate", "checks", "output")

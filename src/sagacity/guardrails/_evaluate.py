@@ -104,6 +104,14 @@ def finding_of(rule: Rule, reason: str = "") -> Finding:
     return Finding(rule.id, rule.action, reason or rule.reason, rule.approvals, rule.ttl)
 
 
+def static_finding(policy: Policy, rule: Rule) -> Finding:
+    """:func:`finding_of` the rule with its own reason, made once per policy (Findings are frozen)."""
+    found: Finding | None = policy._findings.get(rule.id)
+    if found is None:
+        found = policy._findings[rule.id] = finding_of(rule)
+    return found
+
+
 def failed(rule: Rule, error: Exception) -> Finding:
     """A rule that could not be evaluated denies (fail closed), saying why."""
     return Finding(
@@ -143,7 +151,7 @@ def judge_arguments(policy: Policy, facts: CallFacts) -> Judgement:
         if rule.history:
             judgement.history.append(rule)
         else:
-            judgement.add(rule, finding_of(rule))
+            judgement.add(rule, static_finding(policy, rule))
     return judgement
 
 
@@ -163,7 +171,10 @@ def strictest(findings: list[Finding]) -> Finding | None:
 
 
 def default_finding(policy: Policy) -> Finding:
-    return Finding(DEFAULT_RULE, policy.default)
+    found: Finding | None = policy._findings.get("")  # "" is no rule's id
+    if found is None:
+        found = policy._findings[""] = Finding(DEFAULT_RULE, policy.default)
+    return found
 
 
 def decide(

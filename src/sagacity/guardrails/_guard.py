@@ -192,15 +192,16 @@ class Guard:
         assert policy is not None
         principal, agent = facts.principal, facts.agent
         judgement = judge_arguments(policy, facts)
-        self._check_requires(judgement, facts)
-        self._check_streaks(judgement, facts)
-        decided = strictest(judgement.enforced)
+        if judgement.history:
+            self._check_requires(judgement, facts)
+            self._check_streaks(judgement, facts)
+        decided = strictest(judgement.enforced) if judgement.enforced else None
         debits: tuple[Debit, ...] = ()
         if decided is None and irreversible and judgement.allowed_by is None:
             # An irreversible tool runs unattended only when a rule in force allows it explicitly.
             reason = f"{tool} is irreversible and no rule allows it unattended"
             decided = Finding(DEFAULT_RULE, Action.HOLD, reason, approvals)
-        if decided is None or decided.action is Action.ALLOW:
+        if (decided is None or decided.action is Action.ALLOW) and judgement.history:
             over, debits = self._take_budgets(judgement, facts, force=False, dry=dry)
             decided = strictest(over)
             if decided is not None and not dry:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 from enum import StrEnum
+from typing import Any
 
 from sagacity.guardrails._cel import Bundle, Condition
 
@@ -120,6 +121,9 @@ class Policy:
     _by_tool: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
     _streaks: dict[str, tuple[Rule, ...]] = field(default_factory=dict, repr=False, compare=False)
     _bundles: dict[str, Bundle | None] = field(default_factory=dict, repr=False, compare=False)
+    #: Each argument rule's finding (and the default's, under ""), made once: a call that a rule
+    #: decides reuses it, and its journal line (``_evaluate.static_finding``).
+    _findings: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha256", hashlib.sha256(self.text.encode("utf-8")).hexdigest())

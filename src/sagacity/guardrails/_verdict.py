@@ -55,11 +55,14 @@ class Finding:
     reason: str = ""
     approvals: int = 1
     ttl: timedelta | None = None
+    _text: str = field(default="", repr=False, compare=False)  # line() without its key, made once
 
     def line(self, key: str) -> str:
-        approvals = f" approvals={self.approvals}" if self.action is Action.HOLD else ""
-        reason = f" reason={as_line(self.reason)}" if self.reason else ""
-        return f"{key}{self.action} rule={self.rule}{approvals}{reason}"
+        if not self._text:
+            approvals = f" approvals={self.approvals}" if self.action is Action.HOLD else ""
+            reason = f" reason={as_line(self.reason)}" if self.reason else ""
+            object.__setattr__(self, "_text", f"{self.action} rule={self.rule}{approvals}{reason}")
+        return key + self._text
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,14 +94,16 @@ class Verdict:
     lines: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        out = [POLICY + self.policy, self.decision.line(VERDICT)]
-        out.extend(f.line(SHADOW) for f in self.shadow)
-        out.extend(d.line() for d in self.debits)
+        lines = f"{POLICY}{self.policy}\n{self.decision.line(VERDICT)}"
+        if self.shadow or self.debits:
+            lines = "\n".join(
+                [lines, *(f.line(SHADOW) for f in self.shadow), *(d.line() for d in self.debits)]
+            )
         if self.principal is not None:
-            out.append(PRINCIPAL + as_line(self.principal))
+            lines += f"\n{PRINCIPAL}{as_line(self.principal)}"
         if self.agent is not None:
-            out.append(AGENT + as_line(self.agent))
-        object.__setattr__(self, "lines", "\n".join(out))
+            lines += f"\n{AGENT}{as_line(self.agent)}"
+        object.__setattr__(self, "lines", lines)
 
     @property
     def action(self) -> Action:

@@ -33,7 +33,8 @@ __all__ = [
 HELD_NOTE = (
     "Sagacity: every call of this tool waits until a person approves its exact arguments. You get an "
     "answer saying so; once approved, call sagacity_status (or send the same call again with the "
-    "same arguments) to have it run and see its result."
+    "same arguments) to have it run and see its result. It runs at most once in a task: sent again "
+    "after it ran, the same call answers with that result."
 )
 
 #: ``_meta`` keys the proxy adds to the tools it lists.
@@ -106,7 +107,8 @@ def awaiting(
         f"[AWAITING_APPROVAL] {tool_name} {lead} (saga {saga_id!r}, request {seq}; "
         f"{_approvals(approvers, required)}). Tell the user it is waiting for approval. To have it run "
         "once approved and see its result, call sagacity_status, or send this same call again with the "
-        "same arguments (other arguments make a new request that needs its own approval). An approver "
+        "same arguments (it runs once; other arguments make a new request that needs its own approval). "
+        "An approver "
         f"runs: sagacity approvals approve {_shell(saga_id)} {seq} (or uses the Sagacity dashboard)."
     )
     return text(message)

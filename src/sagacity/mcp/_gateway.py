@@ -22,9 +22,8 @@ import asyncio
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
-from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,8 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
-from sagacity import Sagacity, SagaResult, SagaStatus, acting_as
+from sagacity import ApprovalGate, CallStatus, Sagacity, SagaResult, SagaStatus, SagaView, acting_as
+from sagacity._wire import mcp_gate_state, mcp_status_json
 from sagacity.errors import (
     ApprovalError,
     DefinitionChangedError,
@@ -45,13 +45,11 @@ from sagacity.guardrails._verdict import DENIED_MARK
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
-from sagacity.mcp._gates import GateView, gate_views
 from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
 from sagacity.mcp._reload import PolicyReloader
 from sagacity.mcp._sagas import SagaBook, SagaOrigin, SagaRouter
 from sagacity.mcp._tools import InDoubt, LoopBridge, Raised, UpstreamTools, run_in_thread
 from sagacity.mcp._upstream import Upstream, UpstreamTarget
-from sagacity.model import ApprovalRequest, Entry, Phase
 
 __all__ = ["COMMIT_TOOL", "PROXY_TOOLS", "ROLLBACK_TOOL", "STATUS_TOOL", "Gateway", "RollbackRequested"]
 
@@ -316,13 +314,9 @@ class Gateway:
             return closed
         # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
         if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
-            for gate in await self._gates(book.saga_id):
-                if (
-                    gate.tool_name == decision.name
-                    and gate.input == canonical
-                    and self._resendable(book, gate)
-                ):
-                    return await self._resend(book, gate, decision)
+            gate = _gate_for(await self._gates(book.saga_id), decision.name, canonical)
+            if gate is not None:
+                return await self._resend(book, gate, decision)
         return await self._run(book, decision, canonical)
 
     async def _run(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
@@ -361,37 +355,40 @@ class Gateway:
         return answers.upstream_result(value)
 
     # -- held calls -----------------------------------------------------------------------------------
-    def _resendable(self, book: SagaBook, gate: GateView) -> bool:
-        """Whether a re-sent call is about ``gate``: it still waits, or it ran and the agent has not
-        had its result as the answer to a re-sent call yet."""
-        if gate.state == "awaiting":
-            return True
-        return gate.state in ("executed", "failed", "in doubt") and gate.seq not in book.delivered
-
-    async def _resend(self, book: SagaBook, gate: GateView, decision: Decision) -> types.CallToolResult:
-        if gate.state == "awaiting":
-            return await self._execute_gate(book, gate, decision, deliver=True)
-        book.delivered.add(gate.seq)
-        if gate.state == "executed" and gate.outcome is not None:
-            return answers.upstream_result(json.loads(gate.outcome.payload_text))
-        return answers.refused(f"{decision.name} (request {gate.seq}) was approved and {gate.state}")
+    async def _resend(self, book: SagaBook, gate: ApprovalGate, decision: Decision) -> types.CallToolResult:
+        """The answer to a call that is ``gate``'s call again: run it if approved, else say it
+        waits; once it ran, its journaled outcome, to every such call (see :func:`_gate_for`)."""
+        if gate.open:
+            return await self._execute_gate(book, gate, decision)
+        resumed = gate.resumed
+        if resumed is not None and resumed.result is not None:
+            return answers.upstream_result(json.loads(resumed.result))
+        return answers.refused(
+            f"{decision.name} (request {gate.seq}) was approved and {mcp_gate_state(gate)}"
+        )
 
     async def _execute_gate(
-        self, book: SagaBook, gate: GateView, decision: Decision, *, deliver: bool
+        self, book: SagaBook, gate: ApprovalGate, decision: Decision
     ) -> types.CallToolResult:
         """Run an approved gate once (``resume``), or say it is still waiting.
 
         An expired request is handed to ``resume`` too, which journals its expiry and compensates
         the saga (through this proxy's upstream, the only place its tools are registered).
         """
-        pending = await asyncio.to_thread(self.sagacity.pending_approvals, book.saga_id)
-        request = next((r for r in pending if r.journal_seq == gate.seq), None)
-        if request is None:
+        view = await self._view(book.saga_id)
+        pending = next((p for p in view.pending if p.request.journal_seq == gate.seq), None) if view else None
+        if pending is None:
             return await self._after_race(book, gate, decision)
-        if len(gate.approvers) < decision.approvals and not _expired(request):
+        if len(pending.approvers) < pending.approvals_required and not pending.expired:
             return answers.awaiting(
-                book.saga_id, gate.seq, gate.tool_name, decision.approvals, gate.approvers, again=True
+                book.saga_id,
+                gate.seq,
+                gate.tool_name,
+                pending.approvals_required,
+                pending.approvers,
+                again=True,
             )
+        request = pending.request
         outcome = await run_in_thread(
             partial(self.sagacity.resume, book.saga_id, gate.seq, request.input, resumed_by=RESUMED_BY),
             input=request.input,
@@ -422,20 +419,20 @@ class Gateway:
         result = outcome.value
         assert isinstance(result, SagaResult)
         if result.error is None and result.status in _OPEN:
-            if deliver:
-                book.delivered.add(gate.seq)
             return answers.upstream_result(result.value)
         book.end()
         error = _describe(result.error) if result.error is not None else result.status.value
         return answers.failed(gate.tool_name, error, result, new_saga=book.origin is not SagaOrigin.META)
 
-    async def _after_race(self, book: SagaBook, gate: GateView, decision: Decision) -> types.CallToolResult:
+    async def _after_race(
+        self, book: SagaBook, gate: ApprovalGate, decision: Decision
+    ) -> types.CallToolResult:
         """The gate's request was taken by someone else (a resume or rejection elsewhere): say how it is."""
         closed = await self._closed(book)
         if closed is not None:
             return closed
         now = next((g for g in await self._gates(book.saga_id) if g.seq == gate.seq), gate)
-        if now.state != "awaiting":
+        if not now.open:
             return await self._resend(book, now, decision)
         return answers.awaiting(
             book.saga_id, now.seq, now.tool_name, decision.approvals, now.approvers, again=True
@@ -444,19 +441,18 @@ class Gateway:
     async def _settle(self, book: SagaBook) -> None:
         """Run this saga's approved calls (each at most once: the core's resume guarantees it), and
         expire its requests that are past their time."""
-        expired = {
-            r.journal_seq
-            for r in await asyncio.to_thread(self.sagacity.pending_approvals, book.saga_id)
-            if _expired(r)
-        }
-        for gate in await self._gates(book.saga_id):
+        view = await self._view(book.saga_id)
+        if view is None:
+            return
+        expired = {p.request.journal_seq for p in view.pending if p.expired}
+        for gate in view.gates:
             decision = self.tools.decision(gate.tool_name)
-            if gate.state != "awaiting" or decision is None:
+            if not gate.open or decision is None:
                 continue
-            if len(gate.approvers) >= decision.approvals or gate.seq in expired:
+            if gate.status is CallStatus.APPROVED or gate.seq in expired:
                 if await self._closed(book, committed_ok=True) is not None:
                     return
-                await self._execute_gate(book, gate, decision, deliver=False)
+                await self._execute_gate(book, gate, decision)
 
     async def _settle_loop(self, interval: float) -> None:
         """Every ``interval`` seconds, run the approved calls of the sagas this proxy drives."""
@@ -475,14 +471,16 @@ class Gateway:
                 log.exception("running approved calls failed; trying again in %ss", interval)
 
     # -- the saga's state -----------------------------------------------------------------------------
-    async def _gates(self, saga_id: str) -> list[GateView]:
-        return gate_views(await asyncio.to_thread(self.sagacity.entries, saga_id))
-
-    def _saga_status(self, saga_id: str) -> SagaStatus | None:
+    async def _view(self, saga_id: str) -> SagaView | None:
+        """The saga as its journal tells it now (None: nothing journaled yet)."""
         try:
-            return self.sagacity.status(saga_id)
+            return await self.sagacity.view_async(saga_id)
         except SagaNotFoundError:
             return None
+
+    async def _gates(self, saga_id: str) -> tuple[ApprovalGate, ...]:
+        view = await self._view(saga_id)
+        return view.gates if view is not None else ()
 
     async def _closed(self, book: SagaBook, *, committed_ok: bool = False) -> types.CallToolResult | None:
         """An answer refusing the call when the saga can take no more calls, else None.
@@ -503,8 +501,9 @@ class Gateway:
                 f"saga {sid!r} has a call whose outcome is unknown (seq {min(book.parked)}); a person "
                 f"must resolve it before the saga can go on.{new}"
             )
-        status = await asyncio.to_thread(self._saga_status, sid)
-        if status is None or status in _OPEN:
+        view = await self._view(sid)
+        status = view.status if view is not None else None
+        if view is None or status in _OPEN:
             return None
         book.end()
         if status is SagaStatus.IN_DOUBT:
@@ -514,8 +513,8 @@ class Gateway:
             )
         if status is SagaStatus.RUNNING:
             return answers.refused(f"saga {sid!r} is busy in another request; try again shortly")
-        why = _why_compensated(await asyncio.to_thread(self.sagacity.entries, sid))
-        return answers.refused(f"saga {sid!r} is {status.value}{why}; nothing more can run in it.{new}")
+        why = f": {view.failure}" if view.failure is not None else ""
+        return answers.refused(f"saga {sid!r} is {view.status.value}{why}; nothing more can run in it.{new}")
 
     # -- the proxy's own tools ------------------------------------------------------------------------
     async def status(self, book: SagaBook) -> types.CallToolResult:
@@ -528,42 +527,8 @@ class Gateway:
         return answer
 
     async def _report(self, book: SagaBook) -> types.CallToolResult:
-        sid = book.saga_id
-        status = await asyncio.to_thread(self._saga_status, sid)
-        entries = await asyncio.to_thread(self.sagacity.entries, sid)
-        requests = []
-        for gate in gate_views(entries):
-            decision = self.tools.decision(gate.tool_name)
-            required = decision.approvals if decision is not None else 1
-            item: dict[str, Any] = {
-                "request": gate.seq,
-                "tool": gate.tool_name,
-                "arguments": json.loads(gate.input or "{}"),
-                "state": gate.state,
-                "approvals": f"{len(gate.approvers)} of {required}",
-            }
-            if gate.state == "executed" and gate.outcome is not None:
-                item["result"] = json.loads(gate.outcome.payload_text)
-            elif gate.state == "failed" and gate.outcome is not None:
-                item["error"] = gate.outcome.payload_text
-            elif gate.state == "rejected" and gate.rejection is not None:
-                item["decision"] = gate.rejection
-            requests.append(item)
-        in_doubt = [
-            {"seq": c.seq, "tool": c.tool_name, "arguments": json.loads(c.input or "{}")}
-            for c in await asyncio.to_thread(self.sagacity.in_doubt, sid)
-        ]
-        in_doubt += [{"seq": seq, "note": "the proxy lost this call's answer"} for seq in sorted(book.parked)]
-        report: dict[str, Any] = {
-            "saga": sid,
-            "status": "IN_DOUBT" if book.parked else (status.value if status is not None else "NEW"),
-            "committed": book.committed,
-            "requests": requests,
-            "inDoubt": in_doubt,
-        }
-        why = _why_compensated(entries)
-        if why:
-            report["compensation"] = why.removeprefix(": ")
+        view = await self._view(book.saga_id)
+        report = mcp_status_json(book.saga_id, view, committed=book.committed, parked=book.parked)
         return answers.text(json.dumps(report, ensure_ascii=False, indent=1), structured=report)
 
     async def commit(self, book: SagaBook) -> types.CallToolResult:
@@ -628,15 +593,15 @@ class Gateway:
                     log.info("session %s closed: %s", key, result.model_dump_json(exclude_none=True))
 
     async def _has_open_work(self, book: SagaBook) -> bool:
-        status = await asyncio.to_thread(self._saga_status, book.saga_id)
-        if status not in _OPEN or book.parked:
+        view = await self._view(book.saga_id)
+        if view is None or view.status not in _OPEN or book.parked:
             return False
-        if status is SagaStatus.AWAITING_APPROVAL:
+        if view.status is SagaStatus.AWAITING_APPROVAL:
             return True
-        for entry in await asyncio.to_thread(self.sagacity.entries, book.saga_id):
-            decision = self.tools.decision(entry.tool_name)
+        for call in view.calls:
+            decision = self.tools.decision(call.tool_name)
             if (
-                entry.phase == Phase.EXECUTED
+                call.status is CallStatus.EXECUTED
                 and decision is not None
                 and decision.kind is ToolKind.COMPENSATABLE
             ):
@@ -644,14 +609,20 @@ class Gateway:
         return False
 
 
-def _expired(request: ApprovalRequest) -> bool:
-    now = datetime.now(UTC).replace(tzinfo=None)
-    return request.expires_at is not None and now >= request.expires_at
+def _gate_for(gates: Iterable[ApprovalGate], tool_name: str, canonical: str) -> ApprovalGate | None:
+    """The gate a call of ``tool_name`` with these canonical arguments is about, if any: the
+    saga's latest gate for exactly that call that was not rejected (a rejected one was superseded,
+    or closed the saga).
 
-
-def _why_compensated(entries: list[Entry]) -> str:
-    """``: <reason>`` from the saga-level FAILED entry that started its compensation, if any."""
-    for entry in entries:
-        if entry.tool_name == "saga" and entry.phase == Phase.FAILED:
-            return f": {entry.payload_text}"
-    return ""
+    Whatever that gate's state, the call is that gate's call again: the agent re-sending it to
+    learn its result, a client retrying on another connection, several at once, before or after
+    a proxy restart. So a held call runs at most once in its saga and every such call is answered
+    from the journal alone (still waiting, or its outcome); the same call as a new request needs
+    other arguments or another saga. No process remembers which answer it gave.
+    """
+    found = [
+        g
+        for g in gates
+        if g.tool_name == tool_name and g.input == canonical and g.status is not CallStatus.REJECTED
+    ]
+    return found[-1] if found else None

@@ -63,8 +63,6 @@ class SagaBook:
     session: Session | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     committed: bool = False
-    #: Gates whose outcome was already handed to the agent as the answer to a re-sent call.
-    delivered: set[int] = field(default_factory=set)
     #: seq of a call of this saga whose thread is parked in doubt (the saga is stuck RUNNING here).
     parked: set[int] = field(default_factory=set)
     #: The principal whose call started the saga here (the journal's start facts say it for all).

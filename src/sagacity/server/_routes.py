@@ -24,7 +24,6 @@ from starlette.concurrency import run_in_threadpool
 
 from sagacity._doctor import DEFAULT_OLDER_THAN
 from sagacity._json import kind_of, require_storable
-from sagacity._reads import pending_at, rejection_undoes
 from sagacity._sagacity import Sagacity
 from sagacity._state import required_reason
 from sagacity._wire import (
@@ -197,13 +196,13 @@ def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: Saga
     saga_id = _saga_id(sagaId)
     error = f"no pending approval request for saga {saga_id!r} seq {seq}"
     try:
-        saga = sg.saga_detail(saga_id)
+        saga = sg.view(saga_id)
     except SagaNotFoundError as exc:
         raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error}) from exc
-    pending = pending_at(saga.pending, seq)
+    pending = saga.request(seq)
     if pending is None:
         raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error})
-    return request_detail_json(pending, saga, rejection_undoes(saga, sg.registry))
+    return request_detail_json(pending, saga)
 
 
 @router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")
@@ -213,7 +212,7 @@ def saga_approvals(sagaId: SagaIdParam, who: Approver, sg: SagacityDep) -> list[
 
 def _approve(sg: Sagacity, saga_id: str, seq: int, who: Principal) -> dict[str, Any]:
     decision = sg.approve(saga_id, seq, who.name)
-    after = pending_at(sg.approvals(saga_id), seq)
+    after = sg.view(saga_id).request(seq)
     return decision_json(decision, after, pending=after is not None)
 
 

@@ -18,7 +18,7 @@ from datetime import datetime
 from importlib import resources
 from typing import Any, ClassVar, Protocol
 
-from sagacity._index import Folder, IndexRow, Watch
+from sagacity._index import ANY_SAGA, Folder, IndexRow, SagaFilter, Watch
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
 from sagacity.stores.base import Capability
@@ -537,19 +537,37 @@ class SQLStore(ABC):
         )
 
     def index_page(
-        self, status: SagaStatus | None, limit: int | None, after: tuple[datetime, str] | None
+        self,
+        status: SagaStatus | None,
+        limit: int | None,
+        after: tuple[datetime, str] | None,
+        where: SagaFilter = ANY_SAGA,
     ) -> list[IndexRow]:
-        where: list[str] = []
+        conditions: list[str] = []
         params: list[Any] = []
         if status is not None:
-            where.append("status = ?")
+            conditions.append("status = ?")
             params.append(str(status))
         if after is not None:
-            where.append("(updated_at, saga_id) < (?, ?)")
+            conditions.append("(updated_at, saga_id) < (?, ?)")
             params += [self._ts_out(after[0]), after[1]]
+        if where.prefix is not None:  # not LIKE: SQLite's is case-insensitive, and % _ are wild
+            conditions.append("substr(saga_id, 1, ?) = ?")
+            params += [len(where.prefix), where.prefix]
+        if where.since is not None:
+            conditions.append("updated_at >= ?")
+            params.append(self._ts_out(where.since))
+        if where.until is not None:
+            conditions.append("updated_at < ?")
+            params.append(self._ts_out(where.until))
+        if where.tool is not None:  # the journal's key (saga_id, seq) finds a saga's entries
+            conditions.append(
+                f"EXISTS (SELECT 1 FROM {JOURNAL} j WHERE j.saga_id = {INDEX}.saga_id AND j.tool_name = ?)"
+            )
+            params.append(where.tool)
         sql = f"SELECT {INDEX_COLUMNS} FROM {INDEX}"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        if conditions:
+            sql += " WHERE " + " AND ".join(conditions)
         sql += " ORDER BY updated_at DESC, saga_id DESC"
         if limit is not None:
             sql += " LIMIT ?"
