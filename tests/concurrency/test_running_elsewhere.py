@@ -10,7 +10,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -68,7 +68,7 @@ def _running_everywhere(sg: Sagacity, url: str) -> None:
 
 
 def test_a_saga_running_in_another_process_is_running_until_it_is_killed(
-    durable_url: str, worker: subprocess.Popen[str]
+    durable_url: str, worker: subprocess.Popen[str], lease_gone: Callable[[Sagacity, str], None]
 ) -> None:
     """Between calls (the journal alone says COMPLETED) and with a call in flight (it alone says
     IN_DOUBT), the worker's saga is RUNNING here; after kill -9 the in-flight call is in doubt."""
@@ -83,6 +83,7 @@ def test_a_saga_running_in_another_process_is_running_until_it_is_killed(
         _running_everywhere(sg, durable_url)
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
+        lease_gone(sg, "walker")
         assert sg.status("walker") is SagaStatus.IN_DOUBT
         assert [(s.saga_id, s.status) for s in sg.sagas()] == [("walker", SagaStatus.IN_DOUBT)]
         assert sg.sagas(status=SagaStatus.RUNNING) == []
@@ -93,7 +94,7 @@ def test_a_saga_running_in_another_process_is_running_until_it_is_killed(
 
 
 def test_a_worker_killed_between_calls_no_longer_shows_running(
-    durable_url: str, worker: subprocess.Popen[str]
+    durable_url: str, worker: subprocess.Popen[str], lease_gone: Callable[[Sagacity, str], None]
 ) -> None:
     """Killed with no call in flight, the saga is no longer RUNNING anywhere."""
     assert worker.stdout is not None
@@ -102,13 +103,16 @@ def test_a_worker_killed_between_calls_no_longer_shows_running(
         assert sg.status("walker") is SagaStatus.RUNNING
         worker.send_signal(signal.SIGKILL)
         worker.wait(30)
+        lease_gone(sg, "walker")
         assert sg.status("walker") is not SagaStatus.RUNNING
         assert sg.sagas(status=SagaStatus.RUNNING) == []
         assert SagaStatus.RUNNING not in sg.saga_counts()
         assert sg.in_doubt() == []
 
 
-def test_a_resume_meanwhile_is_told_running_not_refused(durable_url: str) -> None:
+def test_a_resume_meanwhile_is_told_running_not_refused(
+    durable_url: str, lease_gone: Callable[[Sagacity, str], None]
+) -> None:
     """A worker resumes an approved gate and is in its call: a second resume, in the library and
     through HTTP, says running elsewhere (409, status RUNNING, Retry-After), not a refusal; once
     the worker is killed the request is simply gone (404)."""
@@ -176,6 +180,7 @@ def test_a_resume_meanwhile_is_told_running_not_refused(durable_url: str) -> Non
                 )
                 child.send_signal(signal.SIGKILL)
                 child.wait(30)
+                lease_gone(sg, "wired")
                 assert sg.status("wired") is SagaStatus.IN_DOUBT
                 with pytest.raises(ApprovalNotFoundError):
                     sg.resume("wired", seq, payload)

@@ -60,9 +60,14 @@ def holding_worker(effects: Path) -> Iterator[Callable[..., subprocess.Popen[str
         child.communicate(timeout=30)
 
 
-def _kill(child: subprocess.Popen[str]) -> None:
+def _kill(sg: Sagacity, saga_id: str, child: subprocess.Popen[str]) -> None:
+    """kill -9, then wait (bounded) for the server to end its session and so its lease."""
     child.send_signal(signal.SIGKILL)
     child.wait(30)
+    deadline = time.monotonic() + 30
+    while sg.engine.is_live(saga_id):
+        assert time.monotonic() < deadline, "the killed worker's lease outlived it by 30 s"
+        time.sleep(0.02)
 
 
 def _running_then_in_doubt(
@@ -73,7 +78,7 @@ def _running_then_in_doubt(
         helper()
     assert not isinstance(running.value, ApprovalError)
     assert running.value.saga_id == saga_id
-    _kill(worker)
+    _kill(sg, saga_id, worker)
     assert sg.status(saga_id) is SagaStatus.IN_DOUBT
     with pytest.raises(SagaStateError, match="in doubt") as doubt:
         helper()
