@@ -27,6 +27,7 @@ from sagacity.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from sagacity._sagacity import Sagacity
+    from sagacity.checkpoints._scan import Progress
 
 #: How long an unfinished state may last before the doctor calls it a finding.
 DEFAULT_OLDER_THAN = timedelta(minutes=5)
@@ -214,6 +215,7 @@ def diagnose(
     now: datetime | None = None,
     expire: bool = False,
     full: bool = False,
+    progress: Progress | None = None,
 ) -> Diagnosis:
     """Run every check; with ``expire``, first journal overdue approval expiries.
 
@@ -227,7 +229,8 @@ def diagnose(
 
     Expiring compensates the affected sagas, which needs their tools registered; when any is
     missing nothing is expired and the requests stay findings that say which tools to import.
-    Read-only unless ``expire``.
+    Read-only unless ``expire``. ``progress(sagas done, sagas, entries read)`` is called after each
+    saga checked (a progress bar's feed).
     """
     now = now or utc_now()
     expired: list[ApprovalRequest] = []
@@ -265,11 +268,15 @@ def diagnose(
         flagged = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
         saga_count = sum(sg.index.counts().values())
         journals = sg.index.journals(flagged).items()  # read together, a few statements
+    checked = read = 0
     for sid, entries in journals:
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)
         findings.extend(state_findings(fold(sid, entries), pending_by_saga.get(sid, set()), now, older_than))
+        checked, read = checked + 1, read + len(entries)
+        if progress is not None:
+            progress(checked, saga_count if full else len(flagged), read)
     findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
     return Diagnosis(findings, saga_count, recent, expired)
 

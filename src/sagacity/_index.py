@@ -37,6 +37,7 @@ from sagacity.stores.base import Capability, Store
 
 if TYPE_CHECKING:
     from sagacity._journal import Journal
+    from sagacity.checkpoints._scan import Progress
 
 #: Sagas folded per catch-up transaction: bounds memory and how long a catch-up holds a write.
 REFRESH_BATCH = 500
@@ -237,8 +238,20 @@ class SagaIndex:
     def refresh(self) -> int:
         return self._read(self._store.refresh_index, index_rows, REFRESH_BATCH)
 
-    def rebuild(self) -> int:
-        return self._read(self._store.rebuild_index, index_rows, REFRESH_BATCH)
+    def rebuild(self, progress: Progress | None = None) -> int:
+        if progress is None:
+            return self._read(self._store.rebuild_index, index_rows, REFRESH_BATCH)
+        total = len(self._read(cast(Store, self._store).saga_ids))
+        done = [0, 0]  # sagas folded, entries read
+
+        def counted(journals: Mapping[str, Sequence[Entry]]) -> list[IndexRow]:
+            rows = index_rows(journals)
+            done[0] += len(journals)
+            done[1] += sum(len(entries) for entries in journals.values())
+            progress(min(done[0], total), total, done[1])
+            return rows
+
+        return self._read(self._store.rebuild_index, counted, REFRESH_BATCH)
 
     def page(
         self,
@@ -285,8 +298,11 @@ class ScanIndex:
     def refresh(self) -> int:
         return 0
 
-    def rebuild(self) -> int:
-        return len(self._saga_ids())
+    def rebuild(self, progress: Progress | None = None) -> int:
+        count = len(self._saga_ids())
+        if progress is not None:
+            progress(count, count, 0)
+        return count
 
     def page(
         self,

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from sagacity._approvals import restore_request
 from sagacity._compensation import CompensationRun, check_tools, compensate
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row, age, require_identity, utc_now
+from sagacity._engine import Engine, Row, require_identity
 from sagacity._state import (
     GATE_TOOL,
     SagaState,
@@ -32,7 +32,7 @@ from sagacity._state import (
     resolution_input,
 )
 from sagacity.errors import SagaStateError
-from sagacity.model import InDoubtCall, Phase, SagaResult, SagaStatus
+from sagacity.model import Phase, SagaResult, SagaStatus
 
 
 def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaState]:
@@ -40,33 +40,6 @@ def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaStat
     for saga_id in saga_ids:
         if not engine.is_live_here(saga_id):
             yield engine.snapshot(saga_id)
-
-
-def in_doubt(states: Iterable[SagaState]) -> list[InDoubtCall]:
-    """Calls and compensations with an INTENT and no outcome in these sagas, oldest first."""
-    now = utc_now()
-    found = []
-    for state in states:
-        sid = state.saga_id
-        for call in state.open_calls:
-            e = call.intent
-            found.append(InDoubtCall(sid, e.seq, e.tool_name, e.input, e.timestamp, age(e.timestamp, now)))
-        for comp in state.open_compensations:
-            assert comp.intent is not None
-            e = comp.intent
-            found.append(
-                InDoubtCall(
-                    sid,
-                    e.seq,
-                    e.tool_name,
-                    e.input,
-                    e.timestamp,
-                    age(e.timestamp, now),
-                    "compensation",
-                    comp.executed_seq,
-                )
-            )
-    return sorted(found, key=lambda c: c.started_at)
 
 
 def resolve(

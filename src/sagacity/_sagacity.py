@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sagacity import _approvals, _doctor, _recovery, _telemetry, _view
 from sagacity._approvals import Claim, utc_now
@@ -59,6 +59,9 @@ from sagacity.model import (
 from sagacity.stores import Store, default_url, open_store, safe_url
 from sagacity.tools import ToolRegistry
 from sagacity.tools import registry as default_registry
+
+if TYPE_CHECKING:
+    from sagacity.checkpoints._scan import Progress
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -401,15 +404,15 @@ class Sagacity:
                 position = _newest_first(rows[-1])
         return {status: n for status, n in counts.items() if n > 0}
 
-    def reindex(self) -> int:
+    def reindex(self, *, progress: Progress | None = None) -> int:
         """Drop the saga index and fold every journal into it again; how many sagas it holds.
 
         Never needed for correctness (reads catch the index up themselves); it rebuilds after a
         restore or a change made behind every trigger's back, and takes time in proportion to
-        the journal.
+        the journal. ``progress(sagas done, sagas, entries read)`` is called as it goes.
         """
         _refuse_in_loop("reindex")
-        return self.index.rebuild()
+        return self.index.rebuild(progress)
 
     def in_doubt(self, saga_id: str | None = None) -> list[InDoubtCall]:
         """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
@@ -696,6 +699,7 @@ class Sagacity:
         expire: bool = False,
         full: bool = False,
         now: datetime | None = None,
+        progress: Progress | None = None,
     ) -> Diagnosis:
         """What in the journal needs a human, as findings (what ``sagacity doctor`` prints).
 
@@ -703,9 +707,12 @@ class Sagacity:
         sagas the saga index flags; ``full`` re-verifies and folds every saga instead (time in
         proportion to the journal). Read-only unless ``expire``: then overdue approval requests
         are first expired and their sagas compensated, which needs their tools registered here.
+        ``progress(sagas done, sagas, entries read)`` is called after each saga checked.
         """
         _refuse_in_loop("diagnose")
-        return _doctor.diagnose(self, older_than=older_than, now=now, expire=expire, full=full)
+        return _doctor.diagnose(
+            self, older_than=older_than, now=now, expire=expire, full=full, progress=progress
+        )
 
     async def diagnose_async(
         self,

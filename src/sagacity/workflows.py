@@ -213,8 +213,21 @@ class Stage:
             approval_ttl=gate.ttl if gate is not None else None,
             approvals_required=gate.approvals if gate is not None else 1,
             requester_may_not_approve=gate.requester_may_not_approve if gate is not None else None,
-            compensation=self._compensate if self.undo is not None else None,
+            compensation=self._compensation(),
         )
+
+    def _compensation(self) -> Callable[[CompensationContext], Any] | None:
+        """The stage's undo as the saga compensates it, named after the user's function, so a
+        rejection's preview says what will run ("unformat"), not this module's wrapper."""
+        if self.undo is None:
+            return None
+
+        def compensate(ctx: CompensationContext) -> Any:
+            return self._compensate(ctx)
+
+        compensate.__name__ = getattr(self.undo, "__name__", compensate.__name__)
+        compensate.__qualname__ = getattr(self.undo, "__qualname__", compensate.__qualname__)
+        return compensate
 
     def _compensate(self, ctx: CompensationContext) -> Any:
         assert self.undo is not None

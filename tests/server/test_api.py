@@ -407,9 +407,40 @@ async def test_sagas_are_paginated_and_filtered_by_status(
     assert [s["sagaId"] for s in compensated["sagas"]] == ["order-1"]
 
 
+async def test_sagas_are_filtered_by_prefix_tool_and_time(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """GET /sagas?prefix=&tool=&since=&until= keeps what sg.sagas() keeps with the same filters (#25)."""
+    for saga_id in ("order-0", "order-1", "refund-0"):
+        await gate(saga_id)
+    middle = (await sg.sagas_async(prefix="order-1"))[0].updated_at
+
+    async def ids(**params: str) -> list[str]:
+        response = await client.get("/sagacity/sagas", params=params, headers=CAROL)
+        assert response.status_code == 200, response.text
+        return [s["sagaId"] for s in response.json()["sagas"]]
+
+    assert await ids(prefix="order-") == ["order-1", "order-0"]
+    assert await ids(prefix="refund") == ["refund-0"]
+    tools = {e.tool_name for e in await sg.entries_async("order-0")}
+    assert await ids(tool=sorted(tools)[0]) == ["refund-0", "order-1", "order-0"]
+    assert await ids(tool="no-such-tool") == []
+    assert await ids(since=middle.isoformat()) == ["refund-0", "order-1"]
+    assert await ids(until=middle.isoformat() + "Z") == ["order-0"]
+    assert await ids(since=middle.isoformat(), prefix="order") == ["order-1"]
+
+
 @pytest.mark.parametrize(
     "params",
-    [{"status": "NOPE"}, {"limit": "0"}, {"limit": "x"}, {"after": "bm90IGEgY3Vyc29y"}, {"limit": "100000"}],
+    [
+        {"status": "NOPE"},
+        {"limit": "0"},
+        {"limit": "x"},
+        {"after": "bm90IGEgY3Vyc29y"},
+        {"limit": "100000"},
+        {"since": "yesterday"},
+        {"until": "2026-13-01"},
+    ],
 )
 async def test_bad_saga_list_parameters_are_400(client: httpx.AsyncClient, params: dict[str, str]) -> None:
     """An unknown status or an out-of-range page is a 400 {error} naming the parameter."""

@@ -250,7 +250,8 @@ async def test_a_misspelt_filter_is_400_not_every_saga(
     response = await api.get("/sagacity/sagas?stauts=FAILED", headers=CAROL)
     assert response.status_code == 400
     assert response.json() == {
-        "error": "unknown query parameter 'stauts' for this route (it takes after, limit, status)"
+        "error": "unknown query parameter 'stauts' for this route "
+        "(it takes after, limit, prefix, since, status, tool, until)"
     }
     filtered = await api.get("/sagacity/sagas?status=COMPENSATED", headers=CAROL)
     assert filtered.json()["sagas"] == []

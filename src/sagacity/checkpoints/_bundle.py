@@ -29,7 +29,7 @@ from sagacity._export import export_lines
 from sagacity._journal import Journal
 from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
-from sagacity.checkpoints._scan import DEFAULT_BATCH, Source, journal_of
+from sagacity.checkpoints._scan import DEFAULT_BATCH, Progress, Source, journal_of
 from sagacity.checkpoints._tlog import LogCheckpoint
 from sagacity.errors import CheckpointError, JournalIntegrityError
 from sagacity.model import Entry
@@ -50,6 +50,7 @@ def write_bundle(
     log: LogCheckpoint | None = None,
     since: Sequence[LogCheckpoint] = (),
     log_timestamp: bytes | None = None,
+    progress: Progress | None = None,
 ) -> Path:
     """Write the sagas, ``checkpoint`` and inclusion proofs to ``directory`` (new or empty).
 
@@ -59,6 +60,7 @@ def write_bundle(
     first ``count`` are attested. With ``log`` (a log checkpoint of this journal), each saga's last
     entry in that log is proven included too, and for each of ``since`` (older log checkpoints)
     a consistency proof to ``log`` is added, and ``log_timestamp`` (its RFC 3161 token) goes too.
+    ``progress(sagas written, sagas, attested entries)`` is called after each saga.
     """
     journal = journal_of(source)
     target = Path(directory)
@@ -100,6 +102,8 @@ def write_bundle(
         if log is not None and entry_log is not None:
             saga["log"] = _log_proof(journal, entry_log, log, leaf.saga_id)
         sagas.append(saga)
+        if progress is not None:
+            progress(number, len(located), sum(s["count"] for s in sagas))
     (target / CHECKPOINT_FILE).write_text(checkpoint.note, encoding="utf-8", newline="\n")
     manifest: dict[str, Any] = {"format": BUNDLE_FORMAT, "checkpoint": CHECKPOINT_FILE, "sagas": sagas}
     if log is not None and entry_log is not None:

@@ -31,8 +31,13 @@ from sagacity.errors import StoreError
 from sagacity.stores._sql import JOURNAL, LOG, SQLStore
 from sagacity.stores.base import Store
 
-#: Entries logged per transaction, and leaves read per statement.
+#: Leaves read per statement.
 BATCH = 5000
+#: Entries logged per transaction. Each transaction runs one anti-join of the whole journal against
+#: the log (the journal has no index that orders it), so a run logging k entries costs about
+#: k / EXTEND_BATCH such scans: large, so that a first run over a big journal is not quadratic in
+#: practice, and small enough to hold in memory (about 15 MiB of ids and hashes).
+EXTEND_BATCH = 50_000
 _ATTEMPTS = 5
 #: A journal made before the log was part of the schema gets its table on first checkpoint.
 _DDL = (
@@ -166,7 +171,7 @@ class SQLEntryLog:
         while True:
             batch = self._extend_retried()
             added += batch
-            if batch < BATCH:
+            if batch < EXTEND_BATCH:
                 return added
 
     def _extend_retried(self) -> int:
@@ -202,7 +207,7 @@ class SQLEntryLog:
                     f"(SELECT 1 FROM {LOG} l WHERE l.saga_id = j.saga_id AND l.seq = j.seq) "
                     "ORDER BY j.timestamp, j.saga_id, j.seq LIMIT ?"
                 ),
-                (BATCH,),
+                (EXTEND_BATCH,),
             )
             rows = cur.fetchall()
             for start in range(0, len(rows), 500):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import click
 
 from sagacity import __version__
+from sagacity.cli import _examples as examples
 from sagacity.cli._lazy import Lazy, LazyGroup
 
 __all__ = ["main"]
@@ -92,6 +93,7 @@ COMMANDS = {
 @click.group(
     cls=LazyGroup,
     lazy=COMMANDS,
+    epilog=examples.epilog(examples.TOP),
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
 )
 @click.version_option(__version__, prog_name="sagacity")

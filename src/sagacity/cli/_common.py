@@ -17,7 +17,7 @@ from sagacity.stores._deadline import limited_wait
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,7 +98,7 @@ def open_sagacity(db_url: str, *, init_schema: bool = False) -> Iterator[Sagacit
     """
     import logging
 
-    from sagacity._sagacity import Sagacity  # the library, imported when a command runs
+    from sagacity import Sagacity  # the library, imported when a command runs
 
     ctx = click.get_current_context(silent=True)
     timeout = ctx.meta.get(_STORE_TIMEOUT) if ctx is not None else None

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from sagacity.cli import _examples as examples
+
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem
 
@@ -43,6 +45,7 @@ class LazyGroup(click.Group):
             command = getattr(importlib.import_module(where.module), where.attribute)
             if not isinstance(command, click.Command):
                 raise TypeError(f"{where.module}.{where.attribute} is not a click command")
+            examples.attach(command, cmd_name)
             self.add_command(command, cmd_name)
         return self.commands.get(cmd_name)
 

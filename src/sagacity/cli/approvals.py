@@ -13,6 +13,7 @@ import json
 import sys
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from shlex import quote
 from typing import TYPE_CHECKING, Any
@@ -164,13 +165,11 @@ def list_(
 
 
 def _show_requests(pending: list[PendingApproval], output: str, out: Console | None = None) -> None:
-    from sagacity._approvals import utc_now
     from sagacity._doctor import human_duration
 
     if not pending:
         (out or console()).print("no pending approval requests")
         return
-    now = utc_now()
     show_rows(
         _REQUEST_COLUMNS,
         [
@@ -181,7 +180,7 @@ def _show_requests(pending: list[PendingApproval], output: str, out: Console | N
                 p.request.input,
                 p.requester or "-",
                 human_duration(p.waiting),
-                until(p.request.expires_at, now),
+                until(p.request.expires_at, read_at(p)),
                 ", ".join(p.approvers) or "-",
             )
             for p in pending
@@ -193,16 +192,15 @@ def _show_requests(pending: list[PendingApproval], output: str, out: Console | N
 
 def _watch(read: Callable[[], list[PendingApproval]], interval: float, output: str) -> None:
     """Read and show the queue every ``interval`` seconds until Ctrl-C, which ends it cleanly."""
-    from sagacity._approvals import utc_now
-
     out = console()
     try:
         while True:
             pending = read()
             if out.is_terminal:
                 out.clear()
+            now = datetime.now(UTC).replace(tzinfo=None)
             out.print(
-                f"{when(utc_now())}: {len(pending)} pending; every {interval:g}s, Ctrl-C to stop",
+                f"{when(now)}: {len(pending)} pending; every {interval:g}s, Ctrl-C to stop",
                 markup=False,
             )
             _show_requests(pending, output, out)
@@ -229,7 +227,6 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from sagacity._approvals import utc_now
     from sagacity._doctor import human_duration
     from sagacity._wire import request_detail_json
 
@@ -243,7 +240,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         show_journal(saga.entries, output=output)
         return
     request, verification = pending.request, saga.verification
-    now = utc_now()
+    now = read_at(pending)
     journaled = next((e.input for e in saga.entries if e.seq == seq), request.input)
     try:
         pretty = json.dumps(json.loads(journaled), indent=2, ensure_ascii=False)
@@ -429,3 +426,8 @@ def resume(
 def _sha256(text: str) -> str:
     """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_at(pending: PendingApproval) -> datetime:
+    """When ``pending`` was read (its ``waiting`` is as of then)."""
+    return pending.request.created_at + pending.waiting

@@ -21,7 +21,7 @@ from sagacity.errors import JournalIntegrityError, SagacityError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
     from sagacity.checkpoints import (
         Checkpoint,
         CheckpointReport,
@@ -38,13 +38,17 @@ def scan_progress(description: str) -> Iterator[ProgressCallback]:
     """A transient progress bar on stderr (shown on a terminal only) fed by the scan's callback."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn
 
+    err = console(stderr=True)
+    if not err.is_terminal:  # a pipe or a log: not even the blank line a stopped bar leaves
+        yield lambda done, total, entries: None
+        return
     with Progress(
         SpinnerColumn(),
         TextColumn(description),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("sagas, {task.fields[entries]} entries"),
-        console=console(stderr=True),
+        console=err,
         transient=True,
     ) as progress:
         task = progress.add_task(description, total=None, entries=0)

@@ -54,8 +54,11 @@ def reindex(db_url: str) -> None:
     Never needed for correct answers (every read catches the index up from the journal first);
     run it after restoring a backup or after changes made behind every trigger's back, or during
     an upgrade so the first read after it is not the one that folds a large journal. Takes time
-    in proportion to the journal.
+    in proportion to the journal; on a terminal a progress bar shows the sagas folded (on
+    stderr; nothing in a pipe).
     """
-    with open_sagacity(db_url) as sg:
-        count = sg.reindex()
+    from sagacity.cli.checkpoint import scan_progress
+
+    with open_sagacity(db_url) as sg, scan_progress("reindexing") as progress:
+        count = sg.reindex(progress=progress)
         console().print(f"saga index rebuilt in {safe_url(sg.url)}: {count} saga(s)")

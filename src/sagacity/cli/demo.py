@@ -30,8 +30,7 @@ def demo(db_url: str) -> None:
     """
     from rich.markup import escape
 
-    from sagacity import _demo
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity, _demo
 
     out = console()
     run_id = time.strftime("%H%M%S")

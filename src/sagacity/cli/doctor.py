@@ -16,8 +16,8 @@ from sagacity.errors import SagacityError
 from sagacity.model import FindingKind
 
 if TYPE_CHECKING:
+    from sagacity import Sagacity
     from sagacity._doctor import Finding
-    from sagacity._sagacity import Sagacity
 
 _FINDING_COLUMNS = (
     Column("kind"),
@@ -105,15 +105,18 @@ def doctor(
     the saga index flags (so a run takes the same time at any journal size; --full checks every
     saga). Read-only unless --expire. From cron: `sagacity doctor --expire --import myapp.tools || alert`.
     With --anchor and --key it also says how many entries the journal runs ahead of the last
-    cosigned log checkpoint, and alerts past --max-lag.
+    cosigned log checkpoint, and alerts past --max-lag. On a terminal a progress bar shows the
+    sagas checked (on stderr; nothing in a pipe).
     """
     from sagacity._doctor import lag_finding
     from sagacity._wire import diagnosis_json
 
     if anchor is not None and key_path is None:
         raise click.UsageError("--anchor needs --key, the log's public key")
-    with open_sagacity(db_url) as sg:
-        diagnosis = sg.diagnose(older_than=older_than, expire=expire, full=full)
+    from sagacity.cli.checkpoint import scan_progress
+
+    with open_sagacity(db_url) as sg, scan_progress("checking") as progress:
+        diagnosis = sg.diagnose(older_than=older_than, expire=expire, full=full, progress=progress)
         lag = None
         if anchor is not None and key_path is not None:
             lag = _lag(sg, anchor, key_path, witness_key_paths, quorum)

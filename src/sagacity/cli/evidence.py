@@ -20,7 +20,7 @@ from sagacity.errors import SagacityError, SagaNotFoundError
 from sagacity.stores import safe_url
 
 if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
     from sagacity.checkpoints import CheckpointReport, Finding, LogCheckpoint, VerifierKey
     from sagacity.checkpoints._format import Checkpoint
 
@@ -457,10 +457,19 @@ def export(
             raise CommandError(f"{type(exc).__name__}: {exc}") from exc
         if since and log is None:
             raise click.UsageError("--since needs --checkpoint DIR, an anchor holding log checkpoints")
-        with open_sagacity(db_url) as sg:
+        from sagacity.cli.checkpoint import scan_progress
+
+        with open_sagacity(db_url) as sg, scan_progress("bundling") as progress:
             try:
                 where = write_bundle(
-                    sg, saga_ids, checkpoint, bundle_dir, log=log, since=since, log_timestamp=token
+                    sg,
+                    saga_ids,
+                    checkpoint,
+                    bundle_dir,
+                    log=log,
+                    since=since,
+                    log_timestamp=token,
+                    progress=progress,
                 )
             except SagacityError as exc:
                 raise CommandError(f"{type(exc).__name__}: {exc}") from exc

@@ -36,7 +36,7 @@ from sagacity.errors import SagaNotFoundError, UnknownToolError
 from sagacity.model import SagaStatus
 
 if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
 
 _STATUSES = [s.value for s in SagaStatus]
 _SAGA_COLUMNS = (

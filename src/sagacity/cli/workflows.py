@@ -27,7 +27,7 @@ from sagacity.cli._render import cells, shorten, status_text, when
 from sagacity.errors import SagacityError
 
 if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
+    from sagacity import Sagacity
     from sagacity.workflows import WorkflowResult, WorkflowView
 
 _EPILOG = """\b

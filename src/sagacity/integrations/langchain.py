@@ -76,7 +76,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "sagacity.integrations.langchain needs LangChain and LangGraph: pip install 'sagacity[langchain]'"
     ) from exc
 
-from sagacity import Sagacity
+from sagacity import CallStatus, Sagacity
 
 __all__ = ["CONTROL_FLOW", "SagacityMiddleware"]
 
@@ -171,7 +171,7 @@ class SagacityMiddleware(AgentMiddleware):
             # that process died mid-call: say so before anything is entered here (no saga is
             # left by an error, nothing compensates).
             raise unfinished
-        if record is None or record.status not in ("AWAITING_APPROVAL", "APPROVED"):
+        if record is None or record.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVED):
             return arguments, False
         pause = {
             "sagacity": {

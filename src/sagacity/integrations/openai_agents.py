@@ -75,7 +75,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "pip install 'sagacity[openai-agents]'"
     ) from exc
 
-from sagacity import Sagacity
+from sagacity import CallStatus, Sagacity
 
 __all__ = ["SagacityTools", "approve_in_state"]
 
@@ -199,7 +199,7 @@ class SagacityTools:
                 assert saga_id is not None
                 record = await asyncio.to_thread(find_call, self.sagacity, saga_id, call_id)
                 if record is not None:
-                    return record.status == "AWAITING_APPROVAL"
+                    return record.status is CallStatus.AWAITING_APPROVAL
                 outcome = await journaled_call_async(
                     spec,
                     arguments_json(params),
@@ -255,15 +255,15 @@ def approve_in_state(
         unfinished = unfinished_error(record)
         if unfinished is not None:
             raise unfinished
-        if record.status in ("APPROVED", "EXECUTED"):
+        if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
             state.approve(item)
-        elif record.status == "AWAITING_APPROVAL":
+        elif record.status is CallStatus.AWAITING_APPROVAL:
             pending = True
-        elif record.status == "REJECTED" and record.continues:
+        elif record.status is CallStatus.REJECTED and record.continues:
             who = f"{record.rejected_by} rejected it" if record.rejected_by else "the approval was refused"
             reason = f" ({record.reason})" if record.reason else ""
             state.reject(item, rejection_message=f"[REJECTED] {record.tool_name} did not run: {who}{reason}.")
-        elif record.status == "REJECTED":
+        elif record.status is CallStatus.REJECTED:
             raise ApprovalRefusedError(
                 f"saga {saga_id!r}: the call {call_id!r} ({record.tool_name}) was rejected and the saga "
                 "compensated; do not resume the run in it"

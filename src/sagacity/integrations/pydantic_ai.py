@@ -71,7 +71,7 @@ try:
 except ImportError:  # pragma: no cover - older releases
     ToolFailedError = ToolRetryError  # type: ignore[misc,assignment]
 
-from sagacity import Sagacity
+from sagacity import CallStatus, Sagacity
 
 __all__ = ["CONTROL_FLOW", "SagacityCapability", "deferred_results"]
 
@@ -198,11 +198,11 @@ def deferred_results(
         unfinished = unfinished_error(record)
         if unfinished is not None:
             raise unfinished
-        if record.status in ("APPROVED", "EXECUTED"):
+        if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
             approvals[part.tool_call_id] = ToolApproved()
-        elif record.status == "AWAITING_APPROVAL":
+        elif record.status is CallStatus.AWAITING_APPROVAL:
             return None
-        elif record.status == "REJECTED":
+        elif record.status is CallStatus.REJECTED:
             if not record.continues:
                 raise ApprovalRefusedError(
                     f"saga {saga_id!r}: the call {part.tool_call_id!r} ({part.tool_name}) was rejected and "

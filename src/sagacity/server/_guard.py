@@ -17,7 +17,7 @@ from fastapi.routing import APIRoute
 from fastapi.security import HTTPBearer
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from sagacity._sagacity import Sagacity
+from sagacity import Sagacity
 from sagacity.server._errors import ApiError, BodyTooLargeError
 from sagacity.server.auth import ADMIN, APPROVER, AUDITOR, AuthenticationError, Authenticator, Principal
 from sagacity.stores._deadline import limited_wait

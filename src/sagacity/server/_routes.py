@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -22,9 +22,9 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 
+from sagacity import Sagacity
 from sagacity._doctor import DEFAULT_OLDER_THAN
 from sagacity._json import kind_of, require_storable
-from sagacity._sagacity import Sagacity
 from sagacity._state import required_reason
 from sagacity._wire import (
     approval_json,
@@ -391,8 +391,24 @@ def list_sagas(
     after: Annotated[
         str | None, Query(max_length=2048, description='The "next" of the previous page: go on after it.')
     ] = None,
+    prefix: Annotated[
+        str | None, Query(max_length=512, description="Only saga ids that start with this (case-sensitive).")
+    ] = None,
+    tool: Annotated[
+        str | None, Query(max_length=512, description="Only sagas whose journal has a call of this tool.")
+    ] = None,
+    since: Annotated[
+        datetime | None,
+        Query(description="Only sagas last updated at or after this ISO 8601 time (UTC without an offset)."),
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="Only sagas last updated before this ISO 8601 time.")
+    ] = None,
 ) -> dict[str, Any]:
-    return saga_page_json(sg.sagas(status=status, limit=limit, after=after), limit)
+    summaries = sg.sagas(
+        status=status, limit=limit, after=after, prefix=prefix, tool=tool, since=since, until=until
+    )
+    return saga_page_json(summaries, limit)
 
 
 @router.get("/overview", tags=["audit"], summary="How many sagas have each status")

@@ -16,8 +16,7 @@ from fastapi import Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.staticfiles import StaticFiles
 
-from sagacity import __version__
-from sagacity._sagacity import Sagacity
+from sagacity import Sagacity, __version__
 from sagacity.errors import ConfigurationError
 from sagacity.server._errors import install_error_handlers
 from sagacity.server._guard import Guard, declared_query

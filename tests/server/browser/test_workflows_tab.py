@@ -78,6 +78,16 @@ def test_a_gate_rejected_from_the_run_view_compensates(
     expect(page.locator('[data-nav="workflows"]')).to_be_visible()
     page.goto(url + "#/workflow/article-2")
     page.locator('section.stage-card[data-stage="publish"] button.reject').click()
+    # Before the human confirms, the dialog lists the stages' undos the rejection runs, in order
+    # (the last stage first), named as declared; the checks, with nothing to undo, are left out.
+    undo = page.locator("#confirm-undo li")
+    expect(undo).to_have_count(2)
+    expect(undo.nth(0)).to_contain_text("unformat")
+    expect(undo.nth(0)).to_contain_text("publish-article/format")
+    expect(undo.nth(1)).to_contain_text("discard_draft")
+    expect(undo.nth(1)).to_contain_text('"topic":"sagas for agents"')
+    expect(page.locator(".undo-box")).to_contain_text("will run 2 compensations, in this order")
+    assert effects() == ["draft", "format"]  # shown, not run
     page.fill("#confirm-reason", "not cleared by legal")
     page.locator("#confirm-ok").click()
     expect(page.locator("#notice")).to_contain_text("the run is compensated")

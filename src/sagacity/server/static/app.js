@@ -242,7 +242,7 @@ function confirmDecision(item, kind, done) {
     placeholder: "Reason (required, journaled, one line)", "aria-label": "Reason for rejecting",
     "aria-required": "true",
   });
-  const undo = kind === "reject" && !item.decidePath ? undoList(item) : null;
+  const undo = kind === "reject" ? undoList(item) : null;
   const confirm = h("button", { class: `btn ${kind}`, type: "submit", id: "confirm-ok" }, words.button);
   const cancel = h("button", { class: "btn", type: "button", id: "confirm-cancel", onclick: () => close() }, "Cancel");
   const body = { approve: () => ({}), reject: () => ({ reason: reason.value }), resume: () => ({ payload: item.input }) }[kind];
@@ -308,12 +308,13 @@ function confirmDecision(item, kind, done) {
 }
 
 // The compensations a rejection will run, in the order it runs them, read from the server
-// (GET /requests: the journal folded with the tools the server imported).
+// (GET /requests: the journal folded with the tools the server imported). A workflow gate's
+// (item.decidePath) lists only the stages with an undo: its checks have nothing to undo.
 function undoList(item) {
   const list = h("ol", { id: "confirm-undo", class: "undo" });
   const box = h("div", { class: "undo-box" }, h("p", { class: "muted" }, "Loading what this rejection will undo…"), list);
   api(`requests/${enc(item.sagaId)}/${item.journalSeq}`).then((detail) => {
-    const steps = detail.compensations || [];
+    const steps = (detail.compensations || []).filter((s) => !item.decidePath || s.compensation || !s.toolImported);
     box.firstChild.textContent = steps.length
       ? `This rejection will run ${plural(steps.length, "compensation")}, in this order:`
       : "Nothing has run in this saga yet: the rejection has nothing to compensate.";
