@@ -414,3 +414,37 @@ def test_a_long_queue_shows_the_50_oldest_and_how_many_wait(
     expect(page.locator("#approvals-count")).to_have_text("(50 oldest of 52)")
     shown = page.locator("section.approval").evaluate_all("cards => cards.map(c => c.dataset.saga)")
     assert shown == [f"wire-{n:02d}" for n in range(50)]
+
+
+def test_the_saga_list_is_searched_by_id_prefix_and_filtered_by_time(
+    served: tuple[str, Sagacity], page: Any, tools: ModuleType, playwright_api: Any
+) -> None:
+    """The search box keeps saga ids starting with what is typed (GET /sagas?prefix=), the time
+    filter those updated lately (?since=); both stay in the URL and survive a reload (#25)."""
+    url, sg = served
+    completed(sg, tools, 3, prefix="order")
+    completed(sg, tools, 2, prefix="refund")
+    expect = playwright_api.expect
+    sign_in(page, url)
+    page.goto(f"{url}#/sagas")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(5)
+    page.fill("#saga-search", "refund-")
+    page.press("#saga-search", "Enter")  # Enter in the field searches; no shortcut fires
+    expect(page.locator("table.sagas tbody tr")).to_have_count(2)
+    assert sorted(row_ids(page)) == ["refund-000", "refund-001"]
+    assert "prefix=refund-" in page.url
+    page.select_option("#time-filter", "1h")
+    expect(page.locator("#time-filter")).to_have_value("1h")
+    assert "since=1h" in page.url
+    expect(page.locator("table.sagas tbody tr")).to_have_count(2)
+    expect(page.locator("#matching")).to_contain_text("match the search and time filters")
+    page.reload()
+    expect(page.locator("#saga-search")).to_have_value("refund-")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(2)
+    page.fill("#saga-search", "nothing-like-this")
+    page.press("#saga-search", "Enter")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(0)
+    page.fill("#saga-search", "")
+    page.press("#saga-search", "Enter")
+    page.select_option("#time-filter", "")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(5)

@@ -574,16 +574,36 @@ function approvalView(sagaId, seq, fresh) {
 
 // The saga list: one page by cursor. history.state.back holds the cursors of the pages before
 // this one (so Newer goes back one page, also after a reload); the URL holds status and cursor.
+// The saga list's time filter: how far back "last updated" may be (GET /sagas?since=).
+const SINCE = [["", "Any time"], ["1h", "Last hour"], ["24h", "Last 24 hours"], ["7d", "Last 7 days"]];
+const SINCE_MS = { "1h": 3600e3, "24h": 86400e3, "7d": 7 * 86400e3 };
+
 function sagasView(params, fresh) {
   const status = params.get("status") || "";
   const after = params.get("after") || "";
+  const prefix = params.get("prefix") || "";
+  const since = SINCE_MS[params.get("since")] ? params.get("since") : "";
   const back = (history.state && Array.isArray(history.state.back)) ? history.state.back : [];
-  const show = (s, cursor, stack) => {
+  const show = (s, cursor, stack, filters = { prefix, since }) => {
     const q = new URLSearchParams();
     if (s) q.set("status", s);
+    if (filters.prefix) q.set("prefix", filters.prefix);
+    if (filters.since) q.set("since", filters.since);
     if (cursor) q.set("after", cursor);
     navigate(`#/sagas${q.toString() ? `?${q}` : ""}`, { back: stack });
   };
+  const filtered = Boolean(prefix || since);
+  const search = h("input", {
+    type: "search", id: "saga-search", value: prefix, autocomplete: "off", maxlength: 512,
+    placeholder: "Saga id starts with…", "aria-label": "Search sagas by id prefix",
+  });
+  const searchForm = h("form", { class: "search", role: "search", onsubmit: (ev) => {
+    ev.preventDefault();
+    show(status, "", [], { prefix: search.value.trim(), since });
+  } }, search);
+  const sinceSelect = h("select", { id: "time-filter", "aria-label": "Last updated",
+    onchange: (ev) => show(status, "", [], { prefix, since: ev.target.value }) },
+  SINCE.map(([value, label]) => h("option", { value, selected: value === since }, label)));
   let next = null;
   const counters = h("div", { class: "counters", id: "counters", role: "group", "aria-label": "Sagas by status" });
   const select = h("select", { id: "status-filter", onchange: (ev) => show(ev.target.value, "", []) },
@@ -606,13 +626,16 @@ function sagasView(params, fresh) {
   const where = h("span", { class: "muted", id: "page-number" }, after && !back.length ? "a later page" : `page ${back.length + 1}`);
   main(
     h("h1", {}, "Sagas"), counters,
-    h("div", { class: "filters" }, h("label", { for: "status-filter" }, "Status"), select, matching),
+    h("div", { class: "filters" }, h("label", { for: "status-filter" }, "Status"), select, searchForm,
+      h("label", { for: "time-filter" }, "Updated"), sinceSelect, matching),
     table, empty,
     h("div", { class: "pager" }, newest, newer, where, older));
 
   async function load() {
     const q = new URLSearchParams({ limit: PAGE });
     if (status) q.set("status", status);
+    if (prefix) q.set("prefix", prefix);
+    if (since) q.set("since", new Date(Date.now() - SINCE_MS[since]).toISOString());
     if (after) q.set("after", after);
     const [page, overview] = await Promise.all([api(`sagas?${q}`), api("overview")]);
     if (!fresh()) return;
@@ -620,7 +643,8 @@ function sagasView(params, fresh) {
       next = page.next;
       older.disabled = !next;
       const n = status ? overview.counts[status] || 0 : overview.total;
-      matching.textContent = status ? `${plural(n, "saga")} ${status.replaceAll("_", " ").toLowerCase()}` : plural(n, "saga");
+      matching.textContent = filtered ? "showing the sagas that match the search and time filters"
+        : status ? `${plural(n, "saga")} ${status.replaceAll("_", " ").toLowerCase()}` : plural(n, "saga");
       reconcile(counters, [["", "All", overview.total], ...STATUSES.map(([s, label]) => [s, label, overview.counts[s] || 0])]
         .map(([s, label, c]) => keyed(s || "ALL", [label, c, s === status], h("button", {
           type: "button", class: `counter ${s || "ALL"}${s === status ? " active" : ""}`, "data-status": s,
