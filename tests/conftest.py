@@ -4,13 +4,16 @@ requires them."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+
+from sagacity import Sagacity
 
 
 def _postgres_url() -> str:
@@ -174,3 +177,18 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]
         yield f"sqlite:///{tmp_path}/journal.db"
     else:
         yield from _SERVERS[request.param]()
+
+
+@pytest.fixture
+def lease_gone() -> Callable[[Sagacity, str], None]:
+    """Waits (bounded) until no living process holds the saga's liveness lease: a killed
+    process's database session is ended by the server a moment after the process is gone
+    (PostgreSQL's and MariaDB's backends notice the closed socket and release its locks)."""
+
+    def wait(sg: Sagacity, saga_id: str) -> None:
+        deadline = time.monotonic() + 30
+        while sg.engine.is_live(saga_id):
+            assert time.monotonic() < deadline, f"the lease of {saga_id!r} outlived its process by 30 s"
+            time.sleep(0.02)
+
+    return wait

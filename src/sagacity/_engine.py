@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -29,7 +29,7 @@ from sagacity.errors import (
     StoreUnavailableError,
 )
 from sagacity.model import ApprovalRequest, Entry, Phase
-from sagacity.stores.base import Store
+from sagacity.stores.base import Capability, Store, capable
 from sagacity.tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -72,10 +72,12 @@ class Engine:
         self.approval_ttl = approval_ttl
         #: The guardrails policy every call is judged by (``sagacity.guardrails``), if any.
         self.guard: Guard | None = None
-        # Sagas running in this process: only for ``status`` (RUNNING) and for leaving them out
-        # of this process's own ``recover``; other processes are told apart by the journal.
+        # Sagas running in this process (for leaving them out of this process's own ``recover``),
+        # each also holding its liveness lease on a store that offers them, so that every
+        # process can tell them RUNNING (``is_live``).
         self._live: dict[str, int] = {}
         self._live_lock = threading.Lock()
+        self._liveness = capable(store, Capability.LIVENESS)
 
     # -- reading ----------------------------------------------------------------------------------
     def snapshot(self, saga_id: str) -> SagaState:
@@ -151,12 +153,25 @@ class Engine:
         """The saga's lease (``stores/_lease.py``): held by every compensation run."""
         return self.store.lease(saga_id, wait=wait)
 
-    # -- sagas live in this process ---------------------------------------------------------------
+    # -- sagas live: in this process, or in any process on the store ----------------------------
     def enter(self, saga_id: str) -> None:
+        """A saga starts or resumes here: count it, and take its liveness lease (once per saga
+        and process; the one round trip a saga's start pays for it, none per call)."""
         with self._live_lock:
             self._live[saga_id] = self._live.get(saga_id, 0) + 1
+        if self._liveness is not None:
+            try:
+                self.journal.read(self._liveness.hold_live, saga_id)
+            except BaseException:
+                self._forget(saga_id)
+                raise
 
     def leave(self, saga_id: str) -> None:
+        if self._liveness is not None:
+            self._liveness.release_live(saga_id)
+        self._forget(saga_id)
+
+    def _forget(self, saga_id: str) -> None:
         with self._live_lock:
             left = self._live.get(saga_id, 1) - 1
             if left:
@@ -164,7 +179,8 @@ class Engine:
             else:
                 self._live.pop(saga_id, None)
 
-    def is_live(self, saga_id: str) -> bool:
+    def is_live_here(self, saga_id: str) -> bool:
+        """Whether the saga runs in this process (through this engine)."""
         with self._live_lock:
             return saga_id in self._live
 
@@ -178,3 +194,18 @@ class Engine:
         """The sagas live in this process right now."""
         with self._live_lock:
             return set(self._live)
+
+    def is_live(self, saga_id: str) -> bool:
+        """Whether a living process, this one or another on the store, runs the saga now."""
+        return bool(self.live_among([saga_id]))
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        """Which of ``saga_ids`` a living process runs now: this process's own, and, where the
+        store offers liveness leases (``Capability.LIVENESS``), every other process's, read in
+        one query. Without them only this process's are known."""
+        here = self.live()
+        found = {sid for sid in saga_ids if sid in here}
+        rest = [sid for sid in saga_ids if sid not in here]
+        if rest and self._liveness is not None:
+            found |= self.journal.read(self._liveness.live_among, rest)
+        return found

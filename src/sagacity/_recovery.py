@@ -38,7 +38,7 @@ from sagacity.model import Phase, SagaResult, SagaStatus
 def resting_states(engine: Engine, saga_ids: Iterable[str]) -> Iterator[SagaState]:
     """The state of each saga, leaving out sagas live in this process."""
     for saga_id in saga_ids:
-        if not engine.is_live(saga_id):
+        if not engine.is_live_here(saga_id):
             yield engine.snapshot(saga_id)
 
 

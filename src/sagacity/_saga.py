@@ -34,6 +34,7 @@ from sagacity.errors import (
     HaltedError,
     SagaClosedError,
     SagaExistsError,
+    SagaRunningElsewhereError,
     SagaStateError,
 )
 from sagacity.guardrails._deny import deny_call
@@ -505,6 +506,8 @@ class SagaRun:
         process started the saga's compensation meanwhile."""
         if isinstance(self.failure, SagaExistsError):
             raise self.failure  # this run journaled nothing: there is nothing of its own to end
+        if isinstance(error, SagaRunningElsewhereError):
+            raise error  # nothing here failed: the saga goes on in the process that runs it
         failure = error if error is not None else self.failure
         unknown = self.existed is None and failure is None and not self._gates
         if unknown:

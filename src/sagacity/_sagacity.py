@@ -35,18 +35,19 @@ from sagacity._state import (
     fold,
     require_on_abandon,
     start_input,
-    status_of,
 )
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification
 from sagacity.errors import (
+    ApprovalNotFoundError,
     ApprovalRefusedError,
     BlockingCallError,
     ConfigurationError,
     InvalidValueError,
     PayloadMismatchError,
     SagaNotFoundError,
+    SagaRunningElsewhereError,
 )
 from sagacity.guardrails import Guard, KillSwitch, Policy
 from sagacity.model import (
@@ -291,7 +292,8 @@ class Sagacity:
 
     # -- state -------------------------------------------------------------------------------------
     def status(self, saga_id: str) -> SagaStatus:
-        """The saga's status from its journal (``RUNNING`` while live in this process). Read-only."""
+        """The saga's status from its journal, ``RUNNING`` while a living process runs it (this
+        one, or any other on a store with liveness leases). Read-only."""
         _refuse_in_loop("status")
         return self._status(saga_id)
 
@@ -299,12 +301,14 @@ class Sagacity:
         return await asyncio.to_thread(self._status, saga_id)
 
     def _status(self, saga_id: str) -> SagaStatus:
-        if self.engine.is_live(saga_id):
-            return SagaStatus.RUNNING
         state = self.engine.snapshot(saga_id)
         if state.entry_count == 0:
+            if self.engine.is_live(saga_id):
+                return SagaStatus.RUNNING  # started, nothing journaled yet
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
-        return status_of(state, live=self.engine.is_running(saga_id))
+        if state.status not in _view.MAY_BE_LIVE:
+            return state.status
+        return _view.seen_live(state.status, self.engine.is_live(saga_id))
 
     def sagas(
         self,
@@ -351,28 +355,27 @@ class Sagacity:
         wanted = SagaStatus(status) if status is not None else None
         _require_limit(limit)
         position = decode_cursor(after) if after is not None else None
-        live = self.engine.live()
-        if wanted is SagaStatus.RUNNING:
-            # Only this process knows which sagas run in it; they are few, so read them directly.
-            rows = sorted(self.index.rows(sorted(live)), key=_newest_first, reverse=True)
-            rows = [r for r in rows if position is None or _newest_first(r) < position]
-            rows = [r for r in rows if where.keeps(r, self._tools_of)]
-            return [_summary(r, SagaStatus.RUNNING) for r in rows[:limit]]
         summaries: list[SagaSummary] = []
+        # Pages of the index (which holds what the journal alone says), each overlaid with the
+        # liveness leases of its sagas in one probe: a saga a living process runs shows RUNNING,
+        # and so leaves the status the index holds for it.
+        scan = wanted is SagaStatus.RUNNING  # RUNNING is in no index row: look through them all
+        page_status = None if scan else wanted
         while limit is None or len(summaries) < limit:
-            want = None if limit is None else limit - len(summaries) + (len(live) if wanted else 0)
-            rows = self.index.page(wanted, want, position, where)
-            for row in rows:
-                running = row.saga_id in live
-                if wanted is None or not running:
-                    summaries.append(_summary(row, SagaStatus.RUNNING if running else row.status))
-            if want is None or len(rows) < want:
+            want = _PAGE if limit is None or scan else limit - len(summaries) + 8
+            rows = self.index.page(page_status, want, position, where)
+            for row, shown in self._overlaid(rows):
+                if wanted is None or shown is wanted:
+                    summaries.append(_summary(row, shown))
+            if len(rows) < want:
                 break
             position = _newest_first(rows[-1])
         return summaries if limit is None else summaries[:limit]
 
-    def _tools_of(self, saga_id: str) -> set[str]:
-        return {e.tool_name for e in self.journal.entries(saga_id)}
+    def _overlaid(self, rows: list[IndexRow]) -> list[tuple[IndexRow, SagaStatus]]:
+        """Index rows with the status a read reports: RUNNING for those a living process runs."""
+        live = self.engine.live_among([r.saga_id for r in rows if r.status in _view.MAY_BE_LIVE])
+        return [(r, _view.seen_live(r.status, r.saga_id in live)) for r in rows]
 
     def view(self, saga_id: str) -> SagaView:
         """One saga as its journal tells it now: status, calls with their status, approval gates,
@@ -418,10 +421,18 @@ class Sagacity:
 
     def _counts(self) -> dict[SagaStatus, int]:
         counts = self.index.counts()
-        live = self.engine.live()
-        for row in self.index.rows(sorted(live)) if live else []:
-            counts[row.status] -= 1
-            counts[SagaStatus.RUNNING] = counts.get(SagaStatus.RUNNING, 0) + 1
+        for status in _view.MAY_BE_LIVE:
+            if not counts.get(status):
+                continue
+            position = None
+            while True:  # the sagas that may be running, a page and one liveness probe at a time
+                rows = self.index.page(status, _PAGE, position)
+                running = len(self.engine.live_among([r.saga_id for r in rows]))
+                counts[status] -= running
+                counts[SagaStatus.RUNNING] = counts.get(SagaStatus.RUNNING, 0) + running
+                if len(rows) < _PAGE:
+                    break
+                position = _newest_first(rows[-1])
         return {status: n for status, n in counts.items() if n > 0}
 
     def reindex(self, *, progress: Progress | None = None) -> int:
@@ -437,8 +448,8 @@ class Sagacity:
     def in_doubt(self, saga_id: str | None = None) -> list[InDoubtCall]:
         """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
 
-        Sagas live in this process are left out; a call running in another process shows here
-        too, so judge by ``age``.
+        Sagas a living process runs are left out (this process's; on a store with liveness
+        leases every process's): their open calls are in flight, not in doubt.
         """
         _refuse_in_loop("in_doubt")
         return self._in_doubt(saga_id)
@@ -452,8 +463,9 @@ class Sagacity:
                 return list(self._view(saga_id).in_doubt)
             except SagaNotFoundError:
                 return []
-        live = self.engine.live()
-        ids = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT) if r.saga_id not in live]
+        watched = [r.saga_id for r in self.index.watched(Watch.IN_DOUBT)]
+        live = self.engine.live_among(watched)
+        ids = [sid for sid in watched if sid not in live]
         # Their journals in a few statements, not one query per saga (a round trip each on
         # PostgreSQL: 0.3 ms a saga, 0.3 s for a thousand in doubt).
         journals = self.index.journals(ids).items()
@@ -635,9 +647,17 @@ class Sagacity:
         byte-for-byte the approved one journals REJECTED, compensates, and comes back as a
         COMPENSATED result whose error is a ``PayloadMismatchError``. ``resumed_by`` names who
         asked for the execution; it is journaled in the resumed call's INTENT.
+        ``SagaRunningElsewhereError`` when another resume of the gate is still running in a living
+        process (any process on the store): nothing was done, ask again once it has ended.
         """
         _refuse_in_loop("resume")
-        granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        try:
+            granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        except ApprovalNotFoundError:
+            running = self._resume_running(saga_id, seq)
+            if running is not None:
+                raise running from None
+            raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
@@ -653,7 +673,13 @@ class Sagacity:
         self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None
     ) -> SagaResult:
         """``resume`` for async tools and event loops."""
-        granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        try:
+            granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
+        except ApprovalNotFoundError:
+            running = await asyncio.to_thread(self._resume_running, saga_id, seq)
+            if running is not None:
+                raise running from None
+            raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
@@ -665,6 +691,22 @@ class Sagacity:
         except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
             return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
         return await self._conclude_async(run, value, None)
+
+    def _resume_running(self, saga_id: str, seq: int) -> SagaRunningElsewhereError | None:
+        """Why a resume found no request, when the reason is that the gate's call is still
+        running: another resume journaled its INTENT, it has no outcome, and a living process
+        runs the saga. None otherwise (not found stands: resumed and ended, rejected, in doubt)."""
+        state = self.engine.snapshot(saga_id)
+        gate = state.gates.get(seq)
+        call = gate.resumed if gate is not None else None
+        if call is None or call.outcome is not None or not self.engine.is_live(saga_id):
+            return None
+        return SagaRunningElsewhereError(
+            f"saga {saga_id!r} seq {seq}: the approved call is still running in a living process "
+            f"(its INTENT is seq {call.intent.seq}); nothing was done here, ask again once it has ended",
+            saga_id,
+            seq,
+        )
 
     def _resumed(self, saga_id: str, granted: Claim) -> SagaRun:
         self.engine.enter(saga_id)  # left in _conclude, whatever happens
@@ -792,9 +834,14 @@ def _all_pending(sg: Sagacity) -> list[ApprovalRequest]:
 
 def _in_doubt_count(sg: Sagacity) -> int:
     """In-doubt calls, for the gauge: summed over the index's in-doubt sagas (a partial index,
-    so the read does not grow with the journal), leaving out sagas live in this process."""
-    live = sg.engine.live()
-    return sum(r.in_doubt for r in sg.index.watched(Watch.IN_DOUBT) if r.saga_id not in live)
+    so the read does not grow with the journal), leaving out sagas a living process runs."""
+    rows = sg.index.watched(Watch.IN_DOUBT)
+    live = sg.engine.live_among([r.saga_id for r in rows])
+    return sum(r.in_doubt for r in rows if r.saga_id not in live)
+
+
+#: Index rows read per page where a read walks the index (a liveness probe per page).
+_PAGE = 500
 
 
 def _detail(view: SagaView) -> SagaDetail:
@@ -821,6 +868,7 @@ def _newest_first(row: IndexRow) -> tuple[datetime, str]:
 
 
 def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
+    """``status`` as a read reports it; a saga shown RUNNING has calls in flight, none in doubt."""
     return SagaSummary(
         row.saga_id,
         status,
@@ -828,7 +876,7 @@ def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
         row.started_at,
         row.updated_at,
         row.awaiting_approval,
-        row.in_doubt,
+        0 if status is SagaStatus.RUNNING else row.in_doubt,
     )
 
 

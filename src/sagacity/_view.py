@@ -48,21 +48,23 @@ def expired(request: ApprovalRequest, now: datetime) -> bool:
     return request.expires_at is not None and now >= request.expires_at
 
 
-def call_status(call: Call) -> CallStatus:
+def call_status(call: Call, live: bool = True) -> CallStatus:
+    """``live``: a living process runs the saga, so an INTENT without outcome is RUNNING; else
+    its process is gone and the call is IN_DOUBT."""
     if call.outcome is None:
-        return CallStatus.RUNNING
+        return CallStatus.RUNNING if live else CallStatus.IN_DOUBT
     if call.executed:
         return CallStatus.EXECUTED
     return CallStatus.PASSED if call.passed else CallStatus.FAILED
 
 
-def call_view(call: Call) -> CallView:
+def call_view(call: Call, live: bool = True) -> CallView:
     e = call.intent
     return CallView(
         e.seq,
         e.tool_name,
         e.input,
-        call_status(call),
+        call_status(call, live),
         e.timestamp,
         call.outcome,
         call.call_id,
@@ -77,12 +79,12 @@ def decision(entry: Entry, decides: int | None) -> JournaledDecision:
     return JournaledDecision(entry.seq, entry.phase, decides, approver or None, reason)
 
 
-def gate_view(state: SagaState, gate: Gate, required: Required) -> ApprovalGate:
+def gate_view(state: SagaState, gate: Gate, required: Required, live: bool = True) -> ApprovalGate:
     e = gate.entry
     needs = required(e.tool_name)
     approvers = tuple(gate.approvers(gate.input_hash))
     needed = max(needs if needs is not None else 1, held_approvals(e.payload))
-    resumed = call_view(gate.resumed) if gate.resumed is not None else None
+    resumed = call_view(gate.resumed, live) if gate.resumed is not None else None
     if resumed is not None:
         status = resumed.status
     elif gate.rejection is not None or state.closed:
@@ -200,11 +202,12 @@ def saga_view(
     """The saga ``state`` was folded from ``entries``, with its pending ``requests``, at ``now``.
 
     ``registry`` says how many approvals each tool needs and what its compensation is;
-    ``running``: the saga is live in this process (status RUNNING, nothing in doubt).
+    ``running``: a living process runs the saga, this one or another (``Engine.is_live``): its
+    status is RUNNING and nothing is in doubt; else a call without outcome is IN_DOUBT.
     """
     required = required_in(registry)
-    calls = {c.intent.seq: call_view(c) for c in state.calls}
-    gates = {seq: gate_view(state, g, required) for seq, g in sorted(state.gates.items())}
+    calls = {c.intent.seq: call_view(c, running) for c in state.calls}
+    gates = {seq: gate_view(state, g, required, running) for seq, g in sorted(state.gates.items())}
     keyed = {
         call_id: calls[found.intent.seq] if isinstance(found, Call) else gates[found.entry.seq]
         for call_id, found in state.keyed.items()
@@ -212,7 +215,7 @@ def saga_view(
     rows = list(requests)
     return SagaView(
         state.saga_id,
-        SagaStatus.RUNNING if running else state.status,
+        seen_live(state.status, running),
         tuple(entries),
         verify(entries),
         tuple(calls.values()),
@@ -229,3 +232,22 @@ def saga_view(
 
 def _waited(request: ApprovalRequest, now: datetime) -> timedelta:
     return max(timedelta(0), now - request.created_at)
+
+
+#: Statuses the saga index may hold for a saga that is running right now (it holds what the
+#: journal alone says: between two calls COMPLETED, a call in flight IN_DOUBT). A read shows
+#: such a saga RUNNING when a living process holds its liveness lease (``seen_live``).
+MAY_BE_LIVE = frozenset(
+    {
+        SagaStatus.COMPLETED,
+        SagaStatus.IN_DOUBT,
+        SagaStatus.AWAITING_APPROVAL,
+        SagaStatus.COMPENSATING,
+        SagaStatus.ABANDONED,  # between two calls in a living process: RUNNING
+    }
+)
+
+
+def seen_live(status: SagaStatus, live: bool) -> SagaStatus:
+    """The status a read reports: the journal's, or RUNNING while a living process runs it."""
+    return SagaStatus.RUNNING if live and status in MAY_BE_LIVE else status

@@ -17,6 +17,7 @@
     ├── SagaStateError              the saga is not in a state that allows the call
     │   ├── SagaClosedError         its compensation started (maybe in another process): no new call
     │   ├── SagaExistsError         a saga started under an id that already has a journal
+    │   ├── SagaRunningElsewhereError  a living process is still running that call: try again later
     │   └── HaltedError             the kill switch (or a policy halt) refuses it; the saga compensates
     ├── BlockingCallError           (also RuntimeError) a blocking call inside a running event loop
     ├── ApprovalError
@@ -64,6 +65,7 @@ __all__ = [
     "SagaClosedError",
     "SagaExistsError",
     "SagaNotFoundError",
+    "SagaRunningElsewhereError",
     "SagaStateError",
     "SagacityError",
     "SignatureError",
@@ -139,6 +141,24 @@ class SagaExistsError(SagaStateError):
     """A saga was started (``sg.run``, ``sg.saga``) under an id whose journal already has entries:
     a saga id names one run. Refused before anything is journaled or any tool runs; continue a
     saga on purpose with ``sg.saga(saga_id, continue_existing=True)``."""
+
+
+class SagaRunningElsewhereError(SagaStateError):
+    """The call (a resume of an approved gate, a framework's call id) is still running in a
+    living process (another worker, another request of this one): nothing was done here and
+    nothing was decided; ask again once it has ended. Not an ``ApprovalError``: the call was not
+    refused, and it may well succeed. A saga block that this error leaves is not compensated.
+
+    ``saga_id`` and ``seq`` name the saga and the gate (or the call's INTENT) that is running.
+    """
+
+    def __init__(self, message: str, saga_id: str = "", seq: int = 0) -> None:
+        super().__init__(message)
+        self.saga_id = saga_id
+        self.seq = seq
+
+    def __reduce__(self) -> tuple[type[SagaRunningElsewhereError], tuple[str, str, int]]:
+        return (type(self), (str(self), self.saga_id, self.seq))
 
 
 class HaltedError(SagaStateError):

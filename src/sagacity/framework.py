@@ -8,7 +8,8 @@ The adapters in ``sagacity.integrations`` are built on these functions alone:
   presents it (replays, checkpoint re-runs, retries, parallel duplicates — threads or processes),
   gated if the tool is IRREVERSIBLE, executed *in band* once a named human approved exactly
   these arguments in Sagacity;
-- :func:`find_call` says what became of a call id (for building the framework's resume input);
+- :func:`find_call` says what became of a call id (for building the framework's resume input),
+  and :func:`unfinished_error` what a resume helper raises for one that has not finished;
 - :func:`arguments_json` turns arguments a framework holds as a mapping into the journaled JSON.
 
 A journaled call returns the tool's result (or the journaled result of a call that already
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from sagacity import _context
 from sagacity._json import compact
-from sagacity.errors import SagaNotFoundError, SagaStateError
+from sagacity.errors import SagaNotFoundError, SagaRunningElsewhereError, SagaStateError
 from sagacity.model import CallPending, CallRefused, CallRejected, CallStatus, CallView, SagaView
 from sagacity.tools import ToolRegistry, ToolSpec
 from sagacity.tools import registry as default_registry
@@ -49,6 +50,7 @@ __all__ = [
     "journaled_call",
     "journaled_call_async",
     "spec_of",
+    "unfinished_error",
 ]
 
 #: What a rejection of a gated call means: compensate the saga (Sagacity's default), or tell
@@ -165,7 +167,8 @@ class CallRecord:
     """What the journal says about one call id in a saga (a projection of ``Sagacity.view``).
 
     ``status`` (a :class:`~sagacity.model.CallStatus`): ``EXECUTED``, ``FAILED``, ``RUNNING`` (an
-    INTENT without outcome: running or in doubt), ``PASSED`` (left by the framework's control
+    INTENT without outcome, and a living process runs the saga), ``IN_DOUBT`` (an INTENT without
+    outcome whose process is gone: a person must resolve it), ``PASSED`` (left by the framework's control
     flow; it may be presented again), ``AWAITING_APPROVAL``, ``APPROVED`` (approved by enough
     people in the journal, for ``input_hash``, not yet run) or ``REJECTED``. ``seq`` is the call's
     INTENT or gate; ``gate_seq`` the gate of a gated call; ``result`` the EXECUTED payload text.
@@ -201,6 +204,29 @@ def find_call(sg: Sagacity, saga_id: str, call_id: str) -> CallRecord | None:
     except SagaNotFoundError:
         return None
     return call_record(view, call_id)
+
+
+def unfinished_error(record: CallRecord) -> SagaStateError | None:
+    """What a resume helper raises for a call that has not finished, None for any other.
+
+    ``RUNNING``: ``SagaRunningElsewhereError`` (a living process is running it: resume once it
+    has ended, nothing was decided); ``IN_DOUBT``: ``SagaStateError`` (its process died mid-call,
+    the effect is unknown: a person resolves it, ``sagacity sagas resolve``). Neither is an
+    ``ApprovalRefusedError``: the call was not refused, and it may have taken effect.
+    """
+    where = f"saga {record.saga_id!r}: call id {record.call_id!r} ({record.tool_name}, seq {record.seq})"
+    if record.status is CallStatus.RUNNING:
+        return SagaRunningElsewhereError(
+            f"{where} is still running in a living process; resume the run once it has ended",
+            record.saga_id,
+            record.seq,
+        )
+    if record.status is CallStatus.IN_DOUBT:
+        return SagaStateError(
+            f"{where} is in doubt: its process died before journaling an outcome, so whether it "
+            "took effect is unknown; check, then `sagacity sagas resolve` it before resuming"
+        )
+    return None
 
 
 def call_record(view: SagaView, call_id: str) -> CallRecord | None:

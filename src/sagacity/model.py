@@ -68,15 +68,17 @@ class Reversibility(StrEnum):
 class SagaStatus(StrEnum):
     """A saga's state, derived from its journal alone.
 
-    ``RUNNING`` is only ever reported for a saga live in this process; ``COMPENSATING`` means a
-    compensation run began and has not finished (``Sagacity.recover`` finishes it); ``IN_DOUBT``
-    means a call or compensation started and has no journaled outcome: a human must resolve it.
+    ``RUNNING`` is reported for a saga a living process runs right now (it is never journaled: on
+    a store with liveness leases every process sees it, else only the process running it);
+    ``COMPENSATING`` means a compensation run began and has not finished (``Sagacity.recover``
+    finishes it); ``IN_DOUBT`` means a call or compensation started, has no journaled outcome,
+    and no living process runs its saga: a human must resolve it.
     ``ABANDONED`` is a saga that was started and never ended, with nothing in flight or awaiting
-    approval: its process died between calls (or could not journal how it ended), unless that
-    process is merely between two calls; ``recover`` compensates or reports it, as its start
-    facts say. ``REJECTED`` is a saga that a rejection (a human's, an expiry, a refused resume)
-    ended and whose every step was undone. Sagas journaled without a start entry (older
-    versions, other implementations) are never ABANDONED or REJECTED: they read as they always did.
+    approval, and no living process runs it: its process died between calls (or could not journal
+    how it ended); ``recover`` compensates or reports it, as its start facts say. ``REJECTED`` is
+    a saga that a rejection (a human's, an expiry, a refused resume) ended and whose every step
+    was undone. Sagas journaled without a start entry (older versions, other implementations) are
+    never ABANDONED or REJECTED: they read as they always did.
     """
 
     RUNNING = "RUNNING"
@@ -106,15 +108,18 @@ class FindingKind(StrEnum):
 class CallStatus(StrEnum):
     """Where one tool call stands, as its journal says (:class:`CallView`, :class:`ApprovalGate`).
 
-    A call: ``RUNNING`` (its INTENT has no outcome yet: running, or in doubt once its process is
-    gone), ``EXECUTED``, ``FAILED``, or ``PASSED`` (closed without being a failure: the
-    framework's control flow left the tool, or the guardrails policy denied it; nothing ran).
+    A call: ``RUNNING`` (its INTENT has no outcome yet, and a living process runs its saga),
+    ``IN_DOUBT`` (its INTENT has no outcome and no living process runs the saga: its process
+    died mid-call, a person must resolve it), ``EXECUTED``, ``FAILED``, or ``PASSED`` (closed
+    without being a failure: the framework's control flow left the tool, or the guardrails
+    policy denied it; nothing ran).
     A gated call, until it is resumed: ``AWAITING_APPROVAL``, ``APPROVED`` (enough distinct
     approvals of its payload, not run yet) or ``REJECTED`` (rejected, expired, or voided because
     the saga compensated); once resumed, the resumed call's status.
     """
 
     RUNNING = "RUNNING"
+    IN_DOUBT = "IN_DOUBT"
     EXECUTED = "EXECUTED"
     FAILED = "FAILED"
     PASSED = "PASSED"

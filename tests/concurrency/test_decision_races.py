@@ -170,8 +170,9 @@ def run_races(race: ModuleType, url: str, tmp_path: Path, pair: tuple[str, str])
 
 
 #: What a decision that lost its gate to another gets, whatever the interleaving: the request
-#: was consumed, so there is no pending request (the error a moment later would give).
-CONSUMED = "refused_ApprovalNotFoundError"
+#: was consumed, so there is no pending request (the error a moment later would give), or, for
+#: a resume that lost to a resume still running its call, that it is running elsewhere.
+CONSUMED = {"refused_ApprovalNotFoundError", "refused_SagaRunningElsewhereError"}
 
 
 def _assert_documented_losses(pair: tuple[str, str], outcomes: Counter[str]) -> None:
@@ -180,7 +181,7 @@ def _assert_documented_losses(pair: tuple[str, str], outcomes: Counter[str]) -> 
     if not set(pair) <= {"approve", "reject", "resume", "expire"}:
         return
     refused = {o for o in outcomes if o.split(":")[1].startswith("refused")}
-    assert {o.split(":")[1] for o in refused} <= {CONSUMED}, dict(outcomes)
+    assert {o.split(":")[1] for o in refused} <= CONSUMED, dict(outcomes)
 
 
 def _assert_raced(pair: tuple[str, str], outcomes: Counter[str]) -> None:
@@ -222,8 +223,9 @@ def test_four_resumes_in_four_processes_one_runs_three_are_not_found(
     race: ModuleType, durable_url: str, tmp_path: Path
 ) -> None:
     """Four processes resume one approved gate at once, trial after trial: the tool runs once,
-    and each of the three others gets ApprovalNotFoundError (the request was consumed), never
-    ApprovalRefusedError, however the reads and appends interleave."""
+    and each of the three others gets ApprovalNotFoundError (the request was consumed) or, while
+    the winner's call runs, SagaRunningElsewhereError, never ApprovalRefusedError, however the
+    reads and appends interleave."""
     effects_file = tmp_path / "effects.log"
     racers = [Racer(durable_url, effects_file, "resume") for _ in range(4)]
     saga_ids = [f"four-{n}" for n in range(TRIALS)]
@@ -234,7 +236,8 @@ def test_four_resumes_in_four_processes_one_runs_three_are_not_found(
             for racer in racers:
                 racer.go(saga_id)
             outcomes = sorted(racer.outcome() for racer in racers)
-            assert outcomes == ["COMPLETED", CONSUMED, CONSUMED, CONSUMED], f"{saga_id}: {outcomes}"
+            assert outcomes[0] == "COMPLETED", f"{saga_id}: {outcomes}"
+            assert set(outcomes[1:]) <= CONSUMED, f"{saga_id}: {outcomes}"
     finally:
         for racer in racers:
             racer.close()

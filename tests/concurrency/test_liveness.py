@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -84,7 +84,7 @@ def test_recover_beside_a_live_owner_refuses_its_next_call(durable_url: str, too
 
 
 def test_recover_skips_a_compensation_in_progress_then_takes_over_after_kill9(
-    race: ModuleType, durable_url: str, tmp_path: Path
+    race: ModuleType, durable_url: str, tmp_path: Path, lease_gone: Callable[[Sagacity, str], None]
 ) -> None:
     """A process hangs inside an idempotent compensation: ``recover`` leaves it alone while the
     process lives, and re-runs it once the process is killed."""
@@ -109,9 +109,12 @@ def test_recover_skips_a_compensation_in_progress_then_takes_over_after_kill9(
             time.sleep(0.05)
         with Sagacity(durable_url) as sg:
             assert sg.recover("hung") == []  # the living runner holds the lease
-            assert sg.status("hung") is SagaStatus.IN_DOUBT  # its compensation INTENT is open
+            # Its compensation INTENT is open, but a living process runs it: RUNNING, not in doubt.
+            assert sg.status("hung") is SagaStatus.RUNNING
             child.send_signal(signal.SIGKILL)
             child.wait(30)
+            lease_gone(sg, "hung")  # the server ends the dead process's session a moment later
+            assert sg.status("hung") is SagaStatus.IN_DOUBT
             [result] = sg.recover("hung")
             assert result.status is SagaStatus.COMPENSATED
             claims = [

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from sagacity import CompensationContext, Reversibility, Sagacity, tool
-from sagacity.errors import ApprovalNotFoundError, ApprovalRefusedError
+from sagacity.errors import ApprovalNotFoundError, ApprovalRefusedError, SagaRunningElsewhereError
 from sagacity.stores import Store, open_store
 
 MARKERS = Path(os.environ.get("SAGACITY_CRASH_MARKERS", "."))
@@ -167,8 +167,8 @@ def scenario(sg: Sagacity, saga_id: str, name: str) -> None:
             if request is None:
                 raise ApprovalNotFoundError("consumed before this process looked")
             sg.resume(saga_id, request.journal_seq, request.input)
-        except (ApprovalNotFoundError, ApprovalRefusedError):
-            raise SystemExit(3) from None
+        except (ApprovalNotFoundError, ApprovalRefusedError, SagaRunningElsewhereError):
+            raise SystemExit(3) from None  # consumed, or still running in the winner
     else:
         raise SystemExit(f"unknown scenario {name}")
 

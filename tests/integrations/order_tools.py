@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 
 from sagacity import CompensationContext, Reversibility, tool
@@ -98,6 +99,8 @@ def book_shipping(order: str) -> str:
 def send_wire_transfer(amount: str, to: str) -> str:
     """Send money to a supplier; cannot be undone."""
     effect(f"wire {amount} {to}")
+    while os.environ.get("SAGACITY_TEST_WIRE_HOLD"):  # paid, not yet answered: the test kills it
+        time.sleep(0.5)
     return f"wired {amount} to {to}"
 
 

@@ -22,6 +22,7 @@ from sagacity.errors import (
     ApprovalRefusedError,
     InvalidValueError,
     PayloadMismatchError,
+    SagaRunningElsewhereError,
     UnknownToolError,
 )
 from sagacity.tools import Tool
@@ -264,7 +265,8 @@ def test_deciding_on_a_compensated_saga_is_an_error(
 def test_racing_resumes_execute_the_tool_once(
     sg: Sagacity, wire: Wire, reserve: Tool[[str], str], world: dict
 ) -> None:
-    """Eight threads resuming the same approved gate: exactly one executes, the rest are refused."""
+    """Eight threads resuming the same approved gate: exactly one executes; the rest find the
+    request consumed, or the winner's call still running (``SagaRunningElsewhereError``)."""
     request = gated(sg, "race", wire, reserve)
     sg.approve("race", request.journal_seq, "alice")
     outcomes: list[str] = []
@@ -274,7 +276,7 @@ def test_racing_resumes_execute_the_tool_once(
         barrier.wait()
         try:
             outcomes.append(sg.resume("race", request.journal_seq, request.input).status)
-        except (ApprovalNotFoundError, ApprovalRefusedError) as exc:
+        except (ApprovalNotFoundError, ApprovalRefusedError, SagaRunningElsewhereError) as exc:
             outcomes.append(type(exc).__name__)
 
     threads = [threading.Thread(target=resume) for _ in range(8)]

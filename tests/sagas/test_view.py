@@ -204,13 +204,13 @@ def test_a_saga_live_here_is_running_with_nothing_in_doubt(sg: Sagacity) -> None
 
 def test_an_intent_without_outcome_is_in_doubt_until_resolved(sg: Sagacity) -> None:
     """An INTENT left by a process that died (journaled here as that process would have): the
-    call is RUNNING, the saga IN_DOUBT and the call listed in doubt; a resolution settles it and
-    names the resolver."""
+    call is IN_DOUBT (no living process runs the saga), the saga IN_DOUBT and the call listed in
+    doubt; a resolution settles it and names the resolver."""
     _tools()
     seq = sg.journal.append("crashed", "hold", Phase.INTENT, '{"sku":"A"}').seq
     view = sg.view("crashed")
     assert view.status is SagaStatus.IN_DOUBT
-    assert [(c.seq, c.status) for c in view.calls] == [(seq, CallStatus.RUNNING)]
+    assert [(c.seq, c.status) for c in view.calls] == [(seq, CallStatus.IN_DOUBT)]
     [doubt] = view.in_doubt
     assert (doubt.seq, doubt.tool_name, doubt.kind) == (seq, "hold", "call")
     [listed] = sg.in_doubt("crashed")
@@ -268,7 +268,7 @@ def test_a_broken_chain_shows_in_the_view(sg: Sagacity) -> None:
     view = sg.view("forged")
     assert not view.valid
     assert view.verification.break_at_index == last.seq  # zero-based: the row after the END
-    assert [c.status for c in view.calls] == [CallStatus.EXECUTED, CallStatus.RUNNING]
+    assert [c.status for c in view.calls] == [CallStatus.EXECUTED, CallStatus.IN_DOUBT]
 
 
 def test_an_unknown_saga_has_no_view(sg: Sagacity) -> None:

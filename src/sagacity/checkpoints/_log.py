@@ -21,6 +21,8 @@ On a store without SQL (``memory://``) the log is held in the process, like the 
 
 from __future__ import annotations
 
+import random
+import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ BATCH = 5000
 #: k / EXTEND_BATCH such scans: large, so that a first run over a big journal is not quadratic in
 #: practice, and small enough to hold in memory (about 15 MiB of ids and hashes).
 EXTEND_BATCH = 50_000
-_ATTEMPTS = 5
+_ATTEMPTS = 20
 #: A journal made before the log was part of the schema gets its table on first checkpoint.
 _DDL = (
     f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
@@ -175,11 +177,13 @@ class SQLEntryLog:
                 return added
 
     def _extend_retried(self) -> int:
-        for _ in range(_ATTEMPTS - 1):
+        # The loser of a race backs off a random, growing moment, so two checkpointers that keep
+        # colliding (on a loaded machine, in lockstep) drift apart instead of exhausting the bound.
+        for attempt in range(_ATTEMPTS - 1):
             try:
                 return self._extend_checked()
             except _Raced:
-                continue
+                time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
         try:
             return self._extend_checked()
         except _Raced as exc:

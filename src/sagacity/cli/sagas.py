@@ -38,7 +38,7 @@ from sagacity.model import SagaStatus
 if TYPE_CHECKING:
     from sagacity import Sagacity
 
-_STATUSES = [s.value for s in SagaStatus if s is not SagaStatus.RUNNING]
+_STATUSES = [s.value for s in SagaStatus]
 _SAGA_COLUMNS = (
     Column("saga"),
     Column("status"),
@@ -182,8 +182,9 @@ def show(saga_id: str, output: str, db_url: str) -> None:
 def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
     """Calls and compensations with an INTENT and no outcome, oldest first. Read-only.
 
-    Their effect is unknown: check the outside world, then `sagacity sagas resolve`. A call still
-    running in another process shows here too; judge by its age. Exit status 1 when any is listed.
+    Their effect is unknown: check the outside world, then `sagacity sagas resolve`. A call that a
+    living process is still running is not listed (its saga shows RUNNING). Exit status 1 when any
+    is listed.
     """
     from sagacity._doctor import human_duration
     from sagacity._wire import in_doubt_json

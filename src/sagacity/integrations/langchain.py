@@ -31,6 +31,11 @@ approval. Still pending after a resume, the graph pauses again.
   passes through untouched: a tool that calls ``interrupt()`` itself closes its call as control
   flow and runs again when the graph resumes. A tool error — raised, or turned by the ``ToolNode``
   into an error ``ToolMessage`` — is a failure: the saga compensates.
+- A graph resumed while the approved call it would run is still running in another living
+  process (a second worker resumed the same thread) raises ``SagaRunningElsewhereError`` out
+  of ``invoke`` before anything runs or is journaled: resume again once that call has ended
+  (its journaled result is then replayed, nothing runs twice); after that process died mid-call,
+  a ``SagaStateError`` says the call is in doubt (resolve it first). Neither is a refusal.
 - ``on_reject``: ``"compensate"`` (default): a rejection compensates the saga, and the resumed
   call raises ``ApprovalRefusedError``; ``"continue"``: nothing is compensated and the model gets
   a ``ToolMessage`` saying who rejected the call and why.
@@ -56,6 +61,7 @@ from sagacity.framework import (
     journaled_call,
     journaled_call_async,
     spec_of,
+    unfinished_error,
 )
 from sagacity.tools import ToolRegistry, ToolSpec
 
@@ -156,8 +162,15 @@ class SagacityMiddleware(AgentMiddleware):
         arguments: dict[str, Any] = dict(call["args"])
         if not spec.irreversible:
             return arguments, False
-        saga_id = current_saga_id() or self._saga_id(request)
+        inside = current_saga_id()
+        saga_id = inside or self._saga_id(request)
         record = find_call(self.sagacity, saga_id, _id(call))
+        unfinished = unfinished_error(record) if record is not None and inside is None else None
+        if unfinished is not None:
+            # The graph resumed while the approved call runs in another living process, or after
+            # that process died mid-call: say so before anything is entered here (no saga is
+            # left by an error, nothing compensates).
+            raise unfinished
         if record is None or record.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVED):
             return arguments, False
         pause = {

@@ -57,6 +57,7 @@ from sagacity.framework import (
     find_call,
     journaled_call_async,
     spec_of,
+    unfinished_error,
 )
 from sagacity.tools import ToolRegistry, ToolSpec
 
@@ -235,7 +236,10 @@ def approve_in_state(
     approved in Sagacity — the tool then checks the re-presented arguments against the approved
     hash; rejects, with who and why, a gate rejected under ``on_reject="continue"``. Returns None
     while any Sagacity call is still pending (nothing to resume yet). Raises
-    ``ApprovalRefusedError`` when a gate was rejected and the saga compensated. Interruptions of
+    ``ApprovalRefusedError`` when a gate was rejected and the saga compensated;
+    ``SagaRunningElsewhereError`` (not an ``ApprovalError``) while an approved call is still
+    running in a living process (resume once it has ended); ``SagaStateError`` for one left in
+    doubt by a process that died. Interruptions of
     tools that are not Sagacity's (no gate for their call id) are left for the application.
     """
     pending = False
@@ -248,6 +252,9 @@ def approve_in_state(
         record = find_call(sagacity, saga_id, call_id)
         if record is None:
             continue  # not a Sagacity call: the application decides it
+        unfinished = unfinished_error(record)
+        if unfinished is not None:
+            raise unfinished
         if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
             state.approve(item)
         elif record.status is CallStatus.AWAITING_APPROVAL:

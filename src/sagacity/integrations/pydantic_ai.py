@@ -45,6 +45,7 @@ from sagacity.framework import (
     find_call,
     journaled_call_async,
     spec_of,
+    unfinished_error,
 )
 from sagacity.tools import ToolRegistry
 
@@ -179,7 +180,10 @@ def deferred_results(
     with the approver and reason for a rejected gate journaled ``on_reject=continue``. Returns
     None while any gated call is still pending (nothing to resume yet). Raises
     ``ApprovalRefusedError`` when a gate was rejected and the saga compensated: the run cannot go
-    on in it. ``others`` are results for deferred calls that are not Sagacity's (merged as given).
+    on in it. Raises ``SagaRunningElsewhereError`` (not an ``ApprovalError``) while an approved
+    call is still running in a living process: nothing was refused, resume once it has ended;
+    ``SagaStateError`` for one left in doubt by a process that died. ``others`` are results for
+    deferred calls that are not Sagacity's (merged as given).
     """
     approvals: dict[str, Any] = dict(others or {})
     for part in requests.approvals:
@@ -191,6 +195,9 @@ def deferred_results(
                 f"saga {saga_id!r} has no gate for call id {part.tool_call_id!r} ({part.tool_name}); "
                 "pass its decision in others= if it is not a Sagacity tool"
             )
+        unfinished = unfinished_error(record)
+        if unfinished is not None:
+            raise unfinished
         if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
             approvals[part.tool_call_id] = ToolApproved()
         elif record.status is CallStatus.AWAITING_APPROVAL:

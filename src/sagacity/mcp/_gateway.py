@@ -395,7 +395,7 @@ class Gateway:
         )
         if isinstance(outcome, InDoubt):
             # The resumed run never ends in this process (its thread is parked), so the saga stays
-            # RUNNING here; other processes see it IN_DOUBT.
+            # RUNNING (its liveness lease held) while this process lives; IN_DOUBT once it is gone.
             book.parked.add(outcome.seq)
             book.end()
             return answers.in_doubt(

@@ -45,10 +45,11 @@ from sagacity.errors import (
     InvalidValueError,
     SagacityError,
     SagaNotFoundError,
+    SagaRunningElsewhereError,
     SagaStateError,
 )
 from sagacity.model import SagaDetail, SagaStatus
-from sagacity.server._errors import ApiError, about
+from sagacity.server._errors import RETRY_AFTER, ApiError, about
 from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
 
@@ -277,7 +278,11 @@ async def reject(
     responses={
         400: {"description": "No payload, or not a string"},
         404: {"description": "No pending request, or its tool is not imported here"},
-        409: {"description": "Refused (not approved, expired, payload mismatch) or the tool failed"},
+        409: {
+            "description": "Refused (not approved, expired, payload mismatch), the tool failed, or "
+            "another resume of the gate is still running (status RUNNING, type "
+            "SagaRunningElsewhereError, Retry-After)"
+        },
     },
 )
 async def resume(
@@ -294,9 +299,12 @@ async def resume(
     except (ApprovalError, SagaStateError) as exc:
         if isinstance(exc, ApprovalNotFoundError):
             raise about(saga_id, seq, exc) from exc
-        status = await run_in_threadpool(sg.status, saga_id)
+        running = isinstance(exc, SagaRunningElsewhereError)  # not refused: ask again later
+        # RUNNING is what the error found (a read now may find the call just ended).
+        status = SagaStatus.RUNNING if running else await run_in_threadpool(sg.status, saga_id)
         body = {"sagaId": saga_id, "journalSeq": seq, "status": str(status), "reason": str(exc)}
-        raise ApiError(409, {**body, **error_json(exc)}) from exc
+        again = {"Retry-After": RETRY_AFTER} if running else None
+        raise ApiError(409, {**body, **error_json(exc)}, again) from exc
     except SagacityError as exc:
         raise about(saga_id, seq, exc) from exc
     log.info("saga %r seq %d resumed by %r: %s", saga_id, seq, who.name, result.status)

@@ -12,6 +12,10 @@ fenced appends; the lease only tells the living from the dead.
   offset taken from the saga id's SHA-256. The kernel drops it when the process dies.
 - PostgreSQL: a session-level advisory lock (``stores/postgres.py``), dropped with the session.
 - MariaDB/MySQL: a ``GET_LOCK`` named lock (``stores/mysql.py``), dropped with the session.
+
+Liveness leases (:class:`LiveLeases`) answer the other question the journal cannot: is a living
+process running this saga right now? They are shared, held from a saga's start to its end, and
+read by every process's status reads (``Capability.LIVENESS``).
 """
 
 from __future__ import annotations
@@ -19,9 +23,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import struct
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar
 
@@ -157,3 +162,163 @@ class SessionLeases:
                     self._unlock(saga_id)
                 except StoreError:
                     pass  # a dead session has released every lock it held
+
+
+# -- liveness: which sagas a living process is running ---------------------------------------------
+
+
+class LiveLeases:
+    """The liveness leases this process holds on one store (``Capability.LIVENESS``).
+
+    A saga running here (a run, a resume) holds its liveness lease from its start to its end, so
+    every process on the store can tell a saga that is running from one whose process died.
+    Unlike the compensation lease it is shared: several holders (a resume in one process while
+    the run goes on in another) may hold one saga's at once. In this process each lease is
+    taken once, when its first holder arrives, and given back when its last one leaves; holders
+    are counted per ``key(saga_id)`` (two sagas that hash to one lock share it, so giving back
+    one never drops the other's). ``take(key)`` returns what ``drop`` needs to give it back.
+    Taking and giving back run under one lock, so a lease is never given back after a newer
+    holder took it. Correctness never rests on a liveness lease: it only tells reads (a status,
+    a list, an adapter's resume helper) the living from the dead.
+    """
+
+    def __init__(
+        self,
+        key: Callable[[str], object],
+        take: Callable[[object], object],
+        drop: Callable[[object], object],
+    ) -> None:
+        self._key = key
+        self._take = take
+        self._drop = drop
+        self._lock = threading.RLock()  # re-entered by a store re-taking its leases (``tokens``)
+        self._held: dict[object, tuple[int, object]] = {}
+
+    def hold(self, saga_id: str) -> None:
+        key = self._key(saga_id)
+        with self._lock:
+            users, token = self._held.get(key, (0, None))
+            if users == 0:
+                token = self._take(key)
+            self._held[key] = (users + 1, token)
+
+    def release(self, saga_id: str) -> None:
+        key = self._key(saga_id)
+        with self._lock:
+            users, token = self._held.get(key, (0, None))
+            if users > 1:
+                self._held[key] = (users - 1, token)
+                return
+            if users == 0:
+                return
+            del self._held[key]
+            try:
+                self._drop(token)
+            except StoreError:
+                pass  # a dead session or a closed store has given back every lease it held
+
+    def held(self, saga_ids: Sequence[str]) -> set[str]:
+        """Those of ``saga_ids`` this process holds."""
+        with self._lock:
+            return {sid for sid in saga_ids if self._key(sid) in self._held}
+
+    def tokens(self) -> list[object]:
+        """What every lease held here was taken as (to take them again on a new session)."""
+        with self._lock:
+            return [token for _, token in self._held.values()]
+
+
+class FileLiveness:
+    """Liveness leases for one SQLite database: shared POSIX record locks on a byte each of
+    ``<db>-sagacity-live`` (apart from the compensation leases' file), one file per process.
+
+    A probe asks the kernel (``F_GETLK``) whether another process holds a saga's byte; it takes
+    nothing, so it never disturbs a holder, and costs a system call, no I/O. Locks of this
+    process are not reported by the kernel: they are counted in :class:`LiveLeases`.
+    """
+
+    _by_path: ClassVar[dict[str, FileLiveness]] = {}
+    _by_path_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._fd: int | None = None
+        self._fd_lock = threading.Lock()
+        self.leases = LiveLeases(_live_offset, self._lock_byte, self._unlock_byte)
+
+    @classmethod
+    def for_database(cls, database: str) -> FileLiveness:
+        path = os.path.realpath(database) + "-sagacity-live"
+        with cls._by_path_lock:
+            found = cls._by_path.get(path)
+            if found is None:
+                found = cls._by_path[path] = cls(path)
+            return found
+
+    def _descriptor(self, create: bool) -> int | None:
+        """The one descriptor of the file in this process (closing any would drop every lock)."""
+        with self._fd_lock:
+            if self._fd is None and fcntl is not None:
+                try:
+                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+                except OSError as exc:
+                    try:  # a reader in a folder it may not write still probes an existing file
+                        self._fd = os.open(self.path, os.O_RDONLY)
+                    except OSError:
+                        if create:
+                            raise StoreError(
+                                f"cannot open the liveness file {self.path} beside the SQLite journal "
+                                f"({exc.strerror}): a running saga locks a byte in it, so it must be "
+                                "writable for this process, or its folder must be writable"
+                            ) from exc
+            return self._fd
+
+    def _lock_byte(self, offset: object) -> object:
+        fd = self._descriptor(create=True)
+        if fd is not None:
+            assert isinstance(offset, int)
+            fcntl.lockf(fd, fcntl.LOCK_SH, 1, offset)
+        return offset
+
+    def _unlock_byte(self, offset: object) -> None:
+        fd = self._descriptor(create=True)
+        if fd is not None:
+            assert isinstance(offset, int)
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, offset)
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        """Those of ``saga_ids`` a living process (this one included) holds."""
+        found = self.leases.held(saga_ids)
+        if fcntl is None or not os.path.exists(self.path):
+            return found  # no process has ever held one here
+        fd = self._descriptor(create=False)
+        if fd is None:
+            return found
+        for saga_id in saga_ids:
+            if saga_id not in found and _locked_elsewhere(fd, _live_offset(saga_id)):
+                found.add(saga_id)
+        return found
+
+
+#: ``struct flock`` as Linux lays it out on 64-bit machines (l_type, l_whence, l_start, l_len,
+#: l_pid, padding).
+_FLOCK = "hhqqi4x"
+
+
+def _live_offset(saga_id: str) -> int:
+    digest = hashlib.sha256(b"sagacity-live:" + saga_id.encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big") & 0x7FFF_FFFF_FFFF
+
+
+def _locked_elsewhere(fd: int, offset: int) -> bool:
+    """Whether another process holds a lock on the byte at ``offset`` (``F_GETLK``)."""
+    query = struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, offset, 1, 0)
+    answer = fcntl.fcntl(fd, fcntl.F_GETLK, query)
+    return bool(struct.unpack(_FLOCK, answer)[0] != fcntl.F_UNLCK)
+
+
+def live_key(scope: str, saga_id: str) -> int:
+    """A signed 64-bit key for a saga's liveness lock, apart from :func:`lease_key`'s; ``scope``
+    keeps apart stores that share one lock space (PostgreSQL schemas of one database)."""
+    text = f"sagacity-live:{scope}\0{saga_id}".encode("utf-8", "surrogatepass")
+    return int.from_bytes(hashlib.sha256(text).digest()[:8], "big", signed=True)

@@ -17,6 +17,7 @@ capability                  promises                                used by
 ``TRACE_CONTEXT``           :class:`TraceContextStore`              OpenTelemetry gate links
 ``APPEND_ONLY_GRANT``       :class:`AppendOnlyGrant`                ``sagacity db grant``
 ``SAGA_INDEX``              the SQL stores' own saga index          operator reads (else a scan)
+``LIVENESS``                :class:`LivenessStore`                  RUNNING seen from any process
 ==========================  =====================================  ==========================
 """
 
@@ -32,6 +33,7 @@ from sagacity.model import ApprovalRequest, Entry
 __all__ = [
     "AppendOnlyGrant",
     "Capability",
+    "LivenessStore",
     "StampedInsert",
     "Store",
     "TraceContextStore",
@@ -53,6 +55,11 @@ class Capability(StrEnum):
     #: The saga index kept in the store itself (``sagacity._index.IndexedStore``, internal to the
     #: SQL stores for now); a store without it is folded whole on each operator read.
     SAGA_INDEX = "saga-index"
+    #: ``hold_live`` / ``release_live`` / ``live_among``: a saga running in a process holds a
+    #: liveness lease that dies with the process, so every process on the store can tell a
+    #: running saga from one whose process is gone. Without it, RUNNING is known only in the
+    #: process that runs the saga.
+    LIVENESS = "liveness"
 
 
 @runtime_checkable
@@ -157,12 +164,35 @@ class AppendOnlyGrant(Protocol):
         the working-state tables. Run as the tables' owner."""
 
 
+@runtime_checkable
+class LivenessStore(Protocol):
+    """``Capability.LIVENESS``: leases that say which sagas a living process is running.
+
+    A holder takes its saga's lease when the saga starts or resumes in its process and gives it
+    back when it ends; the store drops it when the holder dies (its process, its session). Any
+    number of holders may hold one saga's lease. No tool call touches it.
+    """
+
+    def hold_live(self, saga_id: str) -> None:
+        """Take (or count one more holder of) the saga's liveness lease in this process."""
+
+    def release_live(self, saga_id: str) -> None:
+        """Give back one holder's lease; the last holder here releases it. Never raises for a
+        lease already gone with its session."""
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        """Which of ``saga_ids`` a living process (this one included) holds: one query, or none."""
+        ...
+
+
 @overload
 def capable(store: Store, capability: Literal[Capability.STAMPED_INSERT]) -> StampedInsert | None: ...
 @overload
 def capable(store: Store, capability: Literal[Capability.TRACE_CONTEXT]) -> TraceContextStore | None: ...
 @overload
 def capable(store: Store, capability: Literal[Capability.APPEND_ONLY_GRANT]) -> AppendOnlyGrant | None: ...
+@overload
+def capable(store: Store, capability: Literal[Capability.LIVENESS]) -> LivenessStore | None: ...
 @overload
 def capable(store: Store, capability: Capability) -> Any: ...
 def capable(store: Store, capability: Capability) -> Any:

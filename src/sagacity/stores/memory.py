@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from sagacity.errors import StoreError
 from sagacity.model import ApprovalRequest, Entry
-from sagacity.stores._lease import LocalLeases
+from sagacity.stores._lease import LiveLeases, LocalLeases
 from sagacity.stores.base import Capability
 
 __all__ = ["MemoryStore"]
@@ -21,7 +21,7 @@ __all__ = ["MemoryStore"]
 class MemoryStore:
     """A journal held in dicts; one lock makes every operation atomic."""
 
-    capabilities = frozenset({Capability.TRACE_CONTEXT})
+    capabilities = frozenset({Capability.TRACE_CONTEXT, Capability.LIVENESS})
 
     def __init__(self, url: str = "memory://") -> None:
         self.url = url
@@ -30,6 +30,7 @@ class MemoryStore:
         self._requests: dict[tuple[str, int], ApprovalRequest] = {}
         self._traces: dict[tuple[str, int], tuple[str, str]] = {}
         self._leases = LocalLeases()
+        self._live = LiveLeases(str, _no_lock, _no_lock)  # one process: its own count says it all
 
     def init_schema(self) -> None:
         """Nothing to create."""
@@ -64,6 +65,15 @@ class MemoryStore:
     def lease(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
         with self._leases.hold(saga_id, wait=wait) as got:
             yield got
+
+    def hold_live(self, saga_id: str) -> None:
+        self._live.hold(saga_id)
+
+    def release_live(self, saga_id: str) -> None:
+        self._live.release(saga_id)
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        return self._live.held(saga_ids)
 
     def tail(self, saga_id: str) -> Entry | None:
         with self._lock:
@@ -119,3 +129,7 @@ class MemoryStore:
 
     def __repr__(self) -> str:
         return f"MemoryStore({self.url!r})"
+
+
+def _no_lock(key: object) -> object:
+    return key

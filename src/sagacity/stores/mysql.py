@@ -27,7 +27,9 @@ Choices, and what breaks without each:
   database create each object once (MySQL's DDL is not transactional).
 - Saga leases are ``GET_LOCK`` named locks, per connection: all of a process's leases live on one
   dedicated session (polled with a zero timeout, as the session is shared), and the server
-  releases them when that session dies.
+  releases them when that session dies. Liveness leases (a saga running here) are ``GET_LOCK``
+  names on that session too, one of four slots per saga (so up to four processes running one
+  saga each hold one), read back with ``IS_USED_LOCK``; a new lease session takes them again.
 - A dead connection (server restart, ``KILL``) raises ``StoreUnavailableError`` and is dropped
   with every idle one; the journal retries and resolves an unacknowledged insert by reading back.
 """
@@ -53,7 +55,7 @@ from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, RowWriter
-from sagacity.stores._lease import SessionLeases
+from sagacity.stores._lease import LiveLeases, SessionLeases
 from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
@@ -77,6 +79,11 @@ __all__ = ["MySQLStore"]
 #: Errors about who may do what: retrying cannot help, so they are not "unavailable".
 _REFUSED = {1044, 1045, 1049, 1142, 1143, 1227, 1370}
 _DUPLICATE_KEY = 1062
+_LIVE_LOCK = "SELECT GET_LOCK(%s, 0)"
+#: Processes that can hold one saga's liveness lease at once (one ``GET_LOCK`` name each).
+_LIVE_SLOTS = 4
+#: Sagas probed per statement (four ``IS_USED_LOCK`` each).
+_LIVE_PROBE_BATCH = 200
 _NO_SUCH_GRANT = 1147
 #: Collations that compare utf8mb4 text byte for byte with no trailing-space padding, best first.
 _BINARY_COLLATIONS = ("utf8mb4_nopad_bin", "utf8mb4_0900_bin")
@@ -164,7 +171,7 @@ class MySQLStore(SQLStore):
     """A journal in MariaDB (10.6+) or MySQL (8.0+) (``mysql://user@host/database``)."""
 
     dialect = MYSQL
-    capabilities = SQLStore.capabilities | {Capability.APPEND_ONLY_GRANT}
+    capabilities = SQLStore.capabilities | {Capability.APPEND_ONLY_GRANT, Capability.LIVENESS}
 
     def __init__(self, url: str, *, connect_timeout: float = 10.0, group_commit: bool = True) -> None:
         if connect_timeout <= 0:
@@ -190,6 +197,7 @@ class MySQLStore(SQLStore):
         )
         self._lease_conn: Connection[DriverCursor] | None = None
         self._lease_lock = threading.Lock()
+        self._live = LiveLeases(str, self._take_live, self._drop_live)
 
     # -- connections -----------------------------------------------------------------------------
     def _connect(self) -> Connection[DriverCursor]:
@@ -421,6 +429,11 @@ class MySQLStore(SQLStore):
                 try:
                     if self._lease_conn is None:
                         self._lease_conn = self._connect()
+                        with self._lease_conn.cursor() as cur:
+                            # A lost session took this process's liveness leases: take them again.
+                            for held in self._live.tokens():
+                                if held is not None:
+                                    cur.execute(_LIVE_LOCK, (held,))
                     with self._lease_conn.cursor() as cur:
                         cur.execute(statement, (name,))
                         row = cur.fetchone()
@@ -432,6 +445,44 @@ class MySQLStore(SQLStore):
                     if not (retry and not fresh and _unavailable(exc)):
                         raise self._translate(exc) from exc
         return bool(row and row[0] == 1)
+
+    # -- liveness: GET_LOCK slots on the lease session, read back with IS_USED_LOCK --------------
+    def hold_live(self, saga_id: str) -> None:
+        self._live.hold(saga_id)
+
+    def release_live(self, saga_id: str) -> None:
+        self._live.release(saga_id)
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        found: set[str] = set()
+        ids = list(dict.fromkeys(saga_ids))
+        for start in range(0, len(ids), _LIVE_PROBE_BATCH):
+            chunk = ids[start : start + _LIVE_PROBE_BATCH]
+            used = ", ".join(
+                "COALESCE(" + ", ".join(["IS_USED_LOCK(%s)"] * _LIVE_SLOTS) + ") IS NOT NULL" for _ in chunk
+            )
+            with self._cursor() as cur:
+                cur.execute("SELECT " + used, [name for sid in chunk for name in self._live_names(sid)])
+                row = cur.fetchone()
+            found.update(sid for sid, live in zip(chunk, row or (), strict=False) if live)
+        return found
+
+    def _live_names(self, saga_id: str) -> list[str]:
+        return [self._lock_name(f"live:{slot}:{saga_id}") for slot in range(_LIVE_SLOTS)]
+
+    def _take_live(self, saga_id: object) -> object:
+        """The first free slot of the saga's liveness locks (``GET_LOCK`` is exclusive, a
+        liveness lease is not: a second process running the saga takes the next slot). None when
+        every slot is held elsewhere: the saga shows live through those holders."""
+        assert isinstance(saga_id, str)
+        for name in self._live_names(saga_id):
+            if self._lease_call(_LIVE_LOCK, name):
+                return name
+        return None
+
+    def _drop_live(self, name: object) -> None:
+        if isinstance(name, str):
+            self._lease_call("SELECT RELEASE_LOCK(%s)", name)
 
     def close(self) -> None:
         with self._idle_lock:

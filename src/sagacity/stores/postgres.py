@@ -25,7 +25,10 @@ Choices, and what breaks without each:
 - Saga leases are session-level advisory locks on one dedicated connection (so holders never
   starve the pool their own work needs), taken with ``pg_try_advisory_lock`` and polled while
   another process holds them; PostgreSQL drops them with a dead session. The store holds one
-  more connection once a compensation has run.
+  more connection once a saga has run or compensated here.
+- Liveness leases (a saga running in this process) are *shared* session-level advisory locks on
+  that same lease connection, read back by any process from ``pg_locks``; a new lease session
+  takes them again.
 - A dead connection (server restart, ``pg_terminate_backend``) raises ``StoreUnavailableError``
   after the pool has been told to drop dead idle connections; the journal retries, and resolves
   an insert whose commit it never heard about by reading the row back. A batch whose statement
@@ -38,7 +41,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
@@ -53,7 +56,7 @@ from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, RowWriter
-from sagacity.stores._lease import SessionLeases, lease_key
+from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
 from sagacity.stores._sql import (
     APPROVALS,
     EXPIRY,
@@ -72,6 +75,16 @@ from sagacity.stores._sql import (
 from sagacity.stores.base import Capability
 
 __all__ = ["PostgresStore", "safe_url"]
+
+_LIVE_LOCK = "SELECT pg_advisory_lock_shared(%s)"
+#: Which of the given liveness keys some session of this database holds (a bigint advisory
+#: lock shows in pg_locks as classid = its high 32 bits, objid = its low 32, objsubid = 1).
+_LIVE_HELD = (
+    "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+    "WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
+    "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND ((classid::bigint << 32) | objid::bigint) = ANY(%s)"
+)
 
 log = logging.getLogger("sagacity.stores")
 # An arbitrary constant: the advisory lock key that serialises schema creation.
@@ -101,7 +114,7 @@ class PostgresStore(SQLStore):
     """A journal in PostgreSQL (``postgresql://user@host/db``)."""
 
     dialect = POSTGRES
-    capabilities = SQLStore.capabilities | {Capability.APPEND_ONLY_GRANT}
+    capabilities = SQLStore.capabilities | {Capability.APPEND_ONLY_GRANT, Capability.LIVENESS}
 
     def __init__(
         self,
@@ -147,6 +160,8 @@ class PostgresStore(SQLStore):
         )
         self._lease_conn: psycopg.Connection[Any] | None = None
         self._lease_lock = threading.Lock()
+        self._live = LiveLeases(self._live_key, self._take_live, self._drop_live)
+        self._live_scope: str | None = None
         try:
             self._pool = ConnectionPool(
                 url,
@@ -248,7 +263,7 @@ class PostgresStore(SQLStore):
                     raise
                 time.sleep(pause)
 
-    def _lease_call(self, statement: str, key: int) -> bool:
+    def _lease_call(self, statement: str, key: object) -> bool:
         with self._lease_lock:
             if self._closed:
                 raise StoreError(f"store {safe_url(self.url)} is closed")
@@ -257,6 +272,9 @@ class PostgresStore(SQLStore):
                     self._lease_conn = psycopg.connect(
                         self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
                     )
+                    # A lost session took this process's liveness leases with it: take them again.
+                    for held in self._live.tokens():
+                        self._lease_conn.execute(_LIVE_LOCK, (held,))
                 row = self._lease_conn.execute(statement, (key,)).fetchone()
             except psycopg.Error as exc:
                 if self._lease_conn is not None:
@@ -264,6 +282,36 @@ class PostgresStore(SQLStore):
                     self._lease_conn = None
                 raise self._translate(exc) from exc
         return bool(row and row[0])
+
+    # -- liveness: shared advisory locks on the lease session, read back from pg_locks ----------
+    def hold_live(self, saga_id: str) -> None:
+        self._live.hold(saga_id)
+
+    def release_live(self, saga_id: str) -> None:
+        self._live.release(saga_id)
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        if not saga_ids:
+            return set()
+        by_key: dict[int, list[str]] = {}
+        for saga_id in saga_ids:
+            by_key.setdefault(self._live_key(saga_id), []).append(saga_id)
+        with self._cursor() as cur:
+            cur.execute(_LIVE_HELD, (list(by_key),))
+            held = [row[0] for row in cur.fetchall()]
+        return {saga_id for key in held for saga_id in by_key.get(key, ())}
+
+    def _live_key(self, saga_id: str) -> int:
+        if self._live_scope is None:  # advisory locks are per database: keep schemas apart
+            self._live_scope = self._schema()
+        return live_key(self._live_scope, saga_id)
+
+    def _take_live(self, key: object) -> object:
+        self._lease_call(_LIVE_LOCK, key)
+        return key
+
+    def _drop_live(self, key: object) -> None:
+        self._lease_call("SELECT pg_advisory_unlock_shared(%s)", key)
 
     _INSERT_ENTRY_PG = POSTGRES.sql(POSTGRES.insert_entry())
 

@@ -20,7 +20,8 @@ Choices, and what breaks without each:
   own connection, whose statement cache holds every batch size.
 - Triggers refuse UPDATE and DELETE on the journal (see ``sql/sqlite.sql``).
 - Saga leases are POSIX record locks on a file beside the database (``<db>-sagacity-lease``,
-  see ``stores/_lease.py``): the kernel drops them when their process dies.
+  see ``stores/_lease.py``): the kernel drops them when their process dies. Liveness leases
+  (a saga running) are shared locks on ``<db>-sagacity-live``, probed with ``F_GETLK``.
 - A database this process cannot write (an auditor's copy: file 444, folder 555) is opened
   read-only: ``mode=ro`` when a ``-wal`` sits beside it (its commits are read through the
   ``-shm``), else ``immutable=1`` (no ``-wal``: no connection is writing it, and a read-only
@@ -33,7 +34,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -43,7 +44,7 @@ from sagacity.errors import ConfigurationError, StoreError
 from sagacity.model import Entry
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, RowWriter
-from sagacity.stores._lease import FileLeases
+from sagacity.stores._lease import FileLeases, FileLiveness
 from sagacity.stores._sql import (
     INDEX_MARK,
     JOURNAL,
@@ -135,7 +136,7 @@ class SQLiteStore(SQLStore):
     """A journal in one SQLite file (``sqlite:///path``)."""
 
     dialect = SQLITE
-    capabilities = SQLStore.capabilities | {Capability.STAMPED_INSERT}
+    capabilities = SQLStore.capabilities | {Capability.STAMPED_INSERT, Capability.LIVENESS}
 
     def __init__(self, url: str, *, busy_timeout_ms: int = 30_000, group_commit: bool = True):
         self.url = url
@@ -174,6 +175,15 @@ class SQLiteStore(SQLStore):
             self._leases = FileLeases.for_database(self.path)
         with self._leases.hold(saga_id, wait=wait) as got:
             yield got
+
+    def hold_live(self, saga_id: str) -> None:
+        FileLiveness.for_database(self.path).leases.hold(saga_id)
+
+    def release_live(self, saga_id: str) -> None:
+        FileLiveness.for_database(self.path).leases.release(saga_id)
+
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        return FileLiveness.for_database(self.path).live_among(saga_ids)
 
     # -- connections ---------------------------------------------------------------------------
     def _open(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:

@@ -35,6 +35,7 @@ from sagacity.model import ApprovalRequest, Entry, Phase, SagaStatus
 from sagacity.stores.base import (
     AppendOnlyGrant,
     Capability,
+    LivenessStore,
     StampedInsert,
     Store,
     TraceContextStore,
@@ -68,6 +69,7 @@ _PROTOCOLS: dict[Capability, type] = {
     Capability.STAMPED_INSERT: StampedInsert,
     Capability.TRACE_CONTEXT: TraceContextStore,
     Capability.APPEND_ONLY_GRANT: AppendOnlyGrant,
+    Capability.LIVENESS: LivenessStore,
 }
 
 
@@ -337,6 +339,32 @@ class StoreContract:
         assert stamped.insert_entry_at(first, stamp) is True
         assert stamped.insert_entry_at(first, stamp) is False
         assert store.read_entries("st") == [first]
+
+    def test_liveness_leases_when_declared(self, store: Store, store_factory: Callable[[], Store]) -> None:
+        """A saga is live while any holder holds its liveness lease, to this store and (when the
+        factory opens the same journal) to another store on it; the last release ends it."""
+        live = capable(store, Capability.LIVENESS)
+        if live is None:
+            pytest.skip("the store does not declare Capability.LIVENESS")
+        other = store_factory() if self.persistent else store
+        try:
+            seen = capable(other, Capability.LIVENESS)
+            assert seen is not None
+            assert live.live_among(["running", "idle"]) == set()
+            live.hold_live("running")
+            live.hold_live("running")  # a second holder in this process (a resume, a thread)
+            assert live.live_among(["running", "idle"]) == {"running"}
+            assert seen.live_among(["idle", "running"]) == {"running"}
+            live.release_live("running")
+            assert seen.live_among(["running"]) == {"running"}  # one holder is left
+            live.release_live("running")
+            assert live.live_among(["running"]) == set()
+            assert seen.live_among(["running", "idle"]) == set()
+            live.release_live("running")  # one release too many is harmless
+            assert live.live_among([]) == set()
+        finally:
+            if other is not store:
+                other.close()
 
     def test_operator_reads_list_and_count_sagas(self, sg: Sagacity) -> None:
         """Listing and counting sagas (the store's own index if it declares one, else a scan)."""

@@ -1,0 +1,169 @@
+"""The adapters' resume helpers while an approved call is still running in another process.
+
+A worker resumes an approved wire and is still in it (paid, not yet answered); another process
+builds the framework's resume input meanwhile. Each helper — ``deferred_results`` (Pydantic AI),
+``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware`` — says
+``SagaRunningElsewhereError``, never ``ApprovalRefusedError`` (which an application books as a
+rejection); after ``kill -9`` of the worker the call is in doubt: a ``SagaStateError`` that is
+no refusal either. The real frameworks, driven by their own test models; no network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from sagacity import Sagacity, SagaStatus
+from sagacity.errors import ApprovalError, SagaRunningElsewhereError, SagaStateError
+
+from .conftest import load_app
+
+HERE = Path(__file__).parent
+WIRED = "wire 4200.00 alice"
+
+
+@pytest.fixture
+def holding_worker(effects: Path) -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Starts an app script as a worker whose wire holds after paying (until it is killed)."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(script: Path, *args: str) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, str(script), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "SAGACITY_TEST_WIRE_HOLD": "1"},
+        )
+        started.append(child)
+        deadline = time.monotonic() + 60
+        while WIRED not in (effects.read_text().splitlines() if effects.exists() else []):
+            assert child.poll() is None, child.communicate()
+            assert time.monotonic() < deadline, "the worker never reached the wire"
+            time.sleep(0.05)
+        return child
+
+    yield start
+    for child in started:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=30)
+
+
+def _kill(sg: Sagacity, saga_id: str, child: subprocess.Popen[str]) -> None:
+    """kill -9, then wait (bounded) for the server to end its session and so its lease."""
+    child.send_signal(signal.SIGKILL)
+    child.wait(30)
+    deadline = time.monotonic() + 30
+    while sg.engine.is_live(saga_id):
+        assert time.monotonic() < deadline, "the killed worker's lease outlived it by 30 s"
+        time.sleep(0.02)
+
+
+def _running_then_in_doubt(
+    sg: Sagacity, saga_id: str, worker: subprocess.Popen[str], helper: Callable[[], Any], effects: Path
+) -> None:
+    assert sg.status(saga_id) is SagaStatus.RUNNING
+    with pytest.raises(SagaRunningElsewhereError, match="still running") as running:
+        helper()
+    assert not isinstance(running.value, ApprovalError)
+    assert running.value.saga_id == saga_id
+    _kill(sg, saga_id, worker)
+    assert sg.status(saga_id) is SagaStatus.IN_DOUBT
+    with pytest.raises(SagaStateError, match="in doubt") as doubt:
+        helper()
+    assert not isinstance(doubt.value, (ApprovalError, SagaRunningElsewhereError))
+    assert effects.read_text().splitlines().count(WIRED) == 1  # paid once, booked as nothing else
+
+
+def test_pydantic_ai_deferred_results(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """``deferred_results`` while another process runs the approved wire, then after it died."""
+    pytest.importorskip("pydantic_ai", reason="the pydantic-ai extra is not installed")
+    from pydantic_ai.tools import DeferredToolRequests
+
+    app = load_app(HERE / "pydantic_ai", "pai_app")
+    state = tmp_path / "state"
+    with Sagacity(url) as sg:
+        first = app.agent(sg, "order", saga_id="pai-run").run_sync("Order 2 x SKU-9 and pay the supplier")
+        assert isinstance(first.output, DeferredToolRequests)
+        app.save(state, first)
+        [request] = sg.pending_approvals("pai-run")
+        sg.approve("pai-run", request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "pydantic_ai" / "pai_app.py", url, "pai-run", "order", str(state))
+        requests = app.REQUESTS.validate_json((state / "requests.json").read_bytes())
+        _running_then_in_doubt(
+            sg, "pai-run", worker, lambda: app.deferred_results(sg, "pai-run", requests), effects
+        )
+
+
+def test_openai_agents_approve_in_state(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """``approve_in_state`` while another process runs the approved wire, then after it died."""
+    pytest.importorskip("agents", reason="the openai-agents extra is not installed")
+    from agents import Runner, RunState
+
+    app = load_app(HERE / "openai_agents", "oa_app")
+    state_file = tmp_path / "state.json"
+    with Sagacity(url) as sg:
+        agent = app.agent(sg, "order", saga_id="oa-run")
+        first = asyncio.run(Runner.run(agent, "Order 2 x SKU-9 and pay"))
+        assert first.interruptions
+        state_file.write_text(first.to_state().to_string())
+        [request] = sg.pending_approvals("oa-run")
+        sg.approve("oa-run", request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "openai_agents" / "oa_app.py", url, "oa-run", "order", str(state_file))
+
+        def helper() -> Any:
+            state = asyncio.run(RunState.from_string(agent, state_file.read_text()))
+            return app.approve_in_state(sg, "oa-run", state)
+
+        _running_then_in_doubt(sg, "oa-run", worker, helper, effects)
+
+
+def test_langchain_graph_resumed_meanwhile(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """A LangGraph thread resumed here while another process runs its approved wire."""
+    pytest.importorskip("langchain", reason="the langchain extra is not installed")
+    app = load_app(HERE / "langchain", "lc_app")
+    checkpoints = tmp_path / "checkpoints.db"
+    with Sagacity(url) as sg:
+        with app.checkpointer(str(checkpoints)) as saver:
+            graph = app.agent(sg, "order", saver)
+            state = graph.invoke(
+                {"messages": [{"role": "user", "content": "order and pay"}]}, app.config("lc-run")
+            )
+            assert state["__interrupt__"]
+        [request] = sg.pending_approvals("lc-run")
+        sg.approve("lc-run", request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "langchain" / "lc_app.py", url, str(checkpoints), "lc-run", "order")
+
+        def helper() -> Any:
+            return app.resume(url, str(checkpoints), "lc-run", "order", None, {"type": "approve"})
+
+        _running_then_in_doubt(sg, "lc-run", worker, helper, effects)
