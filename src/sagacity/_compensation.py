@@ -22,6 +22,7 @@ Across processes:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,12 +181,19 @@ class CompensationRun:
 
 
 def compensate(
-    engine: Engine, saga_id: str, reason: str, *, wait: bool = True, state: SagaState | None = None
+    engine: Engine,
+    saga_id: str,
+    reason: str,
+    *,
+    wait: bool = True,
+    state: SagaState | None = None,
+    only_if: Callable[[SagaState], bool] | None = None,
 ) -> Operation[CompensationRun | None]:
     """Start (or carry on) the saga's compensation and run it to the end or to a doubt.
 
     ``state``, if the caller already read the saga, is brought up to date instead of read again.
-    Returns None, doing nothing, when ``wait`` is False and another runner holds the lease.
+    Returns None, doing nothing, when ``wait`` is False and another runner holds the lease, or
+    when ``only_if`` (the decision to start, checked on the state the start is fenced on) says no.
     """
     with engine.lease(saga_id, wait=wait) as held, _telemetry.CompensationTrace(saga_id) as trace:
         if not held:
@@ -195,9 +203,21 @@ def compensate(
         state = engine.refresh(state) if state is not None else engine.snapshot(saga_id)
         if state.finished is not None:
             return CompensationRun(state.status)
+        refused: list[bool] = []
+
+        def choose(now: SagaState) -> list[Row]:
+            if only_if is not None and not only_if(now):
+                refused.append(True)
+                return []
+            return start_rows(now, reason)
+
+        if only_if is not None and not only_if(state):
+            return None
         check_tools(state, engine.registry)
         trace.start(reason)
-        landed = engine.decide(state, lambda s: start_rows(s, reason))
+        landed = engine.decide(state, choose)
+        if refused:
+            return None
         for gate in state.gates.values():
             if gate.rejection in landed:  # voided just now: its request row goes too
                 engine.drop_request(saga_id, gate.entry.seq)

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from sagacity._state import one_line
+from sagacity._state import one_line, start_principal
 from sagacity.chain import frame
-from sagacity.errors import InvalidValueError, SagaStateError
+from sagacity.errors import InvalidValueError, SagaNotFoundError, SagaStateError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -209,3 +209,13 @@ def acting_as(principal: str, *, admin: bool = False) -> Iterator[None]:
         yield
     finally:
         _acting.reset(token)
+
+
+def refuse_foreign(saga_id: str, start_input: str, principal: str | None, acting: Acting | None) -> None:
+    """``SagaNotFoundError``, worded as for an unknown saga, when the saga's START names another
+    principal than ``principal``; an admin (``acting_as(..., admin=True)``) and a caller acting
+    for no principal (the operator's own process, with the database's rights) pass."""
+    owner = start_principal(start_input)
+    if owner is None or principal is None or owner == principal or (acting is not None and acting.admin):
+        return
+    raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")

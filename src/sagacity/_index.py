@@ -50,7 +50,9 @@ class Watch(StrEnum):
     IN_DOUBT = "in_doubt"
     #: Sagas whose compensation started (or is due) and has not finished: what ``recover`` finishes.
     COMPENSATING = "compensating"
-    #: Everything the doctor looks at: the two above, failed compensations, open gates, broken chains.
+    #: Sagas started, not ended, with nothing in flight or awaited: what ``recover`` may treat.
+    ABANDONED = "abandoned"
+    #: Everything the doctor looks at: the above, failed compensations, open gates, broken chains.
     ATTENTION = "attention"
 
 
@@ -77,7 +79,8 @@ class IndexRow:
             self.in_doubt > 0
             or self.compensating
             or self.broken_at is not None
-            or self.status in (SagaStatus.COMPENSATION_FAILED, SagaStatus.AWAITING_APPROVAL)
+            or self.status
+            in (SagaStatus.COMPENSATION_FAILED, SagaStatus.AWAITING_APPROVAL, SagaStatus.ABANDONED)
         )
 
     def watched(self, watch: Watch) -> bool:
@@ -85,6 +88,8 @@ class IndexRow:
             return self.in_doubt > 0
         if watch is Watch.COMPENSATING:
             return self.compensating
+        if watch is Watch.ABANDONED:
+            return self.status is SagaStatus.ABANDONED
         return self.attention
 
 

@@ -18,13 +18,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from datetime import timedelta
 
 from sagacity._approvals import restore_request
 from sagacity._compensation import CompensationRun, check_tools, compensate
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row, require_identity
+from sagacity._engine import Engine, Row, age, require_identity
 from sagacity._state import (
     GATE_TOOL,
+    ON_ABANDON_REPORT,
     SagaState,
     compensated_payload,
     compensation_failed_payload,
@@ -91,15 +93,29 @@ def resolve(
     return state.status
 
 
+#: How long a saga must have had no new entry before ``recover`` treats it as abandoned: its
+#: process may be alive, between two calls, on a store without liveness leases.
+DEFAULT_ABANDONED_AFTER = timedelta(minutes=10)
+
+
 def recover(
-    engine: Engine, compensating: Iterable[str], aligning: Iterable[str] = ()
+    engine: Engine,
+    compensating: Iterable[str],
+    aligning: Iterable[str] = (),
+    abandoned_after: timedelta = DEFAULT_ABANDONED_AFTER,
 ) -> Operation[list[SagaResult]]:
-    """Finish compensations that a crash interrupted (sagas ``compensating``), then put the
-    approval requests of those and of the sagas ``aligning`` in line with their gates."""
+    """Finish compensations that a crash interrupted (sagas ``compensating``), treat the
+    abandoned ones as their start facts say (compensate, or report), then put the approval
+    requests of those and of the sagas ``aligning`` in line with their gates."""
     results = []
     done = []
     for state in resting_states(engine, compensating):
         done.append(state.saga_id)
+        if state.abandoned:
+            result = yield from _abandoned(engine, state, abandoned_after)
+            if result is not None:
+                results.append(result)
+            continue
         if not state.compensating or state.open_calls:
             continue
         reason = state.failure.payload if state.failure is not None else failed_call_reason(state)
@@ -134,6 +150,28 @@ def align_requests(engine: Engine, saga_id: str) -> None:
     for gate in state.open_gates:
         if gate.entry.seq not in rows and engine.find_request(saga_id, gate.entry.seq) is None:
             restore_request(engine, gate)
+
+
+def _abandoned(engine: Engine, state: SagaState, after: timedelta) -> Operation[SagaResult | None]:
+    """An abandoned saga: nothing while it may still be live (a living process runs it, or an
+    entry within ``after``); else listed (``report``, nothing journaled) or compensated, the
+    start fenced on the very state judged abandoned, so an entry appended meanwhile cancels it."""
+    last = state.last_timestamp
+    if engine.is_live(state.saga_id) or last is None or age(last) < after:
+        return None
+    if state.on_abandon == ON_ABANDON_REPORT:
+        return SagaResult(state.saga_id, SagaStatus.ABANDONED, None, None, ())
+    judged = state.last_seq
+    reason = f"abandoned: no entry since {last} UTC (seq {judged}) and no end; its start facts say compensate"
+    run: CompensationRun | None = yield from compensate(
+        engine,
+        state.saga_id,
+        reason,
+        wait=False,
+        state=state,
+        only_if=lambda now: now.last_seq == judged and now.abandoned,
+    )
+    return run.result(state.saga_id) if run is not None else None
 
 
 def failed_call_reason(state: SagaState) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sagacity import _approvals, _doctor, _recovery, _telemetry, _view
 from sagacity._approvals import Claim, utc_now
-from sagacity._context import current_principal, require_principal
+from sagacity._context import Acting, current_principal, refuse_foreign, require_principal
 from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
@@ -28,6 +28,7 @@ from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, s
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor
+from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
 from sagacity._state import (
     LIFE_TOOL,
@@ -247,24 +248,38 @@ class Sagacity:
         check (a fresh run's lands only as seq 1, else ``SagaExistsError`` and nothing written;
         in a saga whose compensation started it is refused before the tool runs,
         SagaClosedError), and a run that appends nothing reads the journal at its end. A read
-        here cost every saga ~0.15 of a commit (BENCHMARKS.md, "Overhead, closed")."""
+        here cost every saga ~0.15 of a commit (BENCHMARKS.md, "Overhead, closed").
+
+        Continuing a saga reads its first entry: a START naming another principal than the one
+        this run acts for is refused as an unknown saga is (``SagaNotFoundError``), unless the
+        run acts as an admin (``acting_as(..., admin=True)``)."""
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
         require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
         if self.engine.guard is not None:
             self.engine.guard.check_start(saga_id)  # the kill switch: nothing new starts
+        acting = current_principal()
+        principal = acting.name if acting is not None else self.principal
+        started_input = None
+        if continue_existing:
+            started_input = self._owned_start(saga_id, principal, acting)
         self.engine.enter(saga_id)
         run = new_run(self.engine, saga_id, existed=None, last_seq=0)
         run.fresh = not continue_existing
-        acting = current_principal()
-        run.principal = acting.name if acting is not None else self.principal
-        if continue_existing:
-            first = self.journal.read(self.store.get_entry, saga_id, 1)
-            if first is not None and first.tool_name == LIFE_TOOL and first.phase == Phase.INTENT:
-                run.started_input = first.input
+        run.principal = principal
+        run.started_input = started_input
         facts = start_input(on_abandon or self.on_abandon, run.principal)
         run.start = self.journal.starting(saga_id, facts)
         return run
+
+    def _owned_start(self, saga_id: str, principal: str | None, acting: Acting | None) -> str | None:
+        """The START's input of a saga (None without one), refusing a saga another principal
+        started as if it did not exist: this caller is not told it does."""
+        first = self.journal.read(self.store.get_entry, saga_id, 1)
+        if first is None or first.tool_name != LIFE_TOOL or first.phase != Phase.INTENT:
+            return None
+        refuse_foreign(saga_id, first.input, principal, acting)
+        return first.input
 
     async def _start_async(
         self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None
@@ -499,7 +514,9 @@ class Sagacity:
         )
 
     @operation("recover")
-    def recover(self, saga_id: str | None = None) -> list[SagaResult]:
+    def recover(
+        self, saga_id: str | None = None, *, abandoned_after: timedelta = DEFAULT_ABANDONED_AFTER
+    ) -> list[SagaResult]:
         """Finish compensations that a crash interrupted, from the journal alone, and put the
         approval requests in line with the journal's gates.
 
@@ -512,14 +529,24 @@ class Sagacity:
         An open gate whose request row is missing (its process died between the gate's entry and
         the row) gets the row back, rebuilt from the journal's exact input, so it can be approved;
         a row of a gate the journal closed is dropped.
+
+        A saga ABANDONED (started, never ended, nothing in flight or awaited, no living process
+        runs it) with no entry for ``abandoned_after`` (default 10 minutes: on a store without
+        liveness leases its process may be alive between two calls) is compensated when it was
+        started with ``on_abandon="compensate"`` (the start is fenced on the journal as judged: a
+        call appended meanwhile cancels it), or returned as an ABANDONED result, nothing
+        journaled, when it says ``"report"``.
         """
         _refuse_in_loop("recover")
-        return drive(_recovery.recover(self.engine, *self._recoverable(saga_id)))
+        compensating, aligning = self._recoverable(saga_id)
+        return drive(_recovery.recover(self.engine, compensating, aligning, abandoned_after))
 
     @operation("recover")
-    async def recover_async(self, saga_id: str | None = None) -> list[SagaResult]:
+    async def recover_async(
+        self, saga_id: str | None = None, *, abandoned_after: timedelta = DEFAULT_ABANDONED_AFTER
+    ) -> list[SagaResult]:
         compensating, aligning = await asyncio.to_thread(self._recoverable, saga_id)
-        return await drive_async(_recovery.recover(self.engine, compensating, aligning))
+        return await drive_async(_recovery.recover(self.engine, compensating, aligning, abandoned_after))
 
     def _recoverable(self, saga_id: str | None) -> tuple[list[str], list[str]]:
         """The sagas ``recover`` compensates and those whose requests it aligns: one saga, or
@@ -537,7 +564,8 @@ class Sagacity:
             for sid, entries in journals.items()
             if _recovery.misaligned(fold(sid, entries), rows.get(sid, set()))
         ]
-        return self._watched(None, Watch.COMPENSATING), sorted(aligning)
+        due = self._watched(None, Watch.COMPENSATING) + self._watched(None, Watch.ABANDONED)
+        return sorted(set(due)), sorted(aligning)
 
     def _watched(self, saga_id: str | None, watch: Watch) -> list[str]:
         """One saga, or every saga the index has in ``watch``: the only ones that can qualify."""
@@ -651,6 +679,7 @@ class Sagacity:
         process (any process on the store): nothing was done, ask again once it has ended.
         """
         _refuse_in_loop("resume")
+        self._resumable(saga_id, seq)
         try:
             granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
         except ApprovalNotFoundError:
@@ -673,6 +702,7 @@ class Sagacity:
         self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None
     ) -> SagaResult:
         """``resume`` for async tools and event loops."""
+        await asyncio.to_thread(self._resumable, saga_id, seq)
         try:
             granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
         except ApprovalNotFoundError:
@@ -707,6 +737,20 @@ class Sagacity:
             saga_id,
             seq,
         )
+
+    def _resumable(self, saga_id: str, seq: int) -> None:
+        """A resume acting for a principal may only run a saga that principal started (or an
+        admin): another's is answered as a request that does not exist."""
+        acting = current_principal()
+        principal = acting.name if acting is not None else self.principal
+        if principal is None or (acting is not None and acting.admin):
+            return
+        try:
+            self._owned_start(saga_id, principal, acting)
+        except SagaNotFoundError:
+            raise ApprovalNotFoundError(
+                f"no pending approval request for saga {saga_id!r} seq {seq}"
+            ) from None
 
     def _resumed(self, saga_id: str, granted: Claim) -> SagaRun:
         self.engine.enter(saga_id)  # left in _conclude, whatever happens

@@ -123,6 +123,16 @@ def start_input(on_abandon: str, principal: str | None) -> str:
     return json.dumps(facts, separators=(",", ":"), ensure_ascii=False)
 
 
+def start_principal(start_input: str) -> str | None:
+    """The principal a START's input names (None: none, or not readable)."""
+    try:
+        facts = json.loads(start_input)
+    except ValueError:
+        return None
+    principal = facts.get("principal") if isinstance(facts, dict) else None
+    return principal if isinstance(principal, str) and principal else None
+
+
 def end_payload(status: SagaStatus) -> str:
     """The payload of a saga's END entry: how it ended."""
     return json.dumps({"status": str(status)}, separators=(",", ":"))

@@ -43,6 +43,7 @@ _JOURNALS_PER_READ = 500
 _WATCHED = {
     Watch.IN_DOUBT: "attention AND in_doubt > 0",
     Watch.COMPENSATING: "attention AND compensating",
+    Watch.ABANDONED: "attention AND status = 'ABANDONED'",
     Watch.ATTENTION: "attention",
 }
 ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
