@@ -426,7 +426,9 @@ class Sagacity:
         """How many sagas have each status (those with none left out); sums to the saga count.
 
         Read-only: the saga index keeps a count per status (moved by every catch-up), so this
-        reads a few rows whatever the journal's size.
+        reads a few rows whatever the journal's size, plus one liveness probe per page of the
+        sagas that may be running (those in doubt, awaiting approval, compensating or between
+        calls); finished sagas are never probed.
         """
         _refuse_in_loop("saga_counts")
         return self._counts()

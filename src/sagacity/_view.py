@@ -235,11 +235,14 @@ def _waited(request: ApprovalRequest, now: datetime) -> timedelta:
 
 
 #: Statuses the saga index may hold for a saga that is running right now (it holds what the
-#: journal alone says: between two calls COMPLETED, a call in flight IN_DOUBT). A read shows
+#: journal alone says: between two calls ABANDONED, a call in flight IN_DOUBT). A read shows
 #: such a saga RUNNING when a living process holds its liveness lease (``seen_live``).
+#: COMPLETED is not one: it needs the saga's END (a call after an END opens the saga again), so
+#: counting never probes the leases of every finished saga. The one exception is a saga
+#: journaled without a START (by an older release) that a process continues: it reads COMPLETED
+#: between its calls, as it always did.
 MAY_BE_LIVE = frozenset(
     {
-        SagaStatus.COMPLETED,
         SagaStatus.IN_DOUBT,
         SagaStatus.AWAITING_APPROVAL,
         SagaStatus.COMPENSATING,
