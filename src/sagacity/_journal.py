@@ -39,6 +39,7 @@ from sagacity.errors import (
     SagaExistsError,
     SagaNotFoundError,
     StoreUnavailableError,
+    StoreWriteRefusedError,
 )
 from sagacity.model import Entry, Phase
 from sagacity.stores._deadline import DEADLINE, WAIT_LIMIT
@@ -50,6 +51,9 @@ T = TypeVar("T")
 DEFAULT_APPEND_ATTEMPTS = 1000
 #: Default bound on attempts when the database connection fails.
 DEFAULT_RECONNECT_ATTEMPTS = 6
+#: Writes refused by a database that still answers reads (a full disk) before an append gives
+#: up: about 0.3 s of pauses, not the whole reconnect budget.
+_WRITE_REFUSALS = 2
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
 _ONE_MICROSECOND = timedelta(microseconds=1)
@@ -346,16 +350,31 @@ class Journal:
         True if these entries are now stored, False if another writer took their seq.
         """
         entry = entries[0]
+        refusals = 1 if isinstance(failure, StoreWriteRefusedError) else 0
         for attempt in range(1, self.reconnect_attempts):
             time.sleep(min(2.0, 0.05 * 2**attempt))
             try:
                 existing = self.store.get_entry(entry.saga_id, entry.seq)
-                if existing is not None:
-                    # The lost connection did commit (our hash), or another writer won (theirs).
-                    return existing.hash == entry.hash
-                return self.store.insert_entries(entries)
             except StoreUnavailableError as exc:
-                failure = exc
+                failure, refusals = exc, 0
+                continue
+            if existing is not None:
+                # The lost connection did commit (our hash), or another writer won (theirs).
+                return existing.hash == entry.hash
+            if refusals >= _WRITE_REFUSALS:
+                # The database reads but will not write (a full disk): waiting out the whole
+                # reconnect budget rarely helps, and the caller must hear it now.
+                raise StoreWriteRefusedError(
+                    f"append to saga {entry.saga_id!r} seq {entry.seq} ({entry.tool_name} {entry.phase}) "
+                    f"not written: the database answers reads but refused the write {refusals} times "
+                    f"(is the disk full?): {failure}"
+                ) from failure
+            try:
+                return self.store.insert_entries(entries)
+            except StoreWriteRefusedError as exc:
+                failure, refusals = exc, refusals + 1
+            except StoreUnavailableError as exc:
+                failure, refusals = exc, 0
         raise StoreUnavailableError(
             f"append to saga {entry.saga_id!r} seq {entry.seq} ({entry.tool_name} {entry.phase}) "
             f"not confirmed after {self.reconnect_attempts} attempts: {failure}"

@@ -8,6 +8,7 @@
     ├── InvalidValueError           (also ValueError) a value no journal can hold, bad arguments
     ├── StoreError                  the database failed; the driver's error is chained (``from``)
     │   ├── StoreUnavailableError   connection refused or lost and not recovered within the bound
+    │   │   └── StoreWriteRefusedError  the database reads but refuses writes (a full disk)
     │   └── AppendConflictError     every retry of an append lost the race; nothing was written
     ├── SagaNotFoundError           (also LookupError) no entries for that saga id
     ├── ToolError
@@ -72,6 +73,7 @@ __all__ = [
     "StageOutputError",
     "StoreError",
     "StoreUnavailableError",
+    "StoreWriteRefusedError",
     "ToolError",
     "ToolRegistrationError",
     "UnknownToolError",
@@ -102,6 +104,11 @@ class StoreError(SagacityError):
 
 class StoreUnavailableError(StoreError):
     """The database could not be reached, or the connection was lost and not recovered."""
+
+
+class StoreWriteRefusedError(StoreUnavailableError):
+    """The database answered but could not write (a full disk, a write error): what was being
+    written may or may not be there, and waiting rarely helps, so appends give up on it sooner."""
 
 
 class AppendConflictError(StoreError):

@@ -169,6 +169,9 @@ def test_a_writable_journal_in_a_read_only_folder_fails_with_a_store_error(tmp_p
     with Sagacity(url) as owner:  # keeps -wal and -shm in place while the worker runs
         with sqlite3.connect(folder / "journal.db") as keep_open:
             keep_open.execute("SELECT 1").fetchone()
+            # The liveness file is there and writable (any earlier saga made it); the lease file
+            # only a compensation needs is not.
+            (folder / "journal.db-sagacity-live").touch()
             folder.chmod(0o555)
             try:
                 result = library(url, "fail")
@@ -187,3 +190,23 @@ def test_a_writable_journal_in_a_read_only_folder_fails_with_a_store_error(tmp_p
     with Sagacity(url) as sg:
         [recovered] = sg.recover()
         assert recovered.status is SagaStatus.COMPENSATED
+
+
+def test_a_saga_that_cannot_make_its_liveness_file_refuses_to_start(tmp_path: Path) -> None:
+    """Where the folder is read-only and the liveness file missing, a saga cannot show it is
+    running: it fails closed before its first call (StoreError naming the file), journaling nothing."""
+    folder = tmp_path / "live"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'journal.db'}"
+    with Sagacity(url) as owner:  # keeps -wal and -shm in place while the worker runs
+        with sqlite3.connect(folder / "journal.db") as keep_open:
+            keep_open.execute("SELECT 1").fetchone()
+            folder.chmod(0o555)
+            try:
+                result = library(url, "run")
+            finally:
+                folder.chmod(0o755)
+        assert result["error"] == "StoreError", result
+        assert "liveness file" in str(result["message"])
+        assert owner.saga_ids() == []  # the tool never ran, nothing was journaled
+    assert library(url, "run") == {"value": "COMPLETED"}  # with the folder writable, it runs

@@ -19,7 +19,7 @@ from importlib import resources
 from typing import Any, ClassVar, Protocol
 
 from sagacity._index import ANY_SAGA, Folder, IndexRow, SagaFilter, Watch
-from sagacity.errors import StoreError, StoreUnavailableError
+from sagacity.errors import StoreError, StoreUnavailableError, StoreWriteRefusedError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
 from sagacity.stores.base import Capability
 
@@ -83,6 +83,9 @@ class Dialect:
     unavailable: Callable[[BaseException], bool]
     #: Whether this driver error is a primary key already taken (the statement wrote nothing).
     taken: Callable[[BaseException], bool] = _never
+    #: Whether this unavailable error is the database failing to write, not the connection
+    #: (``StoreWriteRefusedError``): a full disk.
+    refused: Callable[[BaseException], bool] = _never
     #: The driver's parameter marker.
     placeholder: str = "?"
     #: ``INSERT ... ON CONFLICT (key) DO NOTHING [RETURNING]`` (SQLite, PostgreSQL). Without it
@@ -137,7 +140,8 @@ class Dialect:
         password) in the message of an unavailable one."""
         if self.unavailable(exc):
             at = "" if where is None else f" at {where}"
-            return StoreUnavailableError(f"{self.label}{at}: {exc}")
+            kind = StoreWriteRefusedError if self.refused(exc) else StoreUnavailableError
+            return kind(f"{self.label}{at}: {exc}")
         return StoreError(f"{self.label}: {exc}")
 
 

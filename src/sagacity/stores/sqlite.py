@@ -87,6 +87,12 @@ def _unavailable(exc: BaseException) -> bool:
     )
 
 
+def _refused(exc: BaseException) -> bool:
+    """SQLITE_IOERR and its extended codes (a write the file system refused: a full disk, a
+    file-size limit): the file opened and reads, but this write failed."""
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF == sqlite3.SQLITE_IOERR
+
+
 # SQLITE_CONSTRAINT_PRIMARYKEY and SQLITE_CONSTRAINT_UNIQUE: a key taken, nothing written.
 _KEY_TAKEN = (1555, 2067)
 
@@ -94,6 +100,7 @@ SQLITE = Dialect(
     "SQLite",
     (sqlite3.Error,),
     unavailable=_unavailable,
+    refused=_refused,
     taken=lambda exc: getattr(exc, "sqlite_errorcode", None) in _KEY_TAKEN,
 )
 
@@ -177,6 +184,8 @@ class SQLiteStore(SQLStore):
             yield got
 
     def hold_live(self, saga_id: str) -> None:
+        if self._read_only_uri is not None:  # a saga run on a read-only copy would write it
+            raise _read_only(self.path, "opened read-only")
         FileLiveness.for_database(self.path).leases.hold(saga_id)
 
     def release_live(self, saga_id: str) -> None:
