@@ -22,7 +22,7 @@ from typing import Any
 
 from sagacity._approvals import awaiting_message, gate
 from sagacity._compensation import CompensationRun, compensate, describe
-from sagacity._context import enter_call, entered, leave_call
+from sagacity._context import current_principal, enter_call, entered, leave_call, refuse_foreign
 from sagacity._effects import Operation, drive, drive_async, finish_shielded
 from sagacity._engine import Engine
 from sagacity._journal import SagaStart
@@ -34,6 +34,7 @@ from sagacity.errors import (
     HaltedError,
     SagaClosedError,
     SagaExistsError,
+    SagaNotFoundError,
     SagaRunningElsewhereError,
     SagaStateError,
 )
@@ -158,6 +159,14 @@ class SagaRun:
     def exists_error(self) -> SagaExistsError:
         """What refusing this fresh run says: the saga that already holds the id, and what to do."""
         state = self.engine.snapshot(self.saga_id)
+        if state.start is not None:
+            try:
+                refuse_foreign(self.saga_id, state.start.input, self.principal, current_principal())
+            except SagaNotFoundError:  # another principal's saga: tell nothing about it
+                return SagaExistsError(
+                    f"saga id {self.saga_id!r} cannot be used: a saga id names one run, so nothing "
+                    "was journaled and no tool ran. Start a new saga id"
+                )
         return SagaExistsError(
             f"saga {self.saga_id!r} already exists ({state.status.value}, {state.entry_count} "
             "journal entries): a saga id names one run, so nothing was journaled and no tool ran. "

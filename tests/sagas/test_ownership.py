@@ -8,7 +8,7 @@ import json
 import pytest
 
 from sagacity import CompensationContext, Reversibility, Sagacity, SagaStatus, acting_as, tool
-from sagacity.errors import ApprovalNotFoundError, SagaNotFoundError
+from sagacity.errors import ApprovalNotFoundError, SagaExistsError, SagaNotFoundError
 
 
 def _tools() -> tuple[object, object, list[str]]:
@@ -86,3 +86,20 @@ def test_a_saga_without_a_principal_or_a_start_is_anyones(sg: Sagacity) -> None:
                 book("3")  # type: ignore[operator]
     assert sg.status("legacy") is SagaStatus.COMPLETED  # legacy semantics: no START, no END
     assert [e.tool_name for e in sg.entries("legacy")] == ["book"] * 4
+
+
+def test_a_fresh_run_on_another_principals_saga_id_learns_nothing_about_it(sg: Sagacity) -> None:
+    """The id is taken, so the run is refused, but not with the saga's status or size."""
+    book, _, _ = _tools()
+    with acting_as("alice@example.com"):
+        sg.run("taken", book, "101")  # type: ignore[arg-type]
+    before = sg.entries("taken")
+    with acting_as("mallory@example.com"), pytest.raises(SagaExistsError) as refused:
+        sg.run("taken", book, "102")  # type: ignore[arg-type]
+    message = str(refused.value)
+    assert "cannot be used" in message
+    assert "COMPLETED" not in message
+    assert "entries" not in message
+    assert sg.entries("taken") == before
+    with acting_as("alice@example.com"), pytest.raises(SagaExistsError, match=r"already exists \(COMPLETED"):
+        sg.run("taken", book, "103")  # type: ignore[arg-type]  # the owner is told what holds the id
