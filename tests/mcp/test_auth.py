@@ -163,6 +163,9 @@ def test_a_valid_token_works_and_its_principal_is_in_the_chain(gateway: Gateway)
     gates = [e for e in gateway.entries(saga) if e.phase == "AWAITING_APPROVAL"]
     assert len(gates) == 1
     assert "requester=alice@example.com" in gates[0].payload.split("\n")
+    start = gateway.entries(saga)[0]  # the saga's START: it belongs to the token's subject
+    assert (start.seq, start.tool_name, start.phase) == (1, "sagacity:saga", "INTENT")
+    assert json.loads(start.input)["principal"] == "alice@example.com"
 
 
 def test_another_principal_naming_the_saga_is_told_there_is_no_such_saga(gateway: Gateway) -> None:
