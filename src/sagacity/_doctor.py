@@ -159,13 +159,31 @@ def chain_finding(saga_id: str, verification: chain.Verification) -> Finding | N
 
 
 def state_findings(
-    state: SagaState, pending_seqs: set[int], now: datetime, older_than: timedelta
+    state: SagaState, pending_seqs: set[int], now: datetime, older_than: timedelta, *, live: bool = False
 ) -> list[Finding]:
-    """Findings read from one saga's folded journal: stuck or failed compensation, lost requests."""
+    """Findings read from one saga's folded journal: stuck or failed compensation, lost requests,
+    a saga abandoned between calls (``live``: a living process runs it, so it is not)."""
     sid = state.saga_id
     idle = now - state.last_timestamp if state.last_timestamp is not None else timedelta(0)
     status = state.status
     findings = []
+    if status is SagaStatus.ABANDONED and not live and idle >= older_than:
+        on_abandon = state.start_facts.get("onAbandon", "compensate")
+        findings.append(
+            Finding(
+                FindingKind.ABANDONED_SAGA,
+                sid,
+                None,
+                "the saga started and never ended, and no process runs it: its process stopped "
+                f"between calls (no entry for {human_duration(idle)})",
+                f"`sagacity sagas recover {quote(sid)} --import MODULE` "
+                + (
+                    "compensates what it did (its start facts say onAbandon=compensate)"
+                    if on_abandon == "compensate"
+                    else "lists it (onAbandon=report): decide by hand, then compensate or resolve it"
+                ),
+            )
+        )
     if status is SagaStatus.COMPENSATING and idle >= older_than:
         findings.append(
             Finding(
@@ -273,7 +291,9 @@ def diagnose(
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)
-        findings.extend(state_findings(fold(sid, entries), pending_by_saga.get(sid, set()), now, older_than))
+        state = fold(sid, entries)
+        live = state.status is SagaStatus.ABANDONED and bool(sg.engine.live_among([sid]))
+        findings.extend(state_findings(state, pending_by_saga.get(sid, set()), now, older_than, live=live))
         checked, read = checked + 1, read + len(entries)
         if progress is not None:
             progress(checked, saga_count if full else len(flagged), read)

@@ -103,6 +103,7 @@ class FindingKind(StrEnum):
     COMPENSATION_FAILED = "compensation_failed"
     GATE_WITHOUT_REQUEST = "gate_without_request"
     CHECKPOINT_LAG = "checkpoint_lag"
+    ABANDONED_SAGA = "abandoned_saga"
 
 
 class CallStatus(StrEnum):

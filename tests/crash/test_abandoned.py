@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from sagacity import CompensationContext, Phase, Sagacity, SagaStatus, tool
+from sagacity.model import FindingKind
 from sagacity.tools import registry
 
 pytestmark = pytest.mark.crash
@@ -139,6 +140,10 @@ def test_an_abandoned_saga_that_says_report_is_listed_not_compensated(
         assert (result.saga_id, result.status, result.report) == ("killed-r", SagaStatus.ABANDONED, ())
         assert sg.entries("killed-r") == before  # nothing journaled
         assert sg.status("killed-r") is SagaStatus.ABANDONED
+        # ...and the doctor shows it to a human, saying what recover would do.
+        [finding] = [f for f in sg.diagnose(older_than=timedelta(0)).findings if f.saga_id == "killed-r"]
+        assert finding.kind is FindingKind.ABANDONED_SAGA
+        assert "onAbandon=report" in finding.action
     assert effects(markers) == ["book 101"]
 
 
@@ -150,6 +155,8 @@ def test_a_live_saga_between_calls_in_another_process_is_not_compensated(
         with Sagacity(durable_url) as sg:
             assert sg.recover() == []  # the default grace period: a live process may be between calls
             assert sg.recover("alive") == []
+            kinds = [f.kind for f in sg.diagnose(older_than=timedelta(0)).findings if f.saga_id == "alive"]
+            assert FindingKind.ABANDONED_SAGA not in kinds  # running elsewhere: nothing to report
         (markers / "go").write_text("x")
         out, err = worker.communicate(timeout=60)
         assert worker.returncode == 0, err
