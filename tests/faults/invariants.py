@@ -66,7 +66,7 @@ def _call_outcomes(entries: list[Entry]) -> dict[int, Entry | None]:
     open_comps: dict[int, int] = {}
     outcome: dict[int, Entry | None] = {}
     for e in entries:
-        if e.tool_name in ("saga", "approval-gate"):
+        if e.tool_name in ("saga", "approval-gate", "sagacity:saga"):  # not tool calls: the saga's own
             continue
         if e.phase == Phase.INTENT:
             outcome[e.seq] = None
