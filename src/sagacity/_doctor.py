@@ -288,8 +288,26 @@ def diagnose(
         flagged = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
         saga_count = sum(sg.index.counts().values())
         journals = sg.index.journals(flagged).items()  # read together, a few statements
+    total = saga_count if full else len(flagged)
+    findings.extend(journal_findings(sg, journals, pending_by_saga, now, older_than, progress, total))
+    findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
+    return Diagnosis(findings, saga_count, recent, expired)
+
+
+def journal_findings(
+    sg: Sagacity,
+    journals: Iterable[tuple[str, list[Entry]]],
+    pending_by_saga: dict[str, set[int]],
+    now: datetime,
+    older_than: timedelta,
+    progress: Progress | None,
+    total: int,
+) -> list[Finding]:
+    """What each journal read says (its chain, its folded state); sagas that look abandoned are
+    asked about in one liveness probe per batch, not one each."""
+    findings: list[Finding] = []
     checked = read = 0
-    abandoned: list[SagaState] = []  # probed for liveness together: one probe per batch
+    abandoned: list[SagaState] = []
 
     def judge_abandoned() -> None:
         live = sg.engine.live_among([state.saga_id for state in abandoned])
@@ -311,11 +329,10 @@ def diagnose(
             findings.extend(state_findings(state, pending_by_saga.get(sid, set()), now, older_than))
         checked, read = checked + 1, read + len(entries)
         if progress is not None:
-            progress(checked, saga_count if full else len(flagged), read)
+            progress(checked, total, read)
     if abandoned:
         judge_abandoned()
-    findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
-    return Diagnosis(findings, saga_count, recent, expired)
+    return findings
 
 
 def human_duration(delta: timedelta) -> str:
