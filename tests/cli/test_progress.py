@@ -109,7 +109,7 @@ def test_checkpoint_and_bundle_show_a_bar_on_a_terminal_only(
     assert made.returncode == 0, made.stderr
     key, pub = tmp_path / "acme.key", tmp_path / "acme.pub"
     outputs: dict[str, list[str]] = {"checkpoint": [], "bundle": []}
-    for run, where in ((_run_with_terminal_stderr, "tty"), (_piped, "pipe")):
+    for where in ("tty", "pipe"):
         anchor = tmp_path / f"anchor-{where}"
         checkpoint = ["checkpoint", "--db", db_url, "--key", str(key), "--origin", "test.example/j"]
         bundle = ["export", *(f"order-{n}" for n in range(30)), "--db", db_url, "--bundle"]
