@@ -251,7 +251,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         saga = sg.view(saga_id)
     pending = find_request(saga, seq)
     if output == JSON:
-        echo_json(request_detail_json(pending, saga))
+        echo_json(request_detail_json(pending, saga, sg.registry.find(pending.request.tool_name)))
         return
     if output == "csv":
         show_journal(saga.entries, output=output)

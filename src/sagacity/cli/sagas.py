@@ -139,7 +139,7 @@ def show(saga_id: str, output: str, db_url: str) -> None:
     from sagacity._wire import saga_json
 
     with open_sagacity(db_url) as sg:
-        saga = sg.saga_detail(saga_id)
+        saga = sg.view(saga_id)
     status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
     if output == JSON:
         echo_json(saga_json(saga))
