@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from sagacity._json import unescape_text
-from sagacity._paging import encode_cursor
+from sagacity._paging import encode_cursor, encode_request_cursor
 from sagacity.chain import Verification
 
 __all__ = [
@@ -352,6 +352,13 @@ class PendingApproval:
     def ready_to_resume(self) -> bool:
         """Enough distinct approvals in the journal, not expired, and the row agrees with the journal."""
         return len(self.approvers) >= self.approvals_required and not self.expired and self.matches_journal
+
+    @property
+    def cursor(self) -> str:
+        """Where a queue page ending with this request ends: ``Sagacity.approvals(after=...)``
+        goes on from it."""
+        r = self.request
+        return encode_request_cursor(r.created_at, r.saga_id, r.journal_seq)
 
 
 @dataclass(frozen=True, slots=True)

@@ -173,6 +173,9 @@ def me(who: Anyone, request: Request) -> dict[str, Any]:
     return {"name": who.name, "roles": sorted(who.roles), "insecure": insecure}
 
 
+_PREFIX_QUERY = Query(max_length=512, description="Only saga ids that start with this (case-sensitive).")
+
+
 @router.get("/approvals", tags=["approvals"], summary="Pending approval requests, oldest first")
 def list_approvals(
     who: Approver,
@@ -181,10 +184,28 @@ def list_approvals(
     limit: Annotated[
         int | None, Query(ge=1, le=1000, description="At most this many, the oldest (default: all)."), Digits
     ] = None,
+    after: Annotated[
+        str | None,
+        Query(max_length=2048, description="The X-Next-Cursor of the previous page: go on after it."),
+    ] = None,
+    prefix: Annotated[str | None, _PREFIX_QUERY] = None,
+    tool: Annotated[str | None, Query(max_length=512, description="Only requests to run this tool.")] = None,
+    since: Annotated[
+        datetime | None,
+        Query(description="Only requests made at or after this ISO 8601 time (UTC without an offset)."),
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="Only requests made before this ISO 8601 time.")
+    ] = None,
 ) -> list[dict[str, Any]]:
-    # The Java starter's body (a bare list); how many are pending in all goes in a header.
-    response.headers["X-Total-Count"] = str(len(sg.pending_approvals()))
-    return [approval_json(p) for p in sg.approvals(limit=limit)]
+    # The Java starter's body (a bare list), so the paging rides in headers: how many requests
+    # the filters keep in all, and under a full page the cursor of the next one.
+    filters: dict[str, Any] = {"prefix": prefix, "tool": tool, "since": since, "until": until}
+    page = sg.approvals(limit=limit, after=after, **filters)
+    response.headers["X-Total-Count"] = str(len(sg.pending_approvals(**filters)))
+    if limit is not None and len(page) == limit:
+        response.headers["X-Next-Cursor"] = page[-1].cursor
+    return [approval_json(p) for p in page]
 
 
 @router.get(
@@ -391,9 +412,7 @@ def list_sagas(
     after: Annotated[
         str | None, Query(max_length=2048, description='The "next" of the previous page: go on after it.')
     ] = None,
-    prefix: Annotated[
-        str | None, Query(max_length=512, description="Only saga ids that start with this (case-sensitive).")
-    ] = None,
+    prefix: Annotated[str | None, _PREFIX_QUERY] = None,
     tool: Annotated[
         str | None, Query(max_length=512, description="Only sagas whose journal has a call of this tool.")
     ] = None,
