@@ -154,6 +154,7 @@ def test_a_gate_held_by_the_policy_shows_the_rule_and_its_approvers(
         url = next(served)
         expect = playwright_api.expect
         sign_in(page, url)
+        expect(page.locator('[data-nav="workflows"]')).to_be_visible()  # signed in
         page.goto(url + "#/workflow/article-4")
         card = page.locator('section.stage-card[data-stage="publish"]')
         expect(card.locator(".policy")).to_contain_text(
