@@ -8,7 +8,6 @@ a payload other than the one the journal holds.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -252,7 +251,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         saga = sg.view(saga_id)
     pending = find_request(saga, seq)
     if output == JSON:
-        echo_json(request_detail_json(pending, saga))
+        echo_json(request_detail_json(pending, saga, sg.registry.find(pending.request.tool_name)))
         return
     if output == "csv":
         show_journal(saga.entries, output=output)
@@ -408,6 +407,7 @@ def resume(
     when it compensated instead (the tool failed or the payload was refused), 2 when the resume was
     refused (not approved, expired, unknown request or tool) and nothing ran.
     """
+    from sagacity._state import sha256_hex
     from sagacity._wire import resume_json
 
     if payload is not None and payload_file is not None:
@@ -420,9 +420,9 @@ def resume(
     with open_sagacity(db_url) as sg:
         request = find_request(sg.view(saga_id), seq).request
         payload = request.input if payload is None else payload
-        if _sha256(payload) != request.input_hash and not reject_on_mismatch:
+        if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
             raise CommandError(
-                f"the payload's SHA-256 {_sha256(payload)} differs from the approved "
+                f"the payload's SHA-256 {sha256_hex(payload)} differs from the approved "
                 f"{request.input_hash}; nothing was written. Resume without --payload to run the "
                 "approved input, or pass --reject-on-mismatch to submit it (the saga is then rejected "
                 "and compensated)"
@@ -439,11 +439,6 @@ def resume(
             console().print(f"result: {result.value}", markup=False)
     if not result.ok:
         sys.exit(EXIT_FINDINGS)
-
-
-def _sha256(text: str) -> str:
-    """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def read_at(pending: PendingApproval) -> datetime:
