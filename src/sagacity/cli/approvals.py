@@ -407,7 +407,6 @@ def resume(
     when it compensated instead (the tool failed or the payload was refused), 2 when the resume was
     refused (not approved, expired, unknown request or tool) and nothing ran.
     """
-    from sagacity._state import sha256_hex
     from sagacity._wire import resume_json
 
     if payload is not None and payload_file is not None:
@@ -420,9 +419,9 @@ def resume(
     with open_sagacity(db_url) as sg:
         request = find_request(sg.view(saga_id), seq).request
         payload = request.input if payload is None else payload
-        if sha256_hex(payload) != request.input_hash and not reject_on_mismatch:
+        if _sha256(payload) != request.input_hash and not reject_on_mismatch:
             raise CommandError(
-                f"the payload's SHA-256 {sha256_hex(payload)} differs from the approved "
+                f"the payload's SHA-256 {_sha256(payload)} differs from the approved "
                 f"{request.input_hash}; nothing was written. Resume without --payload to run the "
                 "approved input, or pass --reject-on-mismatch to submit it (the saga is then rejected "
                 "and compensated)"
@@ -444,3 +443,10 @@ def resume(
 def read_at(pending: PendingApproval) -> datetime:
     """When ``pending`` was read (its ``waiting`` is as of then)."""
     return pending.request.created_at + pending.waiting
+
+
+def _sha256(text: str) -> str:
+    """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
