@@ -553,6 +553,13 @@ def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
     return state
 
 
+def misaligned(state: SagaState, rows: set[int]) -> bool:
+    """Whether a saga's request rows (their seqs) differ from its open gates: a gate without its
+    row, or a row of a gate the journal closed."""
+    open_seqs = set() if state.closed else {g.entry.seq for g in state.open_gates}
+    return bool(open_seqs - rows) or any(seq in state.gates and seq not in open_seqs for seq in rows)
+
+
 def closes_saga(entry: Entry) -> bool:
     """Whether ``entry`` marks the start or end of the saga's compensation (no call may follow)."""
     return entry.tool_name == SAGA_TOOL and entry.phase in _CLOSING_PHASES

@@ -13,7 +13,15 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from sagacity._compensation import undo_preview
-from sagacity._state import Call, Gate, SagaState, held_approvals, parse_decision_payload, sha256_hex
+from sagacity._state import (
+    Call,
+    Gate,
+    SagaState,
+    held_approvals,
+    misaligned,
+    parse_decision_payload,
+    sha256_hex,
+)
 from sagacity.chain import verify
 from sagacity.model import (
     ApprovalGate,
@@ -226,6 +234,8 @@ def saga_view(
         state.failure.payload_text if state.failure is not None else None,
         tuple(undo_preview(state, registry)),
         state.closed,
+        state.compensating,
+        not misaligned(state, {r.journal_seq for r in rows}),
         keyed,
     )
 

@@ -27,7 +27,7 @@ from sagacity.cli._reference import walk
 HEAVY = (
     "sagacity._sagacity",
     "sagacity._approvals",
-    "sagacity._doctor",
+    "sagacity.doctor",
     "sagacity._telemetry",
     "sagacity.guardrails",
     "sagacity.checkpoints",
