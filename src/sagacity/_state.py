@@ -44,7 +44,7 @@ from datetime import datetime
 from typing import Any
 
 from sagacity._json import ESCAPED_PREFIX
-from sagacity.chain import GENESIS_HASH
+from sagacity.chain import GENESIS_HASH, frame
 from sagacity.errors import InvalidValueError
 from sagacity.model import Entry, Phase, SagaStatus
 
@@ -280,6 +280,17 @@ def parse_decision_payload(payload: str) -> tuple[str, str]:
     """
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
     return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))
+
+
+def idempotency_key(saga_id: str, seq: int) -> str:
+    """The stable key of the call whose INTENT is (saga_id, seq).
+
+    ``"sgc_"`` + the first 40 hex digits of SHA-256 over the framed saga id and seq (the chain's
+    framing, so ids holding any character cannot collide). 44 ASCII characters: short enough for
+    payment APIs' idempotency headers, the same on every retry and after a restart.
+    """
+    digest = hashlib.sha256(b"sagacity-idempotency:" + frame(saga_id) + frame(str(seq))).hexdigest()
+    return "sgc_" + digest[:40]
 
 
 @dataclass
