@@ -18,6 +18,7 @@ EXPECTED_ALL = [
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
+    "CompensationView",
     "Diagnosis",
     "Entry",
     "Finding",

@@ -1,9 +1,10 @@
-"""Cursors for paging the saga list: where a page ended, as an opaque string.
+"""Cursors for paging the saga list and the approval queue: where a page ended, as an opaque string.
 
-The list is ordered by (updated_at, saga_id), newest first, and a cursor names the last saga of
-a page by that key, so the next page is a range read that costs the same at any depth (an
-offset would cost its own size). The text is URL-safe base64 of a JSON pair, so it survives a
-query string and a shell unquoted; callers treat it as opaque.
+The saga list is ordered by (updated_at, saga_id), newest first, the approval queue by
+(created_at, saga_id, journal_seq), oldest first. A cursor names the last item of a page by that
+key, so the next page starts after it however the list grew or shrank meanwhile (an offset would
+skip or repeat items, and cost its own size). The text is URL-safe base64 of a JSON array, so it
+survives a query string and a shell unquoted; callers treat it as opaque.
 """
 
 from __future__ import annotations
@@ -18,22 +19,59 @@ from sagacity.errors import InvalidValueError
 _FORMAT = "%Y-%m-%dT%H:%M:%S.%f"
 
 
-def encode_cursor(updated_at: datetime, saga_id: str) -> str:
-    """The cursor after the saga ``saga_id`` last updated at ``updated_at`` (naive UTC)."""
-    raw = json.dumps([updated_at.strftime(_FORMAT), saga_id], separators=(",", ":"), ensure_ascii=False)
+def _encode(moment: datetime, *rest: str | int) -> str:
+    raw = json.dumps([moment.strftime(_FORMAT), *rest], separators=(",", ":"), ensure_ascii=False)
     return base64.urlsafe_b64encode(raw.encode("utf-8")).decode("ascii").rstrip("=")
 
 
+def _decode(cursor: str) -> list[object]:
+    """The JSON array a cursor holds; ``ValueError`` (or a decoding error) if it holds none."""
+    raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+    parts = json.loads(raw.decode("utf-8"))
+    if not isinstance(parts, list) or not parts or not isinstance(parts[0], str):
+        raise ValueError("not a cursor")
+    return parts
+
+
+_UNREADABLE = (binascii.Error, UnicodeError, ValueError, TypeError)
+
+
+def encode_cursor(updated_at: datetime, saga_id: str) -> str:
+    """The saga-list cursor after the saga ``saga_id`` last updated at ``updated_at`` (naive UTC)."""
+    return _encode(updated_at, saga_id)
+
+
 def decode_cursor(cursor: str) -> tuple[datetime, str]:
-    """(updated_at, saga_id) of a cursor; ``InvalidValueError`` if it is not one we made."""
+    """(updated_at, saga_id) of a saga-list cursor; ``InvalidValueError`` if it is not one we made."""
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        moment, saga_id = json.loads(raw.decode("utf-8"))
+        moment, saga_id = _decode(cursor)
         if not isinstance(moment, str) or not isinstance(saga_id, str):
             raise ValueError("not a pair of strings")
         return datetime.strptime(moment, _FORMAT), saga_id
-    except (binascii.Error, UnicodeError, ValueError, TypeError) as exc:
+    except _UNREADABLE as exc:
         raise InvalidValueError(
             f"after={cursor[:80]!r} is not a saga-list cursor: pass the cursor of the last saga of a "
             'page (SagaSummary.cursor, or the list\'s "next")'
+        ) from exc
+
+
+def encode_request_cursor(created_at: datetime, saga_id: str, journal_seq: int) -> str:
+    """The approval-queue cursor after the request at (``saga_id``, ``journal_seq``) made at
+    ``created_at`` (naive UTC)."""
+    return _encode(created_at, saga_id, journal_seq)
+
+
+def decode_request_cursor(cursor: str) -> tuple[datetime, str, int]:
+    """(created_at, saga_id, journal_seq) of an approval-queue cursor; ``InvalidValueError`` if it
+    is not one we made (a saga-list cursor included)."""
+    try:
+        moment, saga_id, seq = _decode(cursor)
+        if not isinstance(moment, str) or not isinstance(saga_id, str) or type(seq) is not int:
+            raise ValueError("not a (time, saga id, seq) triple")
+        return datetime.strptime(moment, _FORMAT), saga_id, seq
+    except _UNREADABLE as exc:
+        raise InvalidValueError(
+            f"after={cursor[:80]!r} is not an approval-queue cursor: pass the cursor of the last "
+            "request of a page (PendingApproval.cursor, or the X-Next-Cursor header of "
+            "GET /approvals)"
         ) from exc

@@ -25,7 +25,7 @@ from sagacity._engine import Engine
 from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
-from sagacity._paging import decode_cursor
+from sagacity._paging import decode_cursor, decode_request_cursor
 from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
 from sagacity._state import (
@@ -635,6 +635,7 @@ class Sagacity:
         saga_id: str | None = None,
         *,
         limit: int | None = None,
+        after: str | None = None,
         prefix: str | None = None,
         tool: str | None = None,
         since: datetime | None = None,
@@ -643,28 +644,45 @@ class Sagacity:
         """Pending requests as an approver sees them (who approved, how many must, may it resume
         now), oldest first; at most ``limit``; filtered as :meth:`pending_approvals`. Read-only:
         the request table, then the journal of each saga shown, once (so a queue page costs
-        ``limit`` folds however long the queue)."""
+        ``limit`` folds however long the queue).
+
+        Paged like :meth:`sagas`: pass the last request's ``cursor`` as ``after`` for the requests
+        made after it. A request decided while you page leaves the queue; none is shown twice.
+        """
         _refuse_in_loop("approvals")
-        return self._approvals(saga_id, limit=limit, where=saga_filter(prefix, tool, since, until))
+        where = saga_filter(prefix, tool, since, until)
+        return self._approvals(saga_id, limit=limit, after=after, where=where)
 
     async def approvals_async(
         self,
         saga_id: str | None = None,
         *,
         limit: int | None = None,
+        after: str | None = None,
         prefix: str | None = None,
         tool: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
     ) -> list[PendingApproval]:
         where = saga_filter(prefix, tool, since, until)
-        return await asyncio.to_thread(partial(self._approvals, saga_id, limit=limit, where=where))
+        return await asyncio.to_thread(
+            partial(self._approvals, saga_id, limit=limit, after=after, where=where)
+        )
 
     def _approvals(
-        self, saga_id: str | None, *, limit: int | None = None, where: SagaFilter = ANY_SAGA
+        self,
+        saga_id: str | None,
+        *,
+        limit: int | None = None,
+        after: str | None = None,
+        where: SagaFilter = ANY_SAGA,
     ) -> list[PendingApproval]:
         _require_limit(limit)
-        requests = self._pending(saga_id, where)[:limit]
+        position = decode_request_cursor(after) if after is not None else None
+        requests = self._pending(saga_id, where)
+        if position is not None:  # the queue's order key, oldest first
+            requests = [r for r in requests if (r.created_at, r.saga_id, r.journal_seq) > position]
+        requests = requests[:limit]
         states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
         now = utc_now()
         required = _view.required_in(self.registry)

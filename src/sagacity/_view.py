@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from sagacity._compensation import undo_preview
 from sagacity._state import (
     Call,
+    Compensation,
     Gate,
     SagaState,
     held_approvals,
@@ -28,6 +29,7 @@ from sagacity.model import (
     ApprovalRequest,
     CallStatus,
     CallView,
+    CompensationView,
     Entry,
     InDoubtCall,
     JournaledDecision,
@@ -84,7 +86,16 @@ def call_view(call: Call, live: bool = True) -> CallView:
 def decision(entry: Entry, decides: int | None) -> JournaledDecision:
     """A decision entry's target, approver and reason, as the fold reads them."""
     approver, reason = parse_decision_payload(entry.payload)
-    return JournaledDecision(entry.seq, entry.phase, decides, approver or None, reason)
+    return JournaledDecision(entry.seq, entry.phase, decides, approver or None, reason, entry.timestamp)
+
+
+def compensation_view(comp: Compensation) -> CompensationView:
+    """A compensation as journaled: its INTENT's tool, input and time (the outcome's when it has
+    no INTENT) and its outcome."""
+    first = comp.intent or comp.outcome
+    assert first is not None  # the fold makes one only for an INTENT or an outcome
+    started = comp.intent.timestamp if comp.intent is not None else None
+    return CompensationView(comp.executed_seq, first.tool_name, first.input, started, comp.outcome)
 
 
 def gate_view(state: SagaState, gate: Gate, required: Required, live: bool = True) -> ApprovalGate:
@@ -237,7 +248,15 @@ def saga_view(
         state.compensating,
         not misaligned(state, {r.journal_seq for r in rows}),
         keyed,
+        state.principal,
+        tuple(compensation_view(c) for c in sorted(state.compensations.values(), key=_begun)),
     )
+
+
+def _begun(comp: Compensation) -> int:
+    """The seq a compensation's first entry has: compensations in the order they started."""
+    first = comp.intent or comp.outcome
+    return first.seq if first is not None else 0
 
 
 def _waited(request: ApprovalRequest, now: datetime) -> timedelta:

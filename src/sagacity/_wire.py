@@ -24,10 +24,11 @@ from sagacity.model import (
     ApprovalRequest,
     CallStatus,
     CallView,
+    CompensationView,
     InDoubtCall,
     JournaledDecision,
     PendingApproval,
-    SagaDetail,
+    Phase,
     SagaResult,
     SagaSummary,
     SagaView,
@@ -35,6 +36,7 @@ from sagacity.model import (
 )
 
 if TYPE_CHECKING:
+    from sagacity.tools import ToolSpec
     from sagacity.workflows import WorkflowView
 
 JSON = dict[str, Any]
@@ -84,9 +86,12 @@ def approval_json(pending: PendingApproval) -> JSON:
     }
 
 
-def request_detail_json(pending: PendingApproval, saga: SagaView) -> JSON:
+def request_detail_json(pending: PendingApproval, saga: SagaView, tool: ToolSpec | None) -> JSON:
     """One pending request with its saga's journal so far: what an approver decides on, and what
-    a rejection would undo (``compensations``, in the order they would run)."""
+    a rejection would undo (``compensations``, in the order they would run). Beside it, the
+    saga's context (its ``principal``, ``startedAt`` and earlier ``calls``) and what the tool
+    does (``toolDescription``, from ``tool``, the registration in this process; null when the
+    tool is not registered here, so nobody can say)."""
     return {
         **approval_json(pending),
         "sagaStatus": str(saga.status),
@@ -94,6 +99,10 @@ def request_detail_json(pending: PendingApproval, saga: SagaView) -> JSON:
         "journal": [e.to_json() for e in saga.entries],
         "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
         "compensations": [undo_json(step) for step in saga.undo],
+        "toolDescription": tool.description if tool is not None else None,
+        "principal": saga.principal,
+        "startedAt": iso(saga.started_at),
+        "calls": [call_json(c) for c in saga.calls if c.seq < pending.request.journal_seq],
     }
 
 
@@ -149,22 +158,40 @@ def journaled_decision_json(decision: JournaledDecision) -> JSON:
         "decides": decision.decides,
         "approver": decision.approver,
         "reason": decision.reason,
+        "decidedAt": iso(decision.decided_at),
     }
 
 
 def call_json(call: CallView) -> JSON:
-    """One tool call of a saga view: its INTENT's seq, status, and result or error once known."""
+    """One tool call of a saga view: its INTENT's seq, status, and result or error once known
+    (``finishedAt``: its outcome's time)."""
     return {
         "seq": call.seq,
         "toolName": call.tool_name,
         "input": call.input,
         "status": str(call.status),
         "startedAt": iso(call.started_at),
+        "finishedAt": iso(call.outcome.timestamp) if call.outcome is not None else None,
         "callId": call.call_id,
         "gateSeq": call.gate_seq,
         "result": call.result,
         "error": call.error,
         "resolvedBy": call.resolved_by,
+    }
+
+
+def compensation_json(comp: CompensationView) -> JSON:
+    """One compensation of a saga view: the call it undoes (``compensatesSeq``, its EXECUTED
+    entry), when it started and finished, and how it ended (null while it has no outcome)."""
+    outcome = comp.outcome
+    return {
+        "compensatesSeq": comp.executed_seq,
+        "toolName": comp.tool_name,
+        "input": comp.input,
+        "startedAt": iso(comp.started_at),
+        "finishedAt": iso(outcome.timestamp) if outcome is not None else None,
+        "outcome": outcome.phase if outcome is not None else None,
+        "error": outcome.payload_text if outcome is not None and not comp.succeeded else None,
     }
 
 
@@ -245,7 +272,9 @@ def verification_json(verification: Verification) -> JSON:
     }
 
 
-def saga_json(saga: SagaDetail) -> JSON:
+def saga_json(saga: SagaView) -> JSON:
+    """A saga: its journal and verification, and the view's reading of it (its calls, gates,
+    decisions and compensations with their times: what a timeline draws)."""
     return {
         "sagaId": saga.saga_id,
         "status": str(saga.status),
@@ -255,6 +284,12 @@ def saga_json(saga: SagaDetail) -> JSON:
         "decisions": [journaled_decision_json(d) for d in saga.decisions],
         "pendingApprovals": [approval_json(p) for p in saga.pending],
         "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
+        "principal": saga.principal,
+        "startedAt": iso(saga.started_at),
+        "updatedAt": iso(saga.updated_at),
+        "calls": [call_json(c) for c in saga.calls],
+        "gates": [gate_json(g) for g in saga.gates],
+        "compensations": [compensation_json(c) for c in saga.compensations],
     }
 
 
@@ -367,4 +402,65 @@ def workflow_run_json(view: WorkflowView, *, full: bool = False) -> JSON:
         "updatedAt": iso(view.updated_at),
         "chainValid": view.valid,
         "stages": stages,
+    }
+
+
+def _stopped_waiting(gate: ApprovalGate, view: SagaView) -> datetime | None:
+    """When ``gate`` stopped waiting: its rejection, its resume, or (voided with no decision
+    journaled) its saga's last entry at the latest; None while it still waits."""
+    if gate.open:
+        return None
+    if gate.rejection is not None and gate.rejection.decided_at is not None:
+        return gate.rejection.decided_at
+    if gate.resumed is not None:
+        return gate.resumed.started_at
+    return view.updated_at
+
+
+def activity_json(
+    views: Iterable[SagaView], start: datetime, end: datetime, buckets: int, *, complete: bool
+) -> JSON:
+    """Decisions and pending approvals over ``[start, end)``, ``buckets`` slices (the dashboard's
+    chart): per slice the gate decisions journaled in it and the gates waiting at its end.
+
+    A projection of saga views: ``views`` must hold every saga with a gate decided in the window
+    or still waiting (the sagas updated since ``start`` and those with a request pending);
+    ``complete`` False says some were left out, so the counts are a lower bound."""
+    width = (end - start) / buckets
+    approved = [0] * buckets
+    rejected = [0] * buckets
+    waits: list[tuple[datetime, datetime | None]] = []
+    read = 0
+    for view in views:
+        read += 1
+        gate_seqs = {g.seq for g in view.gates}
+        for d in view.decisions:
+            at = d.decided_at
+            if d.decides not in gate_seqs or at is None or not start <= at < end:
+                continue
+            slot = min(buckets - 1, int((at - start) / width))
+            if d.phase == Phase.APPROVED:
+                approved[slot] += 1
+            elif d.phase == Phase.REJECTED:
+                rejected[slot] += 1
+        waits += [(g.requested_at, _stopped_waiting(g, view)) for g in view.gates]
+    slices = []
+    for n in range(buckets):
+        edge = start + width * (n + 1)
+        waiting = sum(1 for asked, done in waits if asked <= edge and (done is None or done > edge))
+        slices.append(
+            {
+                "start": iso(start + width * n),
+                "approved": approved[n],
+                "rejected": rejected[n],
+                "pending": waiting,
+            }
+        )
+    return {
+        "from": iso(start),
+        "until": iso(end),
+        "bucketSeconds": width.total_seconds(),
+        "buckets": slices,
+        "sagasRead": read,
+        "complete": complete,
     }

@@ -44,6 +44,8 @@ __all__ = [
 
 #: How long an unfinished state may last before the doctor calls it a finding.
 DEFAULT_OLDER_THAN = timedelta(minutes=5)
+#: Abandoned-looking sagas asked about in one liveness probe (bounds what a ``--full`` run keeps).
+_LIVENESS_BATCH = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,19 +301,51 @@ def diagnose(
         flagged = [row.saga_id for row in sg.index.watched(Watch.ATTENTION)]
         saga_count = sum(sg.index.counts().values())
         journals = sg.index.journals(flagged).items()  # read together, a few statements
+    total = saga_count if full else len(flagged)
+    findings.extend(journal_findings(sg, journals, pending_by_saga, now, older_than, progress, total))
+    findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
+    return Diagnosis(findings, saga_count, recent, expired)
+
+
+def journal_findings(
+    sg: Sagacity,
+    journals: Iterable[tuple[str, list[Entry]]],
+    pending_by_saga: dict[str, set[int]],
+    now: datetime,
+    older_than: timedelta,
+    progress: Progress | None,
+    total: int,
+) -> list[Finding]:
+    """What each journal read says (its chain, its folded state); sagas that look abandoned are
+    asked about in one liveness probe per batch, not one each."""
+    findings: list[Finding] = []
     checked = read = 0
+    abandoned: list[SagaState] = []
+
+    def judge_abandoned() -> None:
+        live = sg.engine.live_among([state.saga_id for state in abandoned])
+        for state in abandoned:
+            pending_seqs = pending_by_saga.get(state.saga_id, set())
+            findings.extend(state_findings(state, pending_seqs, now, older_than, live=state.saga_id in live))
+        abandoned.clear()
+
     for sid, entries in journals:
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)
         state = fold(sid, entries)
-        live = state.status is SagaStatus.ABANDONED and bool(sg.engine.live_among([sid]))
-        findings.extend(state_findings(state, pending_by_saga.get(sid, set()), now, older_than, live=live))
+        if state.status is SagaStatus.ABANDONED:
+            abandoned.append(state)
+            if len(abandoned) >= _LIVENESS_BATCH:
+                judge_abandoned()
+        else:
+            findings.extend(state_findings(state, pending_by_saga.get(sid, set()), now, older_than))
         checked, read = checked + 1, read + len(entries)
         if progress is not None:
-            progress(checked, saga_count if full else len(flagged), read)
-    findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
-    return Diagnosis(findings, saga_count, recent, expired)
+            progress(checked, total, read)
+    if abandoned:
+        judge_abandoned()
+    return findings
 
 
 def human_duration(delta: timedelta) -> str:

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from sagacity._json import unescape_text
-from sagacity._paging import encode_cursor
+from sagacity._paging import encode_cursor, encode_request_cursor
 from sagacity.chain import Verification
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "CompensationContext",
     "CompensationOutcome",
     "CompensationStep",
+    "CompensationView",
     "Entry",
     "InDoubtCall",
     "JournaledDecision",
@@ -353,12 +354,20 @@ class PendingApproval:
         """Enough distinct approvals in the journal, not expired, and the row agrees with the journal."""
         return len(self.approvers) >= self.approvals_required and not self.expired and self.matches_journal
 
+    @property
+    def cursor(self) -> str:
+        """Where a queue page ending with this request ends: ``Sagacity.approvals(after=...)``
+        goes on from it."""
+        r = self.request
+        return encode_request_cursor(r.created_at, r.saga_id, r.journal_seq)
+
 
 @dataclass(frozen=True, slots=True)
 class JournaledDecision:
     """A decision entry of a saga's journal: an approval, rejection or resolution of entry ``decides``.
 
-    ``approver`` is None for the library's own decisions (an expiry, a void, a payload mismatch).
+    ``approver`` is None for the library's own decisions (an expiry, a void, a payload mismatch);
+    ``decided_at`` is the decision entry's timestamp.
     """
 
     seq: int
@@ -366,6 +375,7 @@ class JournaledDecision:
     decides: int | None
     approver: str | None
     reason: str
+    decided_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,6 +478,26 @@ class UndoStep:
 
 
 @dataclass(frozen=True, slots=True)
+class CompensationView:
+    """The compensation of the call whose EXECUTED entry is ``executed_seq``, as journaled.
+
+    ``started_at`` is its INTENT's time (None: journaled without one, by an older release);
+    ``outcome`` the COMPENSATED or COMPENSATION_FAILED entry once known (None: running, or in
+    doubt once its process is gone)."""
+
+    executed_seq: int
+    tool_name: str
+    input: str
+    started_at: datetime | None
+    outcome: Entry | None = None
+
+    @property
+    def succeeded(self) -> bool | None:
+        """True: COMPENSATED; False: COMPENSATION_FAILED; None: no outcome yet."""
+        return None if self.outcome is None else self.outcome.phase == Phase.COMPENSATED
+
+
+@dataclass(frozen=True, slots=True)
 class SagaView:
     """One saga as its journal tells it, read at one moment: what ``Sagacity.view`` returns.
 
@@ -504,6 +534,10 @@ class SagaView:
     requests_aligned: bool = True
     #: The framework's call id -> the latest call or gate journaled under it (see :meth:`find`).
     keyed: Mapping[str, CallView | ApprovalGate] = field(default_factory=dict, repr=False, compare=False)
+    #: The principal the saga was started for (its START's), None when it journals none.
+    principal: str | None = None
+    #: The compensations journaled, in the order they started (a timeline's undo steps).
+    compensations: tuple[CompensationView, ...] = ()
 
     @property
     def valid(self) -> bool:

@@ -110,6 +110,15 @@ class ToolSpec:
         return self.reversibility is Reversibility.IRREVERSIBLE
 
     @property
+    def description(self) -> str:
+        """What the tool does, as its caller was told: the definition's description (an MCP
+        tool's, as the upstream listed it), else the function's docstring; "" when it has none."""
+        if self.definition is not None:
+            described = self.definition.get("description")
+            return described if isinstance(described, str) else ""
+        return inspect.getdoc(self.fn) or ""
+
+    @property
     def definition_hash(self) -> str:
         """``sha256:<hex>`` of the definition as canonical JSON (sorted keys, compact): what a
         gate is approved under, and what an MCP call journals."""
@@ -117,7 +126,7 @@ class ToolSpec:
         if definition is None:
             definition = {
                 "name": self.name,
-                "description": inspect.getdoc(self.fn) or "",
+                "description": self.description,
                 "inputSchema": str(self.signature),
             }
         return definition_digest(definition)

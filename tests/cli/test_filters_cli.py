@@ -87,6 +87,48 @@ def test_approvals_list_filters(runner: CliRunner, db_url: str, journal: Sagacit
     assert table.output.strip() == "no pending approval requests"
 
 
+def test_approvals_list_pages_after_a_cursor_with_a_next_page_hint(
+    runner: CliRunner, db_url: str, journal: Sagacity
+) -> None:
+    """`approvals list --limit N` prints, under a full page, the command for the next one (the
+    filters and page size repeated); following the hints walks the queue once, oldest first."""
+    seen: list[str] = []
+    args = ["approvals", "list", "--limit", "1", "--since", "2000-01-01"]
+    while True:
+        done = cli(runner, db_url, *args)
+        assert done.exit_code == 0, done.output
+        lines = done.output.strip().splitlines()
+        seen += [saga for saga in ("order-1", "order-2", "refund-1") if f" {saga} " in done.output]
+        if not lines[-1].startswith("next page: "):
+            break
+        assert "--limit 1 --since 2000-01-01T00:00:00.000000Z" in lines[-1]
+        args = lines[-1].removeprefix("next page: sagacity ").split()
+    assert seen == ["order-1", "order-2", "refund-1"]
+    assert done.output.strip() == "no pending approval requests"  # the page after the last
+
+
+def test_approvals_list_hint_goes_to_stderr_beside_machine_output(db_url: str, journal: Sagacity) -> None:
+    """With -q or --json, stdout holds only the data (a pipe reads it as is); the hint is on stderr."""
+    base = [sys.executable, "-m", "sagacity.cli", "approvals", "list", "--db", db_url, "--limit", "2"]
+    ids = subprocess.run([*base, "-q"], capture_output=True, text=True, check=True, timeout=120)
+    assert [line.split("\t")[0] for line in ids.stdout.splitlines()] == ["order-1", "order-2"]
+    cursor = ids.stderr.split("--after ")[1].split()[0]
+    page = subprocess.run([*base, "--json", "--after", cursor], capture_output=True, text=True, check=True)
+    assert [a["sagaId"] for a in json.loads(page.stdout)] == ["refund-1"]
+    assert page.stderr == ""  # not a full page: no hint
+
+
+@pytest.mark.parametrize("cursor", ["nope", "WyIyMDI2LTEyLTAyVDEwOjAwOjAwLjAwMDAwMCIsIm9yZGVyLTAiXQ"])
+def test_approvals_list_refuses_a_cursor_it_did_not_make(
+    runner: CliRunner, db_url: str, journal: Sagacity, cursor: str
+) -> None:
+    """Garbage, or a `sagas list` cursor: one clear line naming --after's value, exit 2."""
+    done = cli(runner, db_url, "approvals", "list", "--after", cursor)
+    assert done.exit_code == 2
+    assert "is not an approval-queue cursor" in done.output
+    assert "Traceback" not in done.output
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

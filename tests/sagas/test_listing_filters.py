@@ -133,6 +133,40 @@ def test_approval_filters(sg: tuple[Sagacity, dict[str, datetime]]) -> None:
     assert [p.request.saga_id for p in sagacity.approvals(prefix="order", limit=1)] == ["order-5"]
 
 
+def test_pages_of_the_approval_queue_cover_it_once(sg: tuple[Sagacity, dict[str, datetime]]) -> None:
+    """``approvals(after=cursor)`` goes on after the request the cursor names, oldest first, with
+    the filters; a request decided meanwhile leaves the queue and its cursor still pages on."""
+    sagacity, before = sg
+    assert sagacity.run("pay-2", _gated, 30).status is SagaStatus.AWAITING_APPROVAL
+    whole = [p.request.saga_id for p in sagacity.approvals()]
+    assert whole == ["pay-1", "order-5", "pay-2"]
+    seen: list[str] = []
+    after = None
+    while page := sagacity.approvals(limit=1, after=after):
+        seen += [p.request.saga_id for p in page]
+        after = page[-1].cursor
+    assert seen == whole
+    first = sagacity.approvals(prefix="pay", limit=1)
+    assert [p.request.saga_id for p in first] == ["pay-1"]
+    sagacity.reject("pay-1", first[0].request.journal_seq, "carol", "not this one")
+    rest = sagacity.approvals(prefix="pay", after=first[0].cursor)
+    assert [p.request.saga_id for p in rest] == ["pay-2"]
+    later = sagacity.approvals(after=first[0].cursor, since=before["order-5"], limit=5)
+    assert [p.request.saga_id for p in later] == ["order-5", "pay-2"]
+
+
+def test_a_cursor_from_elsewhere_is_refused() -> None:
+    """A saga-list cursor is not an approval-queue cursor, nor the reverse: each says so."""
+    with Sagacity("memory://") as sagacity:
+        sagacity.run("pay-1", _gated, 10)
+        request_cursor = sagacity.approvals()[0].cursor
+        saga_cursor = sagacity.sagas()[0].cursor
+        with pytest.raises(InvalidValueError, match="not an approval-queue cursor"):
+            sagacity.approvals(after=saga_cursor)
+        with pytest.raises(InvalidValueError, match="not a saga-list cursor"):
+            sagacity.sagas(after=request_cursor)
+
+
 @pytest.mark.parametrize(
     ("filters", "message"),
     [

@@ -106,13 +106,19 @@ def test_saga_detail_reads_status_journal_decisions_requests_and_doubt(sg: Sagac
     assert detail.entries == tuple(sg.entries("payout"))
     assert detail.verification.valid
     # seq + 1 is the run's END (it returned with the gate open), then the approval
-    assert detail.decisions == (JournaledDecision(seq + 2, Phase.APPROVED, seq, "alice", ""),)
+    approval = detail.entries[seq + 1]  # seq + 2: the decision is timed by its entry
+    assert detail.decisions == (
+        JournaledDecision(seq + 2, Phase.APPROVED, seq, "alice", "", approval.timestamp),
+    )
     assert [p.request.journal_seq for p in detail.pending] == [seq]
     assert detail.in_doubt == ()
     sg.reject("payout", seq, "bob", "too much")
     rejected = sg.saga_detail("payout")
     assert rejected.status is SagaStatus.REJECTED
-    assert rejected.decisions[-1] == JournaledDecision(seq + 3, Phase.REJECTED, seq, "bob", "too much")
+    rejection = rejected.entries[seq + 2]
+    assert rejected.decisions[-1] == JournaledDecision(
+        seq + 3, Phase.REJECTED, seq, "bob", "too much", rejection.timestamp
+    )
     assert rejected.pending == ()
     with pytest.raises(SagaNotFoundError):
         sg.saga_detail("nobody")

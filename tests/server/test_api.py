@@ -603,6 +603,69 @@ async def test_approvals_limit_answers_the_oldest_and_the_total_in_a_header(
     assert "limit" in bad.json()["error"]
 
 
+async def test_approvals_are_filtered_and_paged_like_the_saga_list(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any]
+) -> None:
+    """GET /approvals takes the saga list's filters (prefix, tool, since, until) and pages by cursor:
+    a full page carries X-Next-Cursor, ?after= goes on from it, the last page has none, and
+    X-Total-Count counts what the filters keep (#25). The body stays the Java starter's bare list."""
+    for saga_id in ("order-0", "order-1", "refund-0"):
+        await gate(saga_id)
+    await gate("payout-0", agent="four_eyes")
+    queue = await sg.approvals_async()
+    middle = queue[1].request.created_at
+
+    async def listed(**params: str) -> httpx.Response:
+        response = await client.get("/sagacity/approvals", params=params, headers=ALICE)
+        assert response.status_code == 200, response.text
+        return response
+
+    async def ids(**params: str) -> list[str]:
+        return [a["sagaId"] for a in (await listed(**params)).json()]
+
+    assert await ids(prefix="order-") == ["order-0", "order-1"]
+    assert (await listed(prefix="order-")).headers["X-Total-Count"] == "2"
+    assert await ids(tool="srv_payout") == ["payout-0"]
+    assert await ids(tool="srv_reserve") == []  # the held tool, not any tool of the saga
+    assert await ids(since=middle.isoformat()) == ["order-1", "refund-0", "payout-0"]
+    assert await ids(until=middle.isoformat() + "Z") == ["order-0"]
+    assert await ids(since=middle.isoformat(), prefix="refund") == ["refund-0"]
+
+    first = await listed(limit="2")
+    assert [a["sagaId"] for a in first.json()] == ["order-0", "order-1"]
+    assert first.headers["X-Total-Count"] == "4"
+    second = await listed(limit="2", after=first.headers["X-Next-Cursor"])
+    assert [a["sagaId"] for a in second.json()] == ["refund-0", "payout-0"]
+    last = await listed(limit="2", after=second.headers["X-Next-Cursor"])
+    assert last.json() == []
+    assert "X-Next-Cursor" not in last.headers
+    filtered = await listed(limit="1", prefix="order-")
+    assert await ids(limit="1", prefix="order-", after=filtered.headers["X-Next-Cursor"]) == ["order-1"]
+    assert "X-Next-Cursor" not in (await listed(limit="5")).headers  # not a full page
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"limit": "0"},
+        {"limit": "x"},
+        {"after": "bm90IGEgY3Vyc29y"},
+        {"after": "WyIyMDI2LTEyLTAyVDEwOjAwOjAwLjAwMDAwMCIsIm9yZGVyLTAiXQ"},  # a saga-list cursor
+        {"since": "yesterday"},
+        {"until": "2026-13-01"},
+        {"prefix": "x" * 513},
+        {"tool": "x" * 513},
+    ],
+)
+async def test_bad_approval_list_parameters_are_400(
+    client: httpx.AsyncClient, params: dict[str, str]
+) -> None:
+    """A bad filter or cursor on GET /approvals is a 400 {error} naming the parameter, as on GET /sagas."""
+    response = await client.get("/sagacity/approvals", params=params, headers=ALICE)
+    assert response.status_code == 400
+    assert next(iter(params)) in response.json()["error"]
+
+
 async def test_the_requester_may_not_approve_their_own_four_eyes_request(
     client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType
 ) -> None:

@@ -121,6 +121,7 @@ async def test_the_journal_and_the_saga_page_name_exactly_the_principal(
             "decides": seq,
             "approver": "bob@example.com",
             "reason": "fine by me; approver=ceo",
+            "decidedAt": rejected.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
         }
     ]
 

@@ -30,6 +30,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sagacity approvals list --tool send_wire_transfer --since 2h",
         "sagacity approvals list --watch --interval 5",
         "sagacity approvals list --prefix order- -q",
+        "sagacity approvals list --limit 20",
     ),
     "approvals show": (
         "sagacity approvals show order-123 5",

@@ -11,6 +11,7 @@ import getpass
 import importlib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -248,3 +249,17 @@ def filter_options(*, tool: str, moment: str) -> Callable[[F], F]:
         return decorated  # type: ignore[no-any-return]
 
     return decorate
+
+
+def next_page_hint(command: str, cursor: str, options: dict[str, Any]) -> str:
+    """The line under a full page: the command that shows the next one, ``options`` repeated (a
+    moment as ISO 8601 UTC, None left out), so the filters and page size carry over."""
+    words = [f"sagacity {command} --after {cursor}"]
+    for name, value in options.items():
+        if value is None:
+            continue
+        text = (
+            value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if isinstance(value, datetime) else value
+        )
+        words.append(f"--{name.replace('_', '-')} {shlex.quote(str(text))}")
+    return "next page: " + " ".join(words)

@@ -22,11 +22,13 @@ import click
 
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
+    Digits,
     echo_json,
     filter_options,
     identity_option,
     import_option,
     json_option,
+    next_page_hint,
     output_option,
     reason_option,
     resolve_identity,
@@ -115,6 +117,13 @@ def requester_text(pending: PendingApproval) -> str:
 
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
+@click.option("--limit", type=Digits(min=1), help="At most N requests, the oldest (default: all).")
+@click.option(
+    "--after",
+    metavar="CURSOR",
+    help="Go on after this cursor: the next page (printed under a full page; on stderr with -o json, "
+    "csv or -q).",
+)
 @filter_options(tool="Only requests to run the tool NAME.", moment="requests made")
 @click.option(
     "--watch",
@@ -134,6 +143,8 @@ def requester_text(pending: PendingApproval) -> str:
 @db_option
 def list_(
     saga_id: str | None,
+    limit: int | None,
+    after: str | None,
     filters: dict[str, Any],
     watch: bool,
     interval: float,
@@ -143,8 +154,10 @@ def list_(
     """Requests waiting for a decision or a resume, oldest first. Read-only.
 
     The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
-    With --watch the table is read again and redrawn until Ctrl-C (on a terminal; in a pipe each
-    reading is printed after the last, under a line with its time).
+    With --limit the queue comes a page at a time: under a full page a line gives the command
+    for the next (the filters repeated). With --watch the table is read again and redrawn until
+    Ctrl-C (on a terminal; in a pipe each reading is printed after the last, under a line with
+    its time).
     """
     from sagacity._wire import approval_json
 
@@ -152,9 +165,9 @@ def list_(
         raise click.UsageError("--watch draws a table: use it with -o table or -o wide")
     with open_sagacity(db_url) as sg:
         if watch:
-            _watch(lambda: sg.approvals(saga_id, **filters), interval, output)
+            _watch(lambda: sg.approvals(saga_id, limit=limit, after=after, **filters), interval, output)
             return
-        pending = sg.approvals(saga_id, **filters)
+        pending = sg.approvals(saga_id, limit=limit, after=after, **filters)
     if output == JSON:
         echo_json([approval_json(p) for p in pending])
     elif output == IDS:
@@ -162,6 +175,11 @@ def list_(
             click.echo(f"{p.request.saga_id}\t{p.request.journal_seq}")
     else:
         _show_requests(pending, output)
+    if limit is not None and len(pending) == limit:
+        again = {"saga": saga_id, "limit": limit, **filters}
+        # Beside machine output (a bare list, ids, csv) the hint goes to stderr, out of the data.
+        out = console(stderr=output not in (TABLE, WIDE))
+        out.print(next_page_hint("approvals list", pending[-1].cursor, again), markup=False, soft_wrap=True)
 
 
 def _show_requests(pending: list[PendingApproval], output: str, out: Console | None = None) -> None:
@@ -234,7 +252,7 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
         saga = sg.view(saga_id)
     pending = find_request(saga, seq)
     if output == JSON:
-        echo_json(request_detail_json(pending, saga))
+        echo_json(request_detail_json(pending, saga, sg.registry.find(pending.request.tool_name)))
         return
     if output == "csv":
         show_journal(saga.entries, output=output)

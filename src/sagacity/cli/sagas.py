@@ -9,7 +9,6 @@ tool is not registered.
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote as quote_path
@@ -25,6 +24,7 @@ from sagacity.cli._options import (
     identity_option,
     import_option,
     json_option,
+    next_page_hint,
     one_line_option,
     output_option,
     resolve_identity,
@@ -119,16 +119,8 @@ def list_(
         output=output,
     )
     if page["next"] is not None and output != "csv":
-        again = [f"--status {status}"] if status else []
-        again += [f"--{name} {quote(_as_option(value))}" for name, value in filters.items()]
-        out.print(f"next page: sagacity sagas list --after {page['next']} {' '.join(again)}".rstrip())
-
-
-def _as_option(value: object) -> str:
-    """A filter's value as typed again (a moment as ISO 8601 UTC)."""
-    if isinstance(value, datetime):
-        return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return str(value)
+        again = {"limit": limit, "status": status, **filters}
+        out.print(next_page_hint("sagas list", page["next"], again), markup=False, soft_wrap=True)
 
 
 @sagas.command()
@@ -147,7 +139,7 @@ def show(saga_id: str, output: str, db_url: str) -> None:
     from sagacity.doctor import human_duration
 
     with open_sagacity(db_url) as sg:
-        saga = sg.saga_detail(saga_id)
+        saga = sg.view(saga_id)
     status, entries, verification, in_doubt = saga.status, saga.entries, saga.verification, saga.in_doubt
     if output == JSON:
         echo_json(saga_json(saga))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from sagacity import Sagacity
 from sagacity._wire import (
+    activity_json,
     approval_json,
     decision_json,
     diagnosis_json,
@@ -51,6 +52,11 @@ from sagacity.model import SagaDetail, SagaStatus
 from sagacity.server._errors import RETRY_AFTER, ApiError, about
 from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
+
+#: Slices of GET /activity's window (one bar each in the dashboard's chart).
+ACTIVITY_BUCKETS = 24
+#: Sagas GET /activity reads at most (a view each); beyond it the answer says it is incomplete.
+ACTIVITY_SAGAS = 500
 
 #: The journal's seq is a BIGINT: anything larger names no entry and would overflow the driver.
 MAX_SEQ = 2**63 - 1
@@ -172,6 +178,9 @@ def me(who: Anyone, request: Request) -> dict[str, Any]:
     return {"name": who.name, "roles": sorted(who.roles), "insecure": insecure}
 
 
+_PREFIX_QUERY = Query(max_length=512, description="Only saga ids that start with this (case-sensitive).")
+
+
 @router.get("/approvals", tags=["approvals"], summary="Pending approval requests, oldest first")
 def list_approvals(
     who: Approver,
@@ -180,10 +189,28 @@ def list_approvals(
     limit: Annotated[
         int | None, Query(ge=1, le=1000, description="At most this many, the oldest (default: all)."), Digits
     ] = None,
+    after: Annotated[
+        str | None,
+        Query(max_length=2048, description="The X-Next-Cursor of the previous page: go on after it."),
+    ] = None,
+    prefix: Annotated[str | None, _PREFIX_QUERY] = None,
+    tool: Annotated[str | None, Query(max_length=512, description="Only requests to run this tool.")] = None,
+    since: Annotated[
+        datetime | None,
+        Query(description="Only requests made at or after this ISO 8601 time (UTC without an offset)."),
+    ] = None,
+    until: Annotated[
+        datetime | None, Query(description="Only requests made before this ISO 8601 time.")
+    ] = None,
 ) -> list[dict[str, Any]]:
-    # The Java starter's body (a bare list); how many are pending in all goes in a header.
-    response.headers["X-Total-Count"] = str(len(sg.pending_approvals()))
-    return [approval_json(p) for p in sg.approvals(limit=limit)]
+    # The Java starter's body (a bare list), so the paging rides in headers: how many requests
+    # the filters keep in all, and under a full page the cursor of the next one.
+    filters: dict[str, Any] = {"prefix": prefix, "tool": tool, "since": since, "until": until}
+    page = sg.approvals(limit=limit, after=after, **filters)
+    response.headers["X-Total-Count"] = str(len(sg.pending_approvals(**filters)))
+    if limit is not None and len(page) == limit:
+        response.headers["X-Next-Cursor"] = page[-1].cursor
+    return [approval_json(p) for p in page]
 
 
 @router.get(
@@ -201,7 +228,7 @@ def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: Saga
     pending = saga.request(seq)
     if pending is None:
         raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error})
-    return request_detail_json(pending, saga)
+    return request_detail_json(pending, saga, sg.registry.find(pending.request.tool_name))
 
 
 @router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")
@@ -390,9 +417,7 @@ def list_sagas(
     after: Annotated[
         str | None, Query(max_length=2048, description='The "next" of the previous page: go on after it.')
     ] = None,
-    prefix: Annotated[
-        str | None, Query(max_length=512, description="Only saga ids that start with this (case-sensitive).")
-    ] = None,
+    prefix: Annotated[str | None, _PREFIX_QUERY] = None,
     tool: Annotated[
         str | None, Query(max_length=512, description="Only sagas whose journal has a call of this tool.")
     ] = None,
@@ -416,9 +441,40 @@ def overview(who: Auditor, sg: SagacityDep) -> dict[str, Any]:
     return {"counts": {str(k): v for k, v in sorted(counts.items())}, "total": sum(counts.values())}
 
 
+@router.get(
+    "/activity",
+    tags=["approvals"],
+    summary="Decisions and pending approvals over the last hours, 24 buckets (read-only)",
+)
+def activity(
+    who: Approver,
+    sg: SagacityDep,
+    hours: Annotated[int, Query(ge=1, le=24 * 90, description="How far back the window goes."), Digits] = 24,
+) -> dict[str, Any]:
+    """Read from the saga views of the sagas with a request pending now (one asked for before
+    the window and still waiting updated nothing since) and those updated in the window (a
+    decision or a resume is an update): at most ACTIVITY_SAGAS, most recently updated first."""
+    end = datetime.now(UTC).replace(tzinfo=None)
+    start = end - timedelta(hours=hours)
+    ids = list(dict.fromkeys(r.saga_id for r in sg.pending_approvals()))
+    ids += [s.saga_id for s in sg.sagas(since=start, limit=ACTIVITY_SAGAS + 1) if s.saga_id not in ids]
+    views = []
+    for saga_id in ids[:ACTIVITY_SAGAS]:
+        try:
+            views.append(sg.view(saga_id))
+        except SagaNotFoundError:  # gone between the listing and the read
+            continue
+    complete = len(ids) <= ACTIVITY_SAGAS
+    return activity_json(views, start, end, ACTIVITY_BUCKETS, complete=complete)
+
+
 @router.get("/sagas/{sagaId:path}", tags=["audit"], summary="A saga: status, journal, verification")
 def saga(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:
-    return saga_json(_detail_or_404(sg, _saga_id(sagaId)))
+    saga_id = _saga_id(sagaId)
+    try:
+        return saga_json(sg.view(saga_id))
+    except SagaNotFoundError as exc:
+        raise ApiError(404, {"sagaId": saga_id, "error": str(exc)}) from exc
 
 
 @router.get("/in-doubt", tags=["audit"], summary="Calls and compensations with no outcome, oldest first")

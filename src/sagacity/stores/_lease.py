@@ -28,7 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import ClassVar
+from typing import TypeVar, cast
 
 from sagacity.errors import StoreError
 
@@ -72,15 +72,30 @@ class LocalLeases:
                     self._held[saga_id] = (lock, users - 1)
 
 
+_PerFile = TypeVar("_PerFile")
+#: The one object per lock file in this process (``_one_per_file``), by the file's real path.
+_by_path: dict[str, object] = {}
+_by_path_lock = threading.Lock()
+
+
+def _one_per_file(kind: Callable[[str], _PerFile], database: str, suffix: str) -> _PerFile:
+    """The one ``kind`` for the lock file beside ``database`` (named ``<real path><suffix>``) in
+    this process: POSIX record locks belong to the process and all drop when it closes *any*
+    descriptor of the file, so every store on one database must share one open file."""
+    path = os.path.realpath(database) + suffix
+    with _by_path_lock:
+        found = _by_path.get(path)
+        if found is None:
+            found = _by_path[path] = kind(path)
+        return cast(_PerFile, found)
+
+
 class FileLeases:
     """Leases for one SQLite database file, shared by every store on it in this process.
 
     POSIX record locks belong to the process and are all dropped when it closes *any*
     descriptor of the file, so the file is opened once per process and never closed.
     """
-
-    _by_path: ClassVar[dict[str, FileLeases]] = {}
-    _by_path_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -96,12 +111,7 @@ class FileLeases:
 
     @classmethod
     def for_database(cls, database: str) -> FileLeases:
-        path = os.path.realpath(database) + "-sagacity-lease"
-        with cls._by_path_lock:
-            leases = cls._by_path.get(path)
-            if leases is None:
-                leases = cls._by_path[path] = cls(path)
-            return leases
+        return _one_per_file(cls, database, "-sagacity-lease")
 
     @contextmanager
     def hold(self, saga_id: str, *, wait: bool) -> Iterator[bool]:
@@ -237,9 +247,6 @@ class FileLiveness:
     process are not reported by the kernel: they are counted in :class:`LiveLeases`.
     """
 
-    _by_path: ClassVar[dict[str, FileLiveness]] = {}
-    _by_path_lock: ClassVar[threading.Lock] = threading.Lock()
-
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
@@ -248,12 +255,7 @@ class FileLiveness:
 
     @classmethod
     def for_database(cls, database: str) -> FileLiveness:
-        path = os.path.realpath(database) + "-sagacity-live"
-        with cls._by_path_lock:
-            found = cls._by_path.get(path)
-            if found is None:
-                found = cls._by_path[path] = cls(path)
-            return found
+        return _one_per_file(cls, database, "-sagacity-live")
 
     def _descriptor(self, create: bool) -> int | None:
         """The one descriptor of the file in this process (closing any would drop every lock)."""
