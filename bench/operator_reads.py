@@ -53,7 +53,7 @@ from pathlib import Path
 from append import machine, postgres_version, sqlite_version
 
 from sagacity import CompensationContext, Phase, Reversibility, Sagacity, SagaStatus, chain, tool
-from sagacity._doctor import diagnose
+from sagacity.doctor import diagnose
 from sagacity.model import ApprovalRequest, SagaSummary
 
 PAGE = 50

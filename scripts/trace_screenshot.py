@@ -27,7 +27,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import sagacity.otel
-from sagacity import Sagacity, _demo
+from sagacity import Sagacity
+from sagacity.cli import _demo
 
 DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
 RUN = "0721"

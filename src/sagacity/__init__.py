@@ -61,8 +61,8 @@ _WHERE = {
     "allow_irreversible": "sagacity._context",
     "current_call": "sagacity._context",
     "in_current_saga": "sagacity._context",
-    "Diagnosis": "sagacity._doctor",
-    "Finding": "sagacity._doctor",
+    "Diagnosis": "sagacity.doctor",
+    "Finding": "sagacity.doctor",
     "FindingKind": "sagacity.model",
     "Sagacity": "sagacity._sagacity",
     "SagaScope": "sagacity._sagacity",
@@ -96,9 +96,9 @@ _WHERE = {
 
 if _typing.TYPE_CHECKING:
     from sagacity._context import ToolCall, acting_as, allow_irreversible, current_call, in_current_saga
-    from sagacity._doctor import Diagnosis, Finding
     from sagacity._sagacity import Sagacity, SagaScope
     from sagacity.chain import Verification
+    from sagacity.doctor import Diagnosis, Finding
     from sagacity.errors import SagacityError
     from sagacity.model import (
         ApprovalDecision,

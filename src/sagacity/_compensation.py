@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from sagacity import _telemetry
-from sagacity._context import idempotency_key
 from sagacity._effects import Invoke, Operation, Outcome
 from sagacity._engine import Engine, Row
 from sagacity._state import (
@@ -42,6 +41,7 @@ from sagacity._state import (
     decision_input,
     decision_payload,
     end_payload,
+    idempotency_key,
 )
 from sagacity.errors import InvalidValueError
 from sagacity.guardrails._meter import DEBIT, give_back_call
@@ -195,7 +195,8 @@ def compensate(
     Returns None, doing nothing, when ``wait`` is False and another runner holds the lease, or
     when ``only_if`` (the decision to start, checked on the state the start is fenced on) says no.
     """
-    with engine.lease(saga_id, wait=wait) as held, _telemetry.CompensationTrace(saga_id) as trace:
+    traced = _telemetry.CompensationTrace(saga_id) if _telemetry.active else _telemetry.UNTRACED
+    with engine.lease(saga_id, wait=wait) as held, traced as trace:
         if not held:
             return None
         # Read (or caught up) only once the lease is held: an open compensation INTENT in this

@@ -15,8 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from sagacity._state import one_line, start_principal
-from sagacity.chain import frame
+from sagacity._state import idempotency_key, one_line, start_principal
 from sagacity.errors import InvalidValueError, SagaNotFoundError, SagaStateError
 
 P = ParamSpec("P")
@@ -71,19 +70,6 @@ _call: contextvars.ContextVar[CallKey | None] = contextvars.ContextVar("sagacity
 _irreversible_allowed: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "sagacity_irreversible_allowed", default=False
 )
-
-
-def idempotency_key(saga_id: str, seq: int) -> str:
-    """The stable key of the call whose INTENT is (saga_id, seq).
-
-    ``"sgc_"`` + the first 40 hex digits of SHA-256 over the framed saga id and seq (the chain's
-    framing, so ids holding any character cannot collide). 44 ASCII characters: short enough for
-    payment APIs' idempotency headers, the same on every retry and after a restart.
-    """
-    import hashlib
-
-    digest = hashlib.sha256(b"sagacity-idempotency:" + frame(saga_id) + frame(str(seq))).hexdigest()
-    return "sgc_" + digest[:40]
 
 
 @dataclass(frozen=True, slots=True)

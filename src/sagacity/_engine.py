@@ -13,7 +13,6 @@ Ordinary tool INTENT/EXECUTED appends keep the journal's fast path (``Journal.ap
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -25,7 +24,6 @@ from sagacity._state import SagaState, fold
 from sagacity.errors import (
     AppendConflictError,
     ApprovalNotFoundError,
-    InvalidValueError,
     StoreUnavailableError,
 )
 from sagacity.model import ApprovalRequest, Entry, Phase
@@ -38,8 +36,6 @@ if TYPE_CHECKING:
 #: One entry a decision appends: (tool_name, phase, input, payload).
 Row = tuple[str, Phase, str, str]
 
-_IDENTITY = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,256}\Z")
-
 
 def utc_now() -> datetime:
     """Naive UTC with whole microseconds, as the journal stores time."""
@@ -48,16 +44,6 @@ def utc_now() -> datetime:
 
 def age(since: datetime, now: datetime | None = None) -> timedelta:
     return (now or utc_now()) - since
-
-
-def require_identity(approver: str) -> str:
-    """A decision is recorded under a named identity: non-empty, one line, at most 256 chars."""
-    if not isinstance(approver, str) or not _IDENTITY.match(approver) or not approver.strip():
-        raise InvalidValueError(
-            "approver must be a non-empty identity of at most 256 characters without control "
-            f"characters or line breaks, got {approver!r}"
-        )
-    return approver.strip()
 
 
 class Engine:

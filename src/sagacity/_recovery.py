@@ -23,7 +23,7 @@ from datetime import timedelta
 from sagacity._approvals import restore_request
 from sagacity._compensation import CompensationRun, check_tools, compensate
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row, age, require_identity
+from sagacity._engine import Engine, Row, age
 from sagacity._state import (
     GATE_TOOL,
     ON_ABANDON_REPORT,
@@ -33,6 +33,7 @@ from sagacity._state import (
     decision_payload,
     resolution_input,
 )
+from sagacity.checks import require_identity
 from sagacity.errors import SagaStateError
 from sagacity.model import Phase, SagaResult, SagaStatus
 
@@ -128,13 +129,6 @@ def recover(
         if not engine.is_live(saga_id):
             align_requests(engine, saga_id)
     return results
-
-
-def misaligned(state: SagaState, rows: set[int]) -> bool:
-    """Whether a saga's request rows (their seqs) differ from its open gates: a gate without its
-    row, or a row of a gate the journal closed."""
-    open_seqs = set() if state.closed else {g.entry.seq for g in state.open_gates}
-    return bool(open_seqs - rows) or any(seq in state.gates and seq not in open_seqs for seq in rows)
 
 
 def align_requests(engine: Engine, saga_id: str) -> None:

@@ -17,13 +17,11 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
-from sagacity import _approvals, _doctor, _recovery, _telemetry, _view
+from sagacity import _approvals, _recovery, _telemetry, _view, doctor
 from sagacity._approvals import Claim, utc_now
 from sagacity._context import Acting, current_principal, refuse_foreign, require_principal
-from sagacity._doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
-from sagacity._export import export_lines
 from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
@@ -34,12 +32,14 @@ from sagacity._state import (
     LIFE_TOOL,
     ON_ABANDON_COMPENSATE,
     fold,
+    misaligned,
     require_on_abandon,
     start_input,
 )
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification
+from sagacity.doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
@@ -50,6 +50,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaRunningElsewhereError,
 )
+from sagacity.export import export_lines
 from sagacity.guardrails import Guard, KillSwitch, Policy
 from sagacity.model import (
     ApprovalDecision,
@@ -162,6 +163,24 @@ class Sagacity:
         self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
         _telemetry.watch(self, safe_url(self.url), pending=_all_pending, in_doubt=_in_doubt_count)
+
+    # -- guardrails --------------------------------------------------------------------------------
+    @property
+    def guard(self) -> Guard | None:
+        """What judges every call against the guardrails policy (``policy=``), or None: no policy."""
+        return self.engine.guard
+
+    def use_policy(self, policy: Policy) -> Guard:
+        """Put a guardrails ``policy`` in force from now on, whole (journaled first when its text
+        is new), and return the guard that judges by it: this ``Sagacity``'s, or one made now
+        (honouring :attr:`kill_switch`) if it was opened without ``policy=``. For an owner that
+        reads the policy itself, as the MCP gateway reloading its file does."""
+        guard = self.engine.guard
+        if guard is None:
+            guard = self.engine.guard = Guard(self.journal, policy, switch=self.kill_switch)
+        else:
+            guard.use(policy)
+        return guard
 
     # -- running sagas -----------------------------------------------------------------------------
     def run(self, saga_id: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> SagaResult:
@@ -392,11 +411,16 @@ class Sagacity:
         live = self.engine.live_among([r.saga_id for r in rows if r.status in _view.MAY_BE_LIVE])
         return [(r, _view.seen_live(r.status, r.saga_id in live)) for r in rows]
 
-    def view(self, saga_id: str) -> SagaView:
+    def view(self, saga_id: str, *, allow_blocking: bool = False) -> SagaView:
         """One saga as its journal tells it now: status, calls with their status, approval gates,
         decisions, pending requests, in-doubt calls and whether its chain verifies. Read-only: its
-        journal and its request rows, read once; ``SagaNotFoundError`` for an unknown saga."""
-        _refuse_in_loop("view")
+        journal and its request rows, read once; ``SagaNotFoundError`` for an unknown saga.
+
+        Inside a running event loop it refuses (use :meth:`view_async`) unless ``allow_blocking``:
+        for sync code a framework calls on its loop, which cannot await (an adapter building the
+        framework's resume input); the read then holds the loop while it runs."""
+        if not allow_blocking:
+            _refuse_in_loop("view")
         return self._view(saga_id)
 
     async def view_async(self, saga_id: str) -> SagaView:
@@ -562,9 +586,7 @@ class Sagacity:
         gated = {r.saga_id for r in self.index.watched(Watch.ATTENTION) if r.awaiting_approval}
         journals = self.index.journals(sorted(gated | set(rows)))
         aligning = [
-            sid
-            for sid, entries in journals.items()
-            if _recovery.misaligned(fold(sid, entries), rows.get(sid, set()))
+            sid for sid, entries in journals.items() if misaligned(fold(sid, entries), rows.get(sid, set()))
         ]
         due = self._watched(None, Watch.COMPENSATING) + self._watched(None, Watch.ABANDONED)
         return sorted(set(due)), sorted(aligning)
@@ -807,7 +829,7 @@ class Sagacity:
         ``progress(sagas done, sagas, entries read)`` is called after each saga checked.
         """
         _refuse_in_loop("diagnose")
-        return _doctor.diagnose(
+        return doctor.diagnose(
             self, older_than=older_than, now=now, expire=expire, full=full, progress=progress
         )
 
@@ -820,7 +842,7 @@ class Sagacity:
         now: datetime | None = None,
     ) -> Diagnosis:
         return await asyncio.to_thread(
-            partial(_doctor.diagnose, self, older_than=older_than, now=now, expire=expire, full=full)
+            partial(doctor.diagnose, self, older_than=older_than, now=now, expire=expire, full=full)
         )
 
     # -- evidence -------------------------------------------------------------------------------

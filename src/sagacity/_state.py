@@ -44,7 +44,7 @@ from datetime import datetime
 from typing import Any
 
 from sagacity._json import ESCAPED_PREFIX
-from sagacity.chain import GENESIS_HASH
+from sagacity.chain import GENESIS_HASH, frame
 from sagacity.errors import InvalidValueError
 from sagacity.model import Entry, Phase, SagaStatus
 
@@ -280,6 +280,17 @@ def parse_decision_payload(payload: str) -> tuple[str, str]:
     """
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
     return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))
+
+
+def idempotency_key(saga_id: str, seq: int) -> str:
+    """The stable key of the call whose INTENT is (saga_id, seq).
+
+    ``"sgc_"`` + the first 40 hex digits of SHA-256 over the framed saga id and seq (the chain's
+    framing, so ids holding any character cannot collide). 44 ASCII characters: short enough for
+    payment APIs' idempotency headers, the same on every retry and after a restart.
+    """
+    digest = hashlib.sha256(b"sagacity-idempotency:" + frame(saga_id) + frame(str(seq))).hexdigest()
+    return "sgc_" + digest[:40]
 
 
 @dataclass
@@ -551,6 +562,13 @@ def fold(saga_id: str, entries: Iterable[Entry]) -> SagaState:
     for entry in entries:
         state.apply(entry)
     return state
+
+
+def misaligned(state: SagaState, rows: set[int]) -> bool:
+    """Whether a saga's request rows (their seqs) differ from its open gates: a gate without its
+    row, or a row of a gate the journal closed."""
+    open_seqs = set() if state.closed else {g.entry.seq for g in state.open_gates}
+    return bool(open_seqs - rows) or any(seq in state.gates and seq not in open_seqs for seq in rows)
 
 
 def closes_saga(entry: Entry) -> bool:

@@ -957,6 +957,11 @@ class CompensationTrace:
             self.finished("INTERRUPTED")
 
 
+#: The trace of every compensation run while telemetry is off. Built with no telemetry, so each
+#: hook returns at once and keeps no state: one instance serves every run, in every thread.
+UNTRACED = CompensationTrace("")
+
+
 async def _awaited_within(t: _Otel, context: Context, awaitable: Awaitable[Any]) -> Any:
     token = t.context.attach(context)
     try:

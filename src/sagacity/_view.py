@@ -19,6 +19,7 @@ from sagacity._state import (
     Gate,
     SagaState,
     held_approvals,
+    misaligned,
     parse_decision_payload,
     sha256_hex,
 )
@@ -244,6 +245,8 @@ def saga_view(
         state.failure.payload_text if state.failure is not None else None,
         tuple(undo_preview(state, registry)),
         state.closed,
+        state.compensating,
+        not misaligned(state, {r.journal_seq for r in rows}),
         keyed,
         state.principal,
         tuple(compensation_view(c) for c in sorted(state.compensations.values(), key=_begun)),

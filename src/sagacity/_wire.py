@@ -13,9 +13,9 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sagacity._doctor import Diagnosis
 from sagacity._json import encode_result
 from sagacity.chain import Verification
+from sagacity.doctor import Diagnosis
 from sagacity.errors import StoreUnavailableError
 from sagacity.guardrails import Setting
 from sagacity.model import (

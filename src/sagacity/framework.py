@@ -200,7 +200,7 @@ def find_call(sg: Sagacity, saga_id: str, call_id: str) -> CallRecord | None:
     ``Sagacity.view`` of the saga. Adapters call it from sync code that may run on an event loop
     (building a framework's resume input), so unlike ``view`` it does not refuse to run there."""
     try:
-        view = sg._view(saga_id)  # view() without its event-loop refusal
+        view = sg.view(saga_id, allow_blocking=True)
     except SagaNotFoundError:
         return None
     return call_record(view, call_id)

@@ -526,6 +526,12 @@ class SagaView:
     undo: tuple[UndoStep, ...] = ()
     #: Compensation started or the saga ended: no new call may begin in it.
     closed: bool = False
+    #: Its compensation started (or is due after a failed call) and has not finished: what
+    #: ``Sagacity.recover`` finishes once no call is left in doubt.
+    compensating: bool = False
+    #: Every open gate has its pending request and no request is of a gate the journal closed;
+    #: False after a crash between a gate's entry and its request (``recover`` aligns them).
+    requests_aligned: bool = True
     #: The framework's call id -> the latest call or gate journaled under it (see :meth:`find`).
     keyed: Mapping[str, CallView | ApprovalGate] = field(default_factory=dict, repr=False, compare=False)
     #: The principal the saga was started for (its START's), None when it journals none.

@@ -11,8 +11,8 @@ from types import ModuleType
 from click.testing import CliRunner, Result
 
 from sagacity import Phase, Sagacity, SagaStatus
-from sagacity._doctor import FindingKind, in_doubt_findings
 from sagacity.cli import main
+from sagacity.doctor import FindingKind, in_doubt_findings
 from sagacity.model import InDoubtCall
 from sagacity.tools import registry
 

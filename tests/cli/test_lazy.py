@@ -29,7 +29,7 @@ HEAVY = (
     "sagacity._sagacity",
     "sagacity._state",
     "sagacity._approvals",
-    "sagacity._doctor",
+    "sagacity.doctor",
     "sagacity._telemetry",
     "sagacity.guardrails",
     "sagacity.checkpoints",

@@ -232,6 +232,28 @@ def test_recover_skips_sagas_whose_tools_are_missing(runner: CliRunner, db_url: 
     assert sg.entries("stuck") == before
 
 
+def test_recover_leaves_a_compensation_behind_an_in_doubt_call_to_resolve(
+    runner: CliRunner, db_url: str, sg, tools
+) -> None:
+    """A saga due to compensate (a call failed) while another call has no outcome: `recover`
+    lists it for `resolve` and writes nothing; an unknown saga id is an error (exit 2)."""
+    sg.journal.append("doubt", "cli_reserve", Phase.INTENT, '{"sku":"A","quantity":1}')
+    sg.journal.append("doubt", "cli_reserve", Phase.EXECUTED, '{"sku":"A","quantity":1}', "held")
+    sg.journal.append("doubt", "cli_flaky", Phase.INTENT, '{"step":"a"}')
+    sg.journal.append("doubt", "cli_flaky", Phase.FAILED, '{"step":"a"}', "RuntimeError: down")
+    sg.journal.append("doubt", "cli_flaky", Phase.INTENT, '{"step":"b"}')
+    before = sg.entries("doubt")
+    result = cli(runner, db_url, "sagas", "recover", "--import", "cli_tools", "--json")
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.output) == [
+        {"sagaId": "doubt", "status": "IN_DOUBT", "detail": "in-doubt call: resolve it"}
+    ]
+    assert sg.entries("doubt") == before
+    unknown = cli(runner, db_url, "sagas", "recover", "nobody")
+    assert unknown.exit_code == 2
+    assert "no journal entries for saga 'nobody'" in unknown.output
+
+
 def test_markup_like_values_print_literally(runner: CliRunner, db_url: str, sg, tools) -> None:
     """Saga ids and inputs holding rich markup (`[/]`, `[bold]`) print as text in every table."""
     saga_id = "[/]evil [bold]id"

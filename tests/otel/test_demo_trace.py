@@ -9,7 +9,8 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 
-from sagacity import Entry, Sagacity, SagaStatus, _demo
+from sagacity import Entry, Sagacity, SagaStatus
+from sagacity.cli import _demo
 from sagacity.stores import safe_url
 
 from .conftest import Otel

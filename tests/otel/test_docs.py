@@ -29,7 +29,8 @@ def test_every_instrument_is_in_the_metrics_table() -> None:
 
 def test_every_span_name_is_documented(otel: Otel) -> None:
     """Span names the demo's sagas produce (and the batch operations) appear in the spans table."""
-    from sagacity import Sagacity, _demo
+    from sagacity import Sagacity
+    from sagacity.cli import _demo
 
     with Sagacity("memory://", registry=_demo.demo_tools) as sg:
         for scene in _demo.scenes("docs"):

@@ -21,7 +21,7 @@ from sagacity import (
     SagaView,
     tool,
 )
-from sagacity.errors import SagaNotFoundError
+from sagacity.errors import BlockingCallError, SagaNotFoundError
 from sagacity.framework import find_call, journaled_call, spec_of
 
 
@@ -233,6 +233,37 @@ def test_a_compensation_started_and_not_finished_is_compensating(sg: Sagacity) -
     sg.journal.append("half", "saga", Phase.FAILED, "", "the agent crashed")
     view = sg.view("half")
     assert (view.status, view.failure) == (SagaStatus.COMPENSATING, "the agent crashed")
+    assert view.compensating
+    assert sg.recover("half")[0].status is SagaStatus.COMPENSATED
+    assert not sg.view("half").compensating
+
+
+def test_a_gate_without_its_request_is_not_aligned_until_recover(sg: Sagacity) -> None:
+    """A process that died between a gate's entry and its request row (the row deleted here as
+    that crash leaves it): the view says so, and ``recover`` puts the row back."""
+    t = _tools()
+    seq = sg.run("orphan", lambda: t["pay"]("3.00")).awaiting[0].journal_seq  # type: ignore[operator]
+    assert sg.view("orphan").requests_aligned
+    assert sg.store.delete_approval_request("orphan", seq)
+    orphan = sg.view("orphan")
+    assert (orphan.requests_aligned, orphan.pending, orphan.compensating) == (False, (), False)
+    sg.recover("orphan")
+    assert sg.view("orphan").requests_aligned
+    assert [p.request.journal_seq for p in sg.view("orphan").pending] == [seq]
+
+
+def test_sync_code_on_an_event_loop_reads_the_view_when_it_allows_blocking(sg: Sagacity) -> None:
+    """``view`` refuses inside a running loop (a blocking read would stall it), unless the caller
+    says it cannot await (an adapter's sync hook on the framework's loop)."""
+    t = _tools()
+    assert sg.run("looped", lambda: t["hold"]("A")).ok  # type: ignore[operator]
+
+    async def hook() -> SagaView:
+        with pytest.raises(BlockingCallError, match="view_async"):
+            sg.view("looped")
+        return sg.view("looped", allow_blocking=True)
+
+    assert asyncio.run(hook()) == sg.view("looped")
 
 
 def test_a_call_left_by_the_frameworks_control_flow_passed(sg: Sagacity) -> None:

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 import pytest
 
 from sagacity import Phase, Sagacity
-from sagacity._export import parse_line, verify_lines
 from sagacity._json import ESCAPED_PREFIX
 from sagacity.errors import InvalidValueError
+from sagacity.export import parse_line, verify_lines
 
 ANY_UNICODE = "ü日本🎉 é\u0301 \u202eRTL\u202c \u200b\ufeff \U0010fffd \t\r\n \\ \" ' ; -- DROP TABLE x"
 

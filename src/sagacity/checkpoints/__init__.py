@@ -33,13 +33,17 @@ from sagacity.checkpoints._scan import (
     CheckpointReport,
     Finding,
     FindingKind,
+    Progress,
     create_checkpoint,
     verify_against_checkpoint,
 )
 from sagacity.checkpoints._sinks import DirectorySink, GitSink, Sink
+from sagacity.checkpoints._timestamp import request_timestamp
 from sagacity.checkpoints._tlog import (
     LogCheckpoint,
     checkpoint_log,
+    journal_entries,
+    last_cosigned,
     log_consistency_proof,
     log_inclusion_proof,
     log_origin,
@@ -67,6 +71,7 @@ __all__ = [
     "GitSink",
     "Leaf",
     "LogCheckpoint",
+    "Progress",
     "SigningKey",
     "Sink",
     "VerifierKey",
@@ -76,6 +81,8 @@ __all__ = [
     "checkpoint_log",
     "cosign_with_quorum",
     "create_checkpoint",
+    "journal_entries",
+    "last_cosigned",
     "load_signing_key",
     "load_verifier_key",
     "load_witness_key",
@@ -86,6 +93,7 @@ __all__ = [
     "open_log_checkpoint",
     "read_checkpoint",
     "read_log_checkpoint",
+    "request_timestamp",
     "resolve_note_path",
     "verify_against_checkpoint",
     "verify_log",

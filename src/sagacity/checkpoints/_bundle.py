@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any
 
 from sagacity import chain
-from sagacity._export import export_lines
 from sagacity._journal import Journal
 from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
 from sagacity.checkpoints._scan import DEFAULT_BATCH, Progress, Source, journal_of
 from sagacity.checkpoints._tlog import LogCheckpoint
 from sagacity.errors import CheckpointError, JournalIntegrityError
+from sagacity.export import export_lines
 from sagacity.model import Entry
 
 BUNDLE_FORMAT = "sagacity-bundle/v2"

@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from sagacity.errors import ConfigurationError, SagacityError, StoreUnavailableError
-from sagacity.stores import DEFAULT_URL, safe_url
-from sagacity.stores._deadline import limited_wait
+from sagacity.stores import DEFAULT_URL, limited_wait, safe_url
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 
 import click
 
+from sagacity.checks import duration_seconds, one_line, required_reason
 from sagacity.cli._common import CommandError
 from sagacity.errors import InvalidValueError
 
@@ -77,7 +78,7 @@ def resolve_identity(identity: str | None) -> str:
         where = "the operating-system user"
     else:
         where = "--as"
-    from sagacity._approvals import require_identity
+    from sagacity.checks import require_identity
 
     if not identity or not identity.strip():
         raise CommandError(f"{where} is empty: decisions are recorded under a named identity; pass --as NAME")

@@ -60,7 +60,7 @@ def when(ts: datetime | None) -> str:
 
 def until(expires_at: datetime | None, now: datetime) -> str:
     """``in 3h 5m``, ``EXPIRED 2m ago`` or ``never``."""
-    from sagacity._doctor import human_duration
+    from sagacity.doctor import human_duration
 
     if expires_at is None:
         return "never"

@@ -182,7 +182,7 @@ def list_(
 
 
 def _show_requests(pending: list[PendingApproval], output: str, out: Console | None = None) -> None:
-    from sagacity._doctor import human_duration
+    from sagacity.doctor import human_duration
 
     if not pending:
         (out or console()).print("no pending approval requests")
@@ -244,8 +244,8 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    from sagacity._doctor import human_duration
     from sagacity._wire import request_detail_json
+    from sagacity.doctor import human_duration
 
     with open_sagacity(db_url) as sg:
         saga = sg.view(saga_id)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
         SigningKey,
         Witness,
     )
-    from sagacity.checkpoints._scan import Progress as ProgressCallback
+    from sagacity.checkpoints import Progress as ProgressCallback
 
 
 @contextmanager
@@ -215,8 +215,13 @@ def _log_checkpoint_once(
 ) -> LogCheckpoint:
     from rich.markup import escape
 
-    from sagacity.checkpoints import WitnessRefused, checkpoint_log, cosign_with_quorum, log_consistency_proof
-    from sagacity.checkpoints._timestamp import request_timestamp
+    from sagacity.checkpoints import (
+        WitnessRefused,
+        checkpoint_log,
+        cosign_with_quorum,
+        log_consistency_proof,
+        request_timestamp,
+    )
 
     try:
         previous = sink.latest_log(key.verifier)

@@ -17,7 +17,7 @@ from sagacity.model import FindingKind
 
 if TYPE_CHECKING:
     from sagacity import Sagacity
-    from sagacity._doctor import Finding
+    from sagacity.doctor import Finding
 
 _FINDING_COLUMNS = (
     Column("kind"),
@@ -108,8 +108,8 @@ def doctor(
     cosigned log checkpoint, and alerts past --max-lag. On a terminal a progress bar shows the
     sagas checked (on stderr; nothing in a pipe).
     """
-    from sagacity._doctor import lag_finding
     from sagacity._wire import diagnosis_json
+    from sagacity.doctor import lag_finding
 
     if anchor is not None and key_path is None:
         raise click.UsageError("--anchor needs --key, the log's public key")
@@ -161,8 +161,13 @@ def _lag(
     sg: Sagacity, anchor: str, key_path: str, witness_key_paths: tuple[str, ...], quorum: int | None
 ) -> tuple[int, int]:
     """(entries in the journal, entries under the last log checkpoint with its quorum)."""
-    from sagacity.checkpoints import DirectorySink, load_verifier_key, load_witness_key
-    from sagacity.checkpoints._tlog import journal_entries, last_cosigned
+    from sagacity.checkpoints import (
+        DirectorySink,
+        journal_entries,
+        last_cosigned,
+        load_verifier_key,
+        load_witness_key,
+    )
 
     try:
         key = load_verifier_key(key_path)

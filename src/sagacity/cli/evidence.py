@@ -21,8 +21,7 @@ from sagacity.stores import safe_url
 
 if TYPE_CHECKING:
     from sagacity import Sagacity
-    from sagacity.checkpoints import CheckpointReport, Finding, LogCheckpoint, VerifierKey
-    from sagacity.checkpoints._format import Checkpoint
+    from sagacity.checkpoints import Checkpoint, CheckpointReport, Finding, LogCheckpoint, VerifierKey
 
 
 def _verify_all(
@@ -140,7 +139,7 @@ def verify(
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
     """
-    from sagacity._export import verify_sagas
+    from sagacity.export import verify_sagas
 
     as_json = output == JSON
     if checkpoint_path is not None:

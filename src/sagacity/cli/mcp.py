@@ -401,7 +401,7 @@ def _agent_auth(
     insecure: bool,
 ) -> Any:
     """How --listen authenticates agents (None: the loud insecure flag), or a CommandError."""
-    from sagacity.mcp._auth import AgentAuth, JwtVerifier, StaticTokens
+    from sagacity.mcp import AgentAuth, JwtVerifier, StaticTokens
 
     chosen = [bool(jwks_file or jwks_url), tokens_file is not None, insecure]
     if sum(chosen) != 1:
@@ -539,8 +539,7 @@ def check(policy_path: Path, upstream_url: str | None, as_json: bool, command: t
 
 
 async def _check(policy: Policy, target: UpstreamTarget) -> tuple[list[dict[str, Any]], list[str]]:
-    from sagacity.mcp import PROXY_TOOLS, ToolKind
-    from sagacity.mcp._upstream import Upstream
+    from sagacity.mcp import PROXY_TOOLS, ToolKind, Upstream
 
     async with Upstream(target, connect_timeout=policy.upstream.connect_timeout) as upstream:
         await upstream.start()

@@ -31,8 +31,7 @@ def check(file: Path) -> None:
     A file that also holds the MCP gateway's tables ([upstream], [tools.NAME], ...) is checked
     as the gateway would read it too.
     """
-    from sagacity.guardrails import load_policy
-    from sagacity.guardrails._parse import GATEWAY_TABLES
+    from sagacity.guardrails import GATEWAY_TABLES, load_policy
 
     try:
         parsed = load_policy(file)

@@ -32,7 +32,7 @@ from sagacity.cli._options import (
 )
 from sagacity.cli._render import IDS, JSON, Column, show_journal, show_rows, status_text, when
 from sagacity.errors import SagaNotFoundError, UnknownToolError
-from sagacity.model import SagaStatus
+from sagacity.model import CallStatus, SagaStatus
 
 if TYPE_CHECKING:
     from sagacity import Sagacity
@@ -135,8 +135,8 @@ def show(saga_id: str, output: str, db_url: str) -> None:
     from rich.markup import escape
     from rich.text import Text
 
-    from sagacity._doctor import human_duration
     from sagacity._wire import saga_json
+    from sagacity.doctor import human_duration
 
     with open_sagacity(db_url) as sg:
         saga = sg.view(saga_id)
@@ -177,8 +177,8 @@ def in_doubt(saga_id: str | None, output: str, db_url: str) -> None:
     living process is still running is not listed (its saga shows RUNNING). Exit status 1 when any
     is listed.
     """
-    from sagacity._doctor import human_duration
     from sagacity._wire import in_doubt_json
+    from sagacity.doctor import human_duration
 
     with open_sagacity(db_url) as sg:
         calls = sg.in_doubt(saga_id)
@@ -319,32 +319,27 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
     of a gate the journal closed is dropped. Exit status 0 when every saga it looked at ended
     COMPENSATED, 1 otherwise.
     """
-    from sagacity._recovery import misaligned
-    from sagacity._state import fold
-
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:
         ids = [saga_id] if saga_id is not None else sg.saga_ids()
-        requests: dict[str, set[int]] = {}
-        for request in sg.pending_approvals(saga_id):  # before the journals, as recover reads them
-            requests.setdefault(request.saga_id, set()).add(request.journal_seq)
         for sid in ids:
-            state = fold(sid, sg.entries(sid))
-            if state.entry_count == 0:
-                raise CommandError(f"no journal entries for saga {sid!r}")
-            if not state.compensating:
-                if misaligned(state, requests.get(sid, set())):
+            try:
+                view = sg.view(sid)
+            except SagaNotFoundError as exc:
+                raise CommandError(str(exc)) from exc
+            if not view.compensating:
+                if not view.requests_aligned:
                     rows.append(_align(sg, sid))
                 continue
-            if state.open_calls:
+            if any(c.status in (CallStatus.IN_DOUBT, CallStatus.RUNNING) for c in view.calls):
                 rows.append(
-                    {"sagaId": sid, "status": str(state.status), "detail": "in-doubt call: resolve it"}
+                    {"sagaId": sid, "status": str(view.status), "detail": "in-doubt call: resolve it"}
                 )
                 continue
             try:
                 results = sg.recover(sid)
             except UnknownToolError as exc:  # refused before anything was journaled
-                rows.append({"sagaId": sid, "status": str(state.status), "detail": f"skipped: {exc}"})
+                rows.append({"sagaId": sid, "status": str(view.status), "detail": f"skipped: {exc}"})
                 continue
             for result in results:
                 steps = ", ".join(f"seq {s.seq} {s.outcome}" for s in result.report)

@@ -10,7 +10,7 @@ from sagacity.cli._common import CommandError, console
 from sagacity.errors import SagacityError
 
 if TYPE_CHECKING:
-    from sagacity.checkpoints._keys import VerifierKey
+    from sagacity.checkpoints import VerifierKey
 
 
 @click.command()

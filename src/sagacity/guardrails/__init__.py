@@ -14,14 +14,16 @@ from sagacity.errors import HaltedError, PolicyError
 from sagacity.guardrails._acting import as_agent, current_agent
 from sagacity.guardrails._build import allow, budget, build_policy, deny, failures, hold, requires
 from sagacity.guardrails._evaluate import decide
-from sagacity.guardrails._guard import POLICY_SAGA, Guard
+from sagacity.guardrails._guard import POLICY_SAGA, Guard, file_stamp
 from sagacity.guardrails._meter import METER_PREFIX
-from sagacity.guardrails._parse import load_policy, parse_policy
+from sagacity.guardrails._parse import GATEWAY_TABLES, load_policy, parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Requires, Rule, Scope
 from sagacity.guardrails._switch import SWITCH_SAGA, KillSwitch, Setting, SwitchState
-from sagacity.guardrails._verdict import Debit, Finding, Verdict, parse_verdict
+from sagacity.guardrails._verdict import DENIED_MARK, Debit, Finding, Verdict, parse_verdict
 
 __all__ = [
+    "DENIED_MARK",
+    "GATEWAY_TABLES",
     "METER_PREFIX",
     "POLICY_SAGA",
     "SWITCH_SAGA",
@@ -49,9 +51,11 @@ __all__ = [
     "decide",
     "deny",
     "failures",
+    "file_stamp",
     "hold",
     "load_policy",
     "parse_policy",
     "parse_verdict",
+    "read_policy_text",
     "requires",
 ]

@@ -104,7 +104,7 @@ class Guard:
         with self._lock:
             self._checked = now
             try:
-                stamp = _stamp_of(self._path)
+                stamp = file_stamp(self._path)
             except OSError as exc:
                 self._fail(f"cannot read the policy {self._path}: {exc.strerror or exc}", "")
                 return
@@ -112,7 +112,7 @@ class Guard:
                 return
             try:
                 text = read_policy_text(self._path)
-                if _stamp_of(self._path) != stamp:
+                if file_stamp(self._path) != stamp:
                     return  # written to while we read it: read it whole next time, never half
                 self._stamp = stamp
                 policy = parse_policy(text, source=str(self._path))
@@ -402,8 +402,9 @@ def _result_value(text: str) -> object:
         return text
 
 
-def _stamp_of(path: Path) -> tuple[int, int, int]:
-    """What tells a changed file (modification time, size, inode: a rename into place too)."""
+def file_stamp(path: Path) -> tuple[int, int, int]:
+    """What tells a changed policy file (modification time, size, inode: a rename into place
+    too); an owner re-reading the file itself, as the MCP gateway does, compares these."""
     info = path.stat()
     return (info.st_mtime_ns, info.st_size, info.st_ino)
 

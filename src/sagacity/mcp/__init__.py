@@ -20,6 +20,7 @@ try:
 except ImportError as exc:
     raise ConfigurationError("sagacity.mcp needs the MCP Python SDK: pip install 'sagacity[mcp]'") from exc
 
+from sagacity.mcp._auth import AgentAuth, JwtVerifier, StaticTokens
 from sagacity.mcp._canonical import canonical_json
 from sagacity.mcp._errors import (
     UndoFailedError,
@@ -33,7 +34,7 @@ from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind, load_p
 from sagacity.mcp._proxy import build_server, http_app, serve_stdio
 from sagacity.mcp._sagas import SAGA_META_KEY
 from sagacity.mcp._template import Template, TemplateError, compile_template
-from sagacity.mcp._upstream import UpstreamTarget
+from sagacity.mcp._upstream import Upstream, UpstreamTarget
 
 __all__ = [
     "COMMIT_TOOL",
@@ -41,14 +42,18 @@ __all__ = [
     "ROLLBACK_TOOL",
     "SAGA_META_KEY",
     "STATUS_TOOL",
+    "AgentAuth",
     "Decision",
     "Gateway",
+    "JwtVerifier",
     "Policy",
     "PolicyError",
+    "StaticTokens",
     "Template",
     "TemplateError",
     "ToolKind",
     "UndoFailedError",
+    "Upstream",
     "UpstreamError",
     "UpstreamRejectedError",
     "UpstreamTarget",

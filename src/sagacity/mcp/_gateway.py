@@ -41,7 +41,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
 )
-from sagacity.guardrails._verdict import DENIED_MARK
+from sagacity.guardrails import DENIED_MARK
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
@@ -313,7 +313,7 @@ class Gateway:
         if closed is not None:
             return closed
         # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
-        if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.engine.guard is not None:
+        if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.guard is not None:
             gate = _gate_for(await self._gates(book.saga_id), decision.name, canonical)
             if gate is not None:
                 return await self._resend(book, gate, decision)

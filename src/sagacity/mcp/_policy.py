@@ -24,8 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sagacity._json import kind_of
-from sagacity._toml_lines import LineIndex, duration_seconds
+from sagacity.checks import LineIndex, duration_seconds, kind_of
 from sagacity.errors import PolicyError
 from sagacity.guardrails import Policy as GuardrailsPolicy
 from sagacity.guardrails import parse_policy as parse_guardrails

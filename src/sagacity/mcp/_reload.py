@@ -27,10 +27,8 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from sagacity.errors import PolicyError
-from sagacity.guardrails import Guard
+from sagacity.guardrails import GATEWAY_TABLES, Guard, file_stamp, read_policy_text
 from sagacity.guardrails import parse_policy as parse_guardrails
-from sagacity.guardrails._guard import _stamp_of
-from sagacity.guardrails._parse import GATEWAY_TABLES, read_policy_text
 from sagacity.mcp._policy import parse_policy
 
 if TYPE_CHECKING:
@@ -54,7 +52,7 @@ class PolicyReloader:
         self.gateway = gateway
         self.path = path
         self._text = read_policy_text(path)
-        self._stamp = _stamp_of(path)
+        self._stamp = file_stamp(path)
         self._tables = _gateway_tables(self._text)
         self._lock = anyio.Lock()
 
@@ -71,7 +69,7 @@ class PolicyReloader:
         while True:
             await anyio.sleep(interval)
             try:
-                changed = _stamp_of(self.path) != self._stamp
+                changed = file_stamp(self.path) != self._stamp
             except OSError:
                 changed = True  # gone or unreadable: the reload says so and refuses
             if changed:
@@ -79,9 +77,9 @@ class PolicyReloader:
 
     def _reload(self) -> str:
         try:
-            stamp = _stamp_of(self.path)
+            stamp = file_stamp(self.path)
             text = read_policy_text(self.path)
-            if _stamp_of(self.path) != stamp:
+            if file_stamp(self.path) != stamp:
                 return "being written; read again at the next change or signal"  # never half a file
         except (OSError, PolicyError) as exc:
             self._guard().refuse(f"cannot read the policy {self.path}: {exc}", "")
@@ -118,10 +116,7 @@ class PolicyReloader:
     def _guard(self) -> Guard:
         """The gateway's guard, made now (with the file's rules as they were) if it had none."""
         sg = self.gateway.sagacity
-        guard = sg.engine.guard
-        if guard is None:
-            guard = Guard(
-                sg.journal, parse_guardrails(self._text, source=str(self.path)), switch=sg.kill_switch
-            )
-            sg.engine.guard = guard
-        return guard
+        guard = sg.guard
+        return (
+            guard if guard is not None else sg.use_policy(parse_guardrails(self._text, source=str(self.path)))
+        )

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sagacity._json import kind_of
+from sagacity.checks import kind_of
 from sagacity.errors import SagacityError
 
 __all__ = ["ROOTS", "Template", "TemplateError", "compile_template", "result_scope"]

@@ -20,7 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from sagacity import Sagacity
 from sagacity.server._errors import ApiError, BodyTooLargeError
 from sagacity.server.auth import ADMIN, APPROVER, AUDITOR, AuthenticationError, Authenticator, Principal
-from sagacity.stores._deadline import limited_wait
+from sagacity.stores import limited_wait
 
 _CSP = (
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

@@ -23,9 +23,6 @@ from pydantic_core import PydanticCustomError
 from starlette.concurrency import run_in_threadpool
 
 from sagacity import Sagacity
-from sagacity._doctor import DEFAULT_OLDER_THAN
-from sagacity._json import kind_of, require_storable
-from sagacity._state import required_reason
 from sagacity._wire import (
     activity_json,
     approval_json,
@@ -40,6 +37,8 @@ from sagacity._wire import (
     switch_json,
     verification_json,
 )
+from sagacity.checks import kind_of, require_storable, required_reason
+from sagacity.doctor import DEFAULT_OLDER_THAN
 from sagacity.errors import (
     ApprovalError,
     ApprovalNotFoundError,

@@ -9,6 +9,8 @@
 =========================  ============================================================
 
 Backends are imported only when their scheme is asked for, so the core install needs no driver.
+A surface that must answer in seconds (a dashboard, a health check) reads under
+:func:`limited_wait`, so an unreachable store fails its read instead of retrying for a minute.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import re
 from typing import Any
 
 from sagacity.errors import ConfigurationError
+from sagacity.stores._deadline import limited_wait
 from sagacity.stores.base import Store
 
-__all__ = ["DEFAULT_URL", "Store", "default_url", "open_store", "safe_url"]
+__all__ = ["DEFAULT_URL", "Store", "default_url", "limited_wait", "open_store", "safe_url"]
 
 DEFAULT_URL = "sqlite:///sagacity.db"
 

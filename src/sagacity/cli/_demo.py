@@ -10,7 +10,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sagacity._sagacity import Sagacity
+from sagacity import Sagacity
 from sagacity.model import CompensationContext, Reversibility, SagaResult
 from sagacity.tools import ToolRegistry, tool
 

@@ -1,4 +1,9 @@
-"""JSON Lines out (SPEC §7 field names), and back in for offline verification."""
+"""The export format: JSON Lines out (SPEC §7 field names), and back in for offline verification.
+
+Public so that a program reading an export (`sagacity evidence verify`, an auditor's script)
+parses and verifies it as the library does: :func:`verify_sagas` names each saga in a file with
+its chain's verification.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,8 @@ from typing import Any
 
 from sagacity import chain
 from sagacity.model import Entry
+
+__all__ = ["EXPORT_FIELDS", "export_lines", "parse_line", "verify_lines", "verify_sagas"]
 
 EXPORT_FIELDS = ("sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash")
 

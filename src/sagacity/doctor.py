@@ -8,6 +8,10 @@ unless asked to expire overdue approval requests.
 States younger than ``older_than`` are left out: an INTENT written a second ago belongs to a call
 that is probably still running, and a saga compensating right now is not stuck. Only what has
 stayed that way longer than the threshold needs a person.
+
+Public for the surfaces that show findings (the ``sagacity doctor`` command, the HTTP API, a
+cron job's own report): :func:`human_duration` words an age as the findings do, and
+:func:`lag_finding` judges a journal running ahead of its last cosigned log checkpoint.
 """
 
 from __future__ import annotations
@@ -28,6 +32,15 @@ from sagacity.tools import ToolRegistry
 if TYPE_CHECKING:
     from sagacity._sagacity import Sagacity
     from sagacity.checkpoints._scan import Progress
+
+__all__ = [
+    "DEFAULT_OLDER_THAN",
+    "Diagnosis",
+    "Finding",
+    "diagnose",
+    "human_duration",
+    "lag_finding",
+]
 
 #: How long an unfinished state may last before the doctor calls it a finding.
 DEFAULT_OLDER_THAN = timedelta(minutes=5)
