@@ -4,6 +4,7 @@ requires them."""
 from __future__ import annotations
 
 import os
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -14,6 +15,13 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from sagacity import Sagacity
+
+# A suite started in the background of a non-interactive shell (``nohup ... &``, some CI runners)
+# inherits SIGINT ignored, and so would every process the tests start: the tests that stop a real
+# server or watcher with Ctrl-C (SIGINT) would wait forever. Handling it here gives the children the
+# default disposition again (an exec resets handled signals, never ignored ones).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _postgres_url() -> str:

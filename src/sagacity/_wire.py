@@ -378,6 +378,14 @@ def workflow_run_json(view: WorkflowView, *, full: bool = False) -> JSON:
                 "startedAt": iso(stage.started_at),
                 "finishedAt": iso(stage.finished_at),
                 "error": stage.error or None,
+                "policy": None
+                if stage.policy is None
+                else {
+                    "rule": stage.policy.rule,
+                    "action": str(stage.policy.action),
+                    "reason": stage.policy.reason or None,
+                    "approvals": stage.policy.approvals if stage.policy.action == "hold" else None,
+                },
                 "checks": [
                     {"name": c.name, "status": c.status, "reason": c.reason or None} for c in stage.checks
                 ],

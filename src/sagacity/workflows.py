@@ -64,7 +64,10 @@ from sagacity.framework import (
     find_call,
     journaled_call,
     journaled_call_async,
+    unfinished_error,
 )
+from sagacity.guardrails._rules import Action
+from sagacity.guardrails._verdict import Finding, parse_verdict
 from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -457,8 +460,22 @@ class Workflow:
         return any(e.tool_name.startswith(self.name + "/") for e in entries)
 
     def _run_input(self, sg: Sagacity, run_id: str, input: Any) -> Any:
-        """The run's input: the journaled one for a run that has started, else ``input``."""
-        journaled = _journaled_input(sg.entries(run_id), self)
+        """The run's input: the journaled one for a run that has started, else ``input``.
+
+        A run with a stage or check in doubt (its process died mid-call) is refused before
+        anything is journaled: whether that call took effect is unknown, so neither running it
+        again nor compensating around it is right; a person resolves it first.
+        """
+        try:
+            saga = sg._view(run_id)
+        except SagaNotFoundError:
+            saga = None
+        doubtful = [c.call_id for c in saga.calls if c.status is CallStatus.IN_DOUBT] if saga else []
+        record = call_record(saga, doubtful[0]) if saga is not None and doubtful and doubtful[0] else None
+        refusal = unfinished_error(record) if record is not None else None
+        if refusal is not None:
+            raise refusal
+        journaled = _journaled_input(saga.entries if saga is not None else (), self)
         if journaled is _NOTHING:
             if input is _JOURNALED:
                 raise SagaNotFoundError(f"workflow run {run_id!r} has no journaled input to continue from")
@@ -569,15 +586,17 @@ class WorkflowHandle:
 
 
 class StageStatus(StrEnum):
-    """Where one stage of a run stands."""
+    """Where one stage of a run stands: the saga view's status of the stage's call."""
 
     PENDING = "PENDING"  # not reached yet
-    RUNNING = "RUNNING"  # its INTENT has no outcome yet (running, or in doubt)
+    RUNNING = "RUNNING"  # its INTENT has no outcome yet and a living process runs the run
+    IN_DOUBT = "IN_DOUBT"  # its INTENT has no outcome and no living process runs the run: resolve it
     AWAITING_APPROVAL = "AWAITING_APPROVAL"
     APPROVED = "APPROVED"  # approved, not yet run: continue the run
     REJECTED = "REJECTED"  # its gate was rejected or expired
     COMPLETED = "COMPLETED"
     FAILED = "FAILED"  # the stage raised (or a check before it failed)
+    DENIED = "DENIED"  # the guardrails policy denied it: it never ran
     COMPENSATED = "COMPENSATED"
     COMPENSATION_FAILED = "COMPENSATION_FAILED"
 
@@ -599,7 +618,7 @@ class GateView:
 @dataclass(frozen=True, slots=True)
 class CheckView:
     name: str
-    status: str  # PENDING, PASSED, FAILED, RUNNING
+    status: str  # PENDING, PASSED, FAILED, RUNNING, IN_DOUBT, DENIED
     reason: str = ""
 
 
@@ -615,6 +634,9 @@ class StageView:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     error: str = ""
+    #: What the guardrails policy journaled for the stage (on its gate, else its INTENT): the
+    #: rule that let it run unattended, held it for approval, or denied it. None without a policy.
+    policy: Finding | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -863,7 +885,7 @@ def _view(workflow: Workflow, saga: SagaView) -> WorkflowView:
     for stage in workflow.stages:
         record = call_record(saga, f"{_STAGE_ID}{stage.name}")
         checks = tuple(_check_view(saga, stage, c) for c in stage.checks)
-        view = _stage_view(stage, record, checks, by_tool.get(stage.tool_name, []))
+        view = _stage_view(saga, stage, record, checks, by_tool.get(stage.tool_name, []))
         stages.append(view)
         if current is None and view.status not in _GOT_PAST:
             current = stage.name
@@ -888,16 +910,21 @@ def _check_view(saga: SagaView, stage: Stage, check: _Check) -> CheckView:
         return CheckView(
             check.name, "PASSED" if body.get("passed") else "FAILED", str(body.get("reason") or "")
         )
-    if record.status is CallStatus.FAILED:
+    status = _STATUS_OF[record.status]
+    if status is StageStatus.FAILED:
         return CheckView(check.name, "FAILED", "the check raised")
-    return CheckView(check.name, "RUNNING")
+    return CheckView(check.name, str(status))
 
 
 def _stage_view(
-    stage: Stage, record: CallRecord | None, checks: tuple[CheckView, ...], entries: list[Entry]
+    saga: SagaView,
+    stage: Stage,
+    record: CallRecord | None,
+    checks: tuple[CheckView, ...],
+    entries: list[Entry],
 ) -> StageView:
     if record is None:
-        failed_check = any(c.status == "FAILED" for c in checks)
+        failed_check = any(c.status in ("FAILED", "DENIED") for c in checks)
         return StageView(
             stage.name,
             StageStatus.FAILED if failed_check else StageStatus.PENDING,
@@ -905,13 +932,19 @@ def _stage_view(
             checks=checks,
         )
     body = json.loads(record.input) if record.input else {}
+    # The policy's verdict on the stage: journaled on its gate when it was held, else its INTENT.
+    decided_at = record.gate_seq if record.gate_seq is not None else record.seq
+    verdict = next((parse_verdict(e.payload) for e in entries if e.seq == decided_at), None)
+    policy = verdict.decision if verdict is not None else None
     gate = None
     if record.gate_seq is not None:
+        journaled = next(g for g in saga.gates if g.seq == record.gate_seq)
+        held = policy.reason if policy is not None and policy.action is Action.HOLD else ""
         gate = GateView(
             record.gate_seq,
-            stage.gate.approvals if stage.gate is not None else 1,
+            journaled.approvals_required,  # the stage's number, or more when a policy rule held it
             record.approvers,
-            str(body.get("gate", "")),
+            str(body.get("gate", "")) or held,
             record.input,
             record.input_hash,
             record.rejected_by,
@@ -920,7 +953,7 @@ def _stage_view(
     compensation = next(
         (e for e in reversed(entries) if e.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)), None
     )
-    status = _STATUS_OF.get(record.status, StageStatus.RUNNING)
+    status = _STATUS_OF[record.status]
     if compensation is not None:
         status = StageStatus(str(compensation.phase))
     failure = next((e for e in entries if e.phase == Phase.FAILED), None)
@@ -938,17 +971,21 @@ def _stage_view(
         started,
         finished,
         failure.payload_text if failure is not None else "",
+        policy,
     )
 
 
 #: Stages a run got past (done, and maybe undone since): the current stage is the first other one.
 _GOT_PAST = frozenset({StageStatus.COMPLETED, StageStatus.COMPENSATED, StageStatus.COMPENSATION_FAILED})
 
+#: A stage's (or check's) status from the saga view's status of its call: every CallStatus, so
+#: the view never guesses (RUNNING only when the saga view says a living process runs the run).
 _STATUS_OF: Mapping[CallStatus, StageStatus] = {
     CallStatus.EXECUTED: StageStatus.COMPLETED,
     CallStatus.FAILED: StageStatus.FAILED,
     CallStatus.RUNNING: StageStatus.RUNNING,
-    CallStatus.PASSED: StageStatus.PENDING,
+    CallStatus.IN_DOUBT: StageStatus.IN_DOUBT,
+    CallStatus.PASSED: StageStatus.DENIED,  # closed without running: a workflow passes no control flow
     CallStatus.AWAITING_APPROVAL: StageStatus.AWAITING_APPROVAL,
     CallStatus.APPROVED: StageStatus.APPROVED,
     CallStatus.REJECTED: StageStatus.REJECTED,

@@ -22,10 +22,12 @@ import sagacity
 from sagacity.cli import COMMANDS, main
 from sagacity.cli._reference import walk
 
-#: What a help screen must not import: the library's core, the stores, the terminal renderer,
-#: the server, the gateway, the drivers.
+#: What a help screen must not import: the library's core (the journal's fold included), the
+#: stores, the terminal renderer, the server, the gateway, the drivers, and the standard
+#: library's HTTP client (``--api``'s, with its email parser and TLS).
 HEAVY = (
     "sagacity._sagacity",
+    "sagacity._state",
     "sagacity._approvals",
     "sagacity._doctor",
     "sagacity._telemetry",
@@ -42,6 +44,10 @@ HEAVY = (
     "pymysql",
     "opentelemetry",
     "cryptography",
+    "urllib.request",
+    "http.client",
+    "email",
+    "ssl",
 )
 
 _PROBE = """

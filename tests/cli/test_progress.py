@@ -1,13 +1,16 @@
-"""Progress bars (#25) on the long commands, `doctor --full` and `db reindex`: drawn on stderr when
-it is a terminal (a real pseudo-terminal here), absent from a pipe; the output is the same."""
+"""Progress bars (#25) on the long commands, `doctor --full`, `db reindex`, `checkpoint` and
+`export --bundle`: drawn on stderr when it is a terminal (a real pseudo-terminal here), absent
+from a pipe; the output is the same."""
 
 from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -79,3 +82,55 @@ def test_a_terminal_sees_a_progress_bar_a_pipe_does_not(
     assert piped.returncode == 0, piped.stderr
     assert piped.stderr == ""
     assert piped.stdout == out
+
+
+#: When a checkpoint was made, in the anchor's file names and the bundle's line: differs run to run.
+_MOMENTS = re.compile(r"\d{8}T\d{6}\.\d{6}Z|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def _piped(args: list[str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sagacity.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "100"},
+    )
+
+
+def test_checkpoint_and_bundle_show_a_bar_on_a_terminal_only(
+    db_url: str, journal: Sagacity, tmp_path: Path
+) -> None:
+    """`checkpoint` (its scan of every chain) and `export --bundle` (saga by saga) draw a bar on a
+    terminal; piped, stderr stays empty and stdout says the same, each run in its own anchor."""
+    pytest.importorskip("cryptography", reason="checkpoints need sagacity[signing]")
+    made = _piped(["keys", "generate", "--out", str(tmp_path / "acme")])
+    assert made.returncode == 0, made.stderr
+    key, pub = tmp_path / "acme.key", tmp_path / "acme.pub"
+    outputs: dict[str, list[str]] = {"checkpoint": [], "bundle": []}
+    for where in ("tty", "pipe"):
+        anchor = tmp_path / f"anchor-{where}"
+        checkpoint = ["checkpoint", "--db", db_url, "--key", str(key), "--origin", "test.example/j"]
+        bundle = ["export", *(f"order-{n}" for n in range(30)), "--db", db_url, "--bundle"]
+        bundle += [str(tmp_path / f"bundle-{where}"), "--checkpoint", str(anchor), "--key", str(pub)]
+        for name, args, label in (
+            ("checkpoint", [*checkpoint, "--out", str(anchor)], "checkpoint"),
+            ("bundle", bundle, "bundling"),
+        ):
+            if where == "tty":
+                status, out, terminal = _run_with_terminal_stderr(args)
+                assert status == 0, terminal
+                assert label in terminal
+                assert "sagas" in terminal
+            else:
+                piped = _piped(args)
+                assert piped.returncode == 0, piped.stderr
+                assert piped.stderr == ""
+                out = piped.stdout
+            out = out.replace(str(anchor), "ANCHOR").replace(f"bundle-{where}", "BUNDLE")
+            outputs[name].append(_MOMENTS.sub("TIME", out))
+    assert "30 sagas" in outputs["checkpoint"][0]
+    assert outputs["checkpoint"][0] == outputs["checkpoint"][1]
+    assert "30 saga(s) proven" in outputs["bundle"][0]
+    assert outputs["bundle"][0] == outputs["bundle"][1]

@@ -14,6 +14,8 @@ import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -159,54 +161,72 @@ def test_what_would_write_a_read_only_copy_says_so(tmp_path: Path, copy_dir: Pat
     assert [p.name for p in copy_dir.iterdir()] == ["journal.db"]
 
 
-def test_a_writable_journal_in_a_read_only_folder_fails_with_a_store_error(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class LiveRun:
+    """What a child did in a read-only folder, and the journal this process kept open."""
+
+    result: dict[str, object]
+    owner: Sagacity
+
+
+class LiveFolder:
+    """A writable journal alone in its folder, which a child process may find read-only."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.url = f"sqlite:///{folder / 'journal.db'}"
+
+    @contextmanager
+    def read_only_while_open(self, action: str, *, touch: tuple[str, ...] = ()) -> Iterator[LiveRun]:
+        """Run ``action`` in a child while this process holds the journal open (so its -wal and
+        -shm stay in place) and the folder is read-only (files named in ``touch`` made first);
+        yield the child's result and the open Sagacity, the folder writable again."""
+        with Sagacity(self.url) as owner, sqlite3.connect(self.folder / "journal.db") as keep_open:
+            keep_open.execute("SELECT 1").fetchone()
+            for name in touch:
+                (self.folder / name).touch()
+            self.folder.chmod(0o555)
+            try:
+                result = library(self.url, action)
+            finally:
+                self.folder.chmod(0o755)
+            yield LiveRun(result, owner)
+
+
+@pytest.fixture
+def live_folder(tmp_path: Path) -> LiveFolder:
+    folder = tmp_path / "live"
+    folder.mkdir()
+    return LiveFolder(folder)
+
+
+def test_a_writable_journal_in_a_read_only_folder_fails_with_a_store_error(live_folder: LiveFolder) -> None:
     """The journal and its -wal/-shm are writable but the folder is not, so the lease file a
     compensation needs cannot be created: run() raises StoreError naming it (not PermissionError),
     and once the folder is writable, recover() finishes the compensation."""
-    folder = tmp_path / "live"
-    folder.mkdir()
-    url = f"sqlite:///{folder / 'journal.db'}"
-    with Sagacity(url) as owner:  # keeps -wal and -shm in place while the worker runs
-        with sqlite3.connect(folder / "journal.db") as keep_open:
-            keep_open.execute("SELECT 1").fetchone()
-            # The liveness file is there and writable (any earlier saga made it); the lease file
-            # only a compensation needs is not.
-            (folder / "journal.db-sagacity-live").touch()
-            folder.chmod(0o555)
-            try:
-                result = library(url, "fail")
-            finally:
-                folder.chmod(0o755)
-        assert result["error"] == "StoreError", result
-        assert "lease file" in str(result["message"])
-        assert "-sagacity-lease" in str(result["message"])
-        assert owner.status("failing") is SagaStatus.COMPENSATING
-    assert library(url, "verify") == {"value": [["failing", True, 5]]}  # with the START
+    # The liveness file is there and writable (any earlier saga made it); the lease file only a
+    # compensation needs is not.
+    with live_folder.read_only_while_open("fail", touch=("journal.db-sagacity-live",)) as run:
+        assert run.result["error"] == "StoreError", run.result
+        assert "lease file" in str(run.result["message"])
+        assert "-sagacity-lease" in str(run.result["message"])
+        assert run.owner.status("failing") is SagaStatus.COMPENSATING
+    assert library(live_folder.url, "verify") == {"value": [["failing", True, 5]]}  # with the START
     sys.path.insert(0, str(HERE))
     try:
         import read_only_child  # noqa: F401 - recover() finds the tool by name
     finally:
         sys.path.remove(str(HERE))
-    with Sagacity(url) as sg:
+    with Sagacity(live_folder.url) as sg:
         [recovered] = sg.recover()
         assert recovered.status is SagaStatus.COMPENSATED
 
 
-def test_a_saga_that_cannot_make_its_liveness_file_refuses_to_start(tmp_path: Path) -> None:
+def test_a_saga_that_cannot_make_its_liveness_file_refuses_to_start(live_folder: LiveFolder) -> None:
     """Where the folder is read-only and the liveness file missing, a saga cannot show it is
     running: it fails closed before its first call (StoreError naming the file), journaling nothing."""
-    folder = tmp_path / "live"
-    folder.mkdir()
-    url = f"sqlite:///{folder / 'journal.db'}"
-    with Sagacity(url) as owner:  # keeps -wal and -shm in place while the worker runs
-        with sqlite3.connect(folder / "journal.db") as keep_open:
-            keep_open.execute("SELECT 1").fetchone()
-            folder.chmod(0o555)
-            try:
-                result = library(url, "run")
-            finally:
-                folder.chmod(0o755)
-        assert result["error"] == "StoreError", result
-        assert "liveness file" in str(result["message"])
-        assert owner.saga_ids() == []  # the tool never ran, nothing was journaled
-    assert library(url, "run") == {"value": "COMPLETED"}  # with the folder writable, it runs
+    with live_folder.read_only_while_open("run") as run:
+        assert run.result["error"] == "StoreError", run.result
+        assert "liveness file" in str(run.result["message"])
+        assert run.owner.saga_ids() == []  # the tool never ran, nothing was journaled
+    assert library(live_folder.url, "run") == {"value": "COMPLETED"}  # with the folder writable, it runs

@@ -4,9 +4,6 @@ processes, compensation of completed stages in reverse — through the public AP
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
@@ -27,29 +24,7 @@ from sagacity.errors import (
 from sagacity.tools import registry
 from sagacity.workflows import StageStatus, Workflow, find_workflow, runs
 
-HERE = Path(__file__).parent
-BRIEF = {"topic": "sagas for agents"}
-
-
-def effects() -> list[list[Any]]:
-    text = Path(os.environ["SAGACITY_WF_EFFECTS"]).read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines()]
-
-
-def in_process(url: str, action: str, run_id: str, arg: str = "") -> dict[str, Any]:
-    """One action in a fresh Python process (its own Sagacity and connections)."""
-    done = subprocess.run(
-        [sys.executable, str(HERE / "wf_app.py"), url, action, run_id, arg],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
-def statuses(view: Any) -> dict[str, StageStatus]:
-    return {s.name: s.status for s in view.stages}
+from .conftest import BRIEF, effects, in_process, race, statuses
 
 
 def test_a_run_stops_at_the_gate_and_continues_in_other_processes(wf: ModuleType, durable_url: str) -> None:
@@ -198,33 +173,6 @@ def test_racing_continues_run_the_gated_stage_once(wf: ModuleType, durable_url: 
     outcomes = race(durable_url, "article-10", ["resume", "resume", "resume"], ["", "", ""])
     assert any(o.get("status") == "COMPLETED" for o in outcomes)
     assert [e[0] for e in effects()].count("publish") == 1
-
-
-def race(url: str, run_id: str, actions: list[str], args: list[str]) -> list[dict[str, Any]]:
-    """The actions in separate processes, released together."""
-    procs = [
-        subprocess.Popen(
-            [sys.executable, str(HERE / "wf_app.py"), url, "wait", run_id, arg],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for arg in args
-    ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-    for proc, action in zip(procs, actions, strict=True):
-        assert proc.stdin is not None
-        proc.stdin.write(action + "\n")
-        proc.stdin.flush()
-    outcomes = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=90)
-        assert proc.returncode == 0, err
-        outcomes.append(json.loads(out.strip().splitlines()[-1]))
-    return outcomes
 
 
 def test_runs_are_listed_with_status_and_current_stage(wf: ModuleType, tmp_path: Path) -> None:

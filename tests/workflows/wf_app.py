@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -40,6 +41,8 @@ def format_article(article: dict[str, Any]) -> dict[str, Any]:
     effect("format", article["title"])
     if article.get("fail_at") == "format":
         raise RuntimeError("the typesetter is down")
+    if article.get("fail_at") == "hang":  # a test kills this process here, mid-stage (kill -9)
+        time.sleep(3600)
     if article.get("fail_at") == "output":
         return {"not json": {1, 2}}  # type: ignore[dict-item]
     return {**article, "html": f"<h1>{article['title']}</h1>"}
@@ -87,6 +90,11 @@ def main() -> None:
             [request] = sg.pending_approvals(run_id)
             sg.approve(run_id, request.journal_seq, approver=arg)
             out = {"approved": request.journal_seq}
+        elif action == "expire":  # as the doctor does from cron, with the clock past the gate's time
+            [request] = sg.pending_approvals(run_id)
+            assert request.expires_at is not None
+            expired = sg.expire_approvals(now=request.expires_at + timedelta(seconds=1))
+            out = {"expired": [r.journal_seq for r in expired]}
         elif action == "reject":
             [request] = sg.pending_approvals(run_id)
             sg.reject(run_id, request.journal_seq, approver=arg, reason="not cleared by legal")

@@ -8,18 +8,18 @@ principal the token names. Standard library only: the core install has no HTTP c
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import os
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from sagacity.cli._common import CommandError, console
+
+if TYPE_CHECKING:
+    import urllib.error
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -70,6 +70,8 @@ def base_url(api_url: str) -> str:
 def _loopback(host: str) -> bool:
     if host == "localhost":
         return True
+    import ipaddress
+
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
@@ -79,6 +81,9 @@ def _loopback(host: str) -> bool:
 def post(api_url: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
     """POST ``body`` as JSON to ``path`` under the API's root; the JSON answer, or exit 2 with the
     API's own ``error``."""
+    import urllib.error  # here, not at the top: http.client, email and ssl cost every --help
+    import urllib.request
+
     root = base_url(api_url)
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     token = os.environ.get(TOKEN_ENV)

@@ -7,7 +7,6 @@ validates them the same way.
 from __future__ import annotations
 
 import functools
-import getpass
 import importlib
 import json
 import os
@@ -19,8 +18,6 @@ from typing import Any, TypeVar
 
 import click
 
-from sagacity._state import one_line, required_reason
-from sagacity._toml_lines import duration_seconds
 from sagacity.cli._common import CommandError
 from sagacity.errors import InvalidValueError
 
@@ -71,6 +68,8 @@ def identity_option(fn: F) -> F:
 def resolve_identity(identity: str | None) -> str:
     """``--as NAME`` or the OS user; a decision is never journaled under an empty identity."""
     if identity is None:
+        import getpass
+
         try:
             identity = getpass.getuser()
         except (OSError, KeyError, ImportError) as exc:
@@ -90,6 +89,8 @@ def resolve_identity(identity: str | None) -> str:
 
 def one_line_option(name: str, text: str) -> str:
     """A person's note (``--reason``) as journaled: one line, or exit 2 with nothing journaled."""
+    from sagacity._state import one_line
+
     try:
         return one_line(name, text)
     except InvalidValueError as exc:
@@ -98,6 +99,8 @@ def one_line_option(name: str, text: str) -> str:
 
 def reason_option(text: str) -> str:
     """``--reason`` of a rejection as journaled: one line, not blank; else exit 2, nothing journaled."""
+    from sagacity._state import required_reason
+
     try:
         return required_reason(text)
     except InvalidValueError as exc:
@@ -136,6 +139,8 @@ def import_option(fn: F) -> F:
 
 def parse_duration(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
     """``30s``, ``5m``, ``2h``, ``1d`` or plain seconds, as a timedelta (an option callback)."""
+    from sagacity._toml_lines import duration_seconds
+
     seconds = duration_seconds(value)
     if seconds is None:
         raise click.BadParameter(f"{value!r} is not a duration like 30s, 5m, 2h or 1d")
@@ -193,6 +198,8 @@ def parse_moment(ctx: click.Context, param: click.Parameter, value: str | None) 
     (``2026-12-01``, ``2026-12-01T09:30``, ``...Z`` or ``...+02:00``; without an offset, UTC)."""
     if value is None:
         return None
+    from sagacity._toml_lines import duration_seconds
+
     text = value.strip()
     seconds = None if text.isdigit() else duration_seconds(text)
     if seconds is not None:

@@ -11,7 +11,6 @@ it, for the terminal to wrap, rather than cutting an id.
 
 from __future__ import annotations
 
-import csv
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -124,6 +123,8 @@ def show_rows(
 
     lines = [cells(*(one_row(v) if isinstance(v, str) else v for v in row)) for row in rows]
     if output == CSV:
+        import csv
+
         writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow([c.header for c in columns])
         writer.writerows([cell.plain for cell in line] for line in lines)

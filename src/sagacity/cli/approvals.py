@@ -8,7 +8,6 @@ a payload other than the one the journal holds.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 import time
@@ -441,11 +440,13 @@ def resume(
         sys.exit(EXIT_FINDINGS)
 
 
-def _sha256(text: str) -> str:
-    """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 def read_at(pending: PendingApproval) -> datetime:
     """When ``pending`` was read (its ``waiting`` is as of then)."""
     return pending.request.created_at + pending.waiting
+
+
+def _sha256(text: str) -> str:
+    """The SHA-256 of ``text`` as a request's ``inputHash`` spells it (SPEC §7)."""
+    import hashlib
+
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

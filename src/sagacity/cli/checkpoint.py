@@ -163,6 +163,7 @@ def checkpoint(
     are signed with Ed25519. Refused (exit 1, with the findings) if a chain is broken, the journal
     does not extend the newest checkpoints in the anchor, or fewer than --quorum witnesses
     cosign: signing would launder the tampering. Run it from cron, or as a sidecar with --every.
+    On a terminal a progress bar shows the sagas verified (on stderr; nothing in a pipe).
     """
     from sagacity.checkpoints import load_signing_key
 

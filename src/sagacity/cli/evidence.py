@@ -439,7 +439,7 @@ def export(
     bundle that anyone can check offline with the public key alone:
     ``python -m sagacity.verify_bundle DIR --key NAME.pub``. From an anchor directory the bundle
     also carries its newest log checkpoint, with its cosignatures, and each saga's log inclusion
-    proof.
+    proof; on a terminal a progress bar shows the sagas written (on stderr; nothing in a pipe).
     """
     from sagacity.checkpoints import DirectorySink, read_log_checkpoint, write_bundle
 

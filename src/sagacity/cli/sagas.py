@@ -15,7 +15,6 @@ from urllib.parse import quote as quote_path
 
 import click
 
-from sagacity._state import fold
 from sagacity.cli._api import TOKEN_ENV, api_option, post, refuse_with_api
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
@@ -321,6 +320,7 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
     COMPENSATED, 1 otherwise.
     """
     from sagacity._recovery import misaligned
+    from sagacity._state import fold
 
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:

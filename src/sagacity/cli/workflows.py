@@ -194,14 +194,25 @@ def _report(result: WorkflowResult) -> None:
 def _print_run(view: WorkflowView) -> None:
     from rich.table import Table
 
+    from sagacity.workflows import StageStatus
+
     out = console()
     out.print(f"run {view.run_id} of {view.workflow}: {view.status}", markup=False)
-    table = Table("stage", "status", "gate", "checks", "output")
+    table = Table("stage", "status", "gate", "checks", "policy", "output")
     for stage in view.stages:
         gate = "-"
         if stage.gate is not None:
             gate = f"seq {stage.gate.seq}, {len(stage.gate.approvers)}/{stage.gate.approvals_required}"
         checks = ", ".join(f"{c.name} {c.status}" for c in stage.checks) or "-"
+        policy = "-" if stage.policy is None else f"{stage.policy.action} by rule {stage.policy.rule}"
         output = "-" if stage.output is None else shorten(str(stage.output), 40)
-        table.add_row(*cells(stage.name, str(stage.status), gate, checks, output))
+        table.add_row(*cells(stage.name, str(stage.status), gate, checks, policy, output))
     out.print(table)
+    for stage in view.stages:
+        if stage.status is StageStatus.IN_DOUBT:
+            out.print(
+                f"stage {stage.name!r} is in doubt: its process died before journaling an outcome, so "
+                "whether it took effect is unknown; check, then settle it (`sagacity sagas in-doubt`, "
+                "`sagacity sagas resolve`) and resume the run",
+                markup=False,
+            )

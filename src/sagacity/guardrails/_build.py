@@ -12,7 +12,8 @@ format; Python is another way to write it.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -37,7 +38,7 @@ def allow(
     mode: Mode | str = Mode.ENFORCE,
 ) -> Rule:
     """A rule that lets the calls it matches run unattended (an IRREVERSIBLE tool needs one)."""
-    return _rule(id, Action.ALLOW, _filters(tool, when, amount, over), mode=mode)
+    return _made("allow", locals())
 
 
 def hold(
@@ -53,15 +54,7 @@ def hold(
     mode: Mode | str = Mode.ENFORCE,
 ) -> Rule:
     """A rule that holds the calls it matches for ``approvals`` distinct approvers."""
-    return _rule(
-        id,
-        Action.HOLD,
-        _filters(tool, when, amount, over),
-        approvals=approvals,
-        ttl=ttl,
-        reason=reason,
-        mode=mode,
-    )
+    return _made("hold", locals())
 
 
 def deny(
@@ -75,7 +68,7 @@ def deny(
     mode: Mode | str = Mode.ENFORCE,
 ) -> Rule:
     """A rule that refuses the calls it matches; ``reason`` is what the model is told."""
-    return _rule(id, Action.DENY, _filters(tool, when, amount, over), reason=reason, mode=mode)
+    return _made("deny", locals())
 
 
 def budget(
@@ -95,16 +88,7 @@ def budget(
     mode: Mode | str = Mode.ENFORCE,
 ) -> Rule:
     """At most ``limit`` per sliding ``window``: a count of calls, or with ``amount`` a sum."""
-    history = {"budget": {"limit": _amount(limit), "window": _duration(window), "per": str(per)}}
-    return _rule(
-        id,
-        action,
-        _filters(tool, when, amount, over) | history,
-        approvals=approvals,
-        ttl=ttl,
-        reason=reason,
-        mode=mode,
-    )
+    return _made("budget", locals())
 
 
 def requires(
@@ -124,16 +108,7 @@ def requires(
 ) -> Rule:
     """The call needs a call of ``first`` executed (not compensated) earlier in its saga, whose
     result satisfies ``result`` (CEL over ``result`` and ``args``) if given."""
-    needed: dict[str, Any] = {"tool": first} | ({"result": result} if result is not None else {})
-    return _rule(
-        id,
-        action,
-        _filters(tool, when, amount, over) | {"requires": needed},
-        approvals=approvals,
-        ttl=ttl,
-        reason=reason,
-        mode=mode,
-    )
+    return _made("requires", locals())
 
 
 def failures(
@@ -150,16 +125,7 @@ def failures(
     mode: Mode | str = Mode.ENFORCE,
 ) -> Rule:
     """A circuit breaker: the rule decides once the tool's last ``max_in_row`` outcomes failed."""
-    breaker = {"failures": {"max_in_row": max_in_row, "per": str(per)}}
-    return _rule(
-        id,
-        action,
-        _filters(tool, when, None, None) | breaker,
-        approvals=approvals,
-        ttl=ttl,
-        reason=reason,
-        mode=mode,
-    )
+    return _made("failures", locals())
 
 
 def build_policy(*rules: Rule, default: Action | str = Action.ALLOW, source: str = "python policy") -> Policy:
@@ -175,6 +141,65 @@ def build_policy(*rules: Rule, default: Action | str = Action.ALLOW, source: str
 
 
 # -- from keyword arguments to the file's keys, checked by the file's parser ----------------------
+@dataclass(frozen=True)
+class _Kind:
+    """What sets a kind of rule apart: its action (None: the caller's ``action``) and the table of
+    its own keys, made from the constructor's arguments."""
+
+    action: Action | None
+    keys: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _requires_keys(args: dict[str, Any]) -> dict[str, Any]:
+    result = {"result": args["result"]} if args["result"] is not None else {}
+    return {"requires": {"tool": args["first"], **result}}
+
+
+#: Each constructor's kind, by its name.
+_KINDS: dict[str, _Kind] = {
+    "allow": _Kind(Action.ALLOW, lambda args: {}),
+    "hold": _Kind(Action.HOLD, lambda args: {}),
+    "deny": _Kind(Action.DENY, lambda args: {}),
+    "budget": _Kind(
+        None,
+        lambda args: {
+            "budget": {
+                "limit": _amount(args["limit"]),
+                "window": _duration(args["window"]),
+                "per": str(args["per"]),
+            }
+        },
+    ),
+    "requires": _Kind(None, _requires_keys),
+    "failures": _Kind(
+        None, lambda args: {"failures": {"max_in_row": args["max_in_row"], "per": str(args["per"])}}
+    ),
+}
+
+
+def _made(kind: str, args: dict[str, Any]) -> Rule:
+    """The rule a constructor's arguments (its ``locals()``, by name) describe, as the file's
+    parser reads it: the filters, the kind's own keys, then the keys every action may take.
+
+    Keys a kind has no argument for keep their defaults (no ``approvals`` on ``allow``...)."""
+    spec = _KINDS[kind]
+    table: dict[str, Any] = {
+        "id": args["id"],
+        "action": str(spec.action if spec.action is not None else args["action"]),
+        **_filters(args.get("tool"), args.get("when"), args.get("amount"), args.get("over")),
+        **spec.keys(args),
+    }
+    if args.get("approvals", 1) != 1:
+        table["approvals"] = args["approvals"]
+    if args.get("ttl") is not None:
+        table["ttl"] = _duration(args["ttl"])
+    if args.get("reason"):
+        table["reason"] = args["reason"]
+    if str(args["mode"]) != Mode.ENFORCE:
+        table["mode"] = str(args["mode"])
+    return _Parser(f"rule {args['id']!r}", LineIndex("")).rule(table, ("rules", "0"))
+
+
 def _filters(
     tool: str | Iterable[str] | None, when: str | None, amount: str | None, over: Amount | None
 ) -> dict[str, Any]:
@@ -188,28 +213,6 @@ def _filters(
     if over is not None:
         body["over"] = _amount(over)
     return body
-
-
-def _rule(
-    id: str,
-    action: Action | str,
-    body: dict[str, Any],
-    *,
-    approvals: int = 1,
-    ttl: Duration | None = None,
-    reason: str = "",
-    mode: Mode | str = Mode.ENFORCE,
-) -> Rule:
-    table: dict[str, Any] = {"id": id, "action": str(action), **body}
-    if approvals != 1:
-        table["approvals"] = approvals
-    if ttl is not None:
-        table["ttl"] = _duration(ttl)
-    if reason:
-        table["reason"] = reason
-    if str(mode) != Mode.ENFORCE:
-        table["mode"] = str(mode)
-    return _Parser(f"rule {id!r}", LineIndex("")).rule(table, ("rules", "0"))
 
 
 def _amount(value: Amount) -> Any:

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -14,9 +18,11 @@ from typing import Any
 import pytest
 
 from sagacity import Phase, Sagacity
+from sagacity.guardrails import build_policy, hold
+from sagacity.server import TokenAuth
 from sagacity.tools import registry
 
-from .conftest import off_loop, sign_in
+from .conftest import TOKEN, off_loop, serve, sign_in
 
 pytestmark = pytest.mark.browser
 WORKFLOWS = Path(__file__).resolve().parents[2] / "workflows"
@@ -35,8 +41,6 @@ def wf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ModuleType]:
 
 
 def effects() -> list[str]:
-    import os
-
     return [json.loads(line)[0] for line in Path(os.environ["SAGACITY_WF_EFFECTS"]).read_text().splitlines()]
 
 
@@ -93,3 +97,74 @@ def test_a_gate_rejected_from_the_run_view_compensates(
     expect(page.locator("#notice")).to_contain_text("the run is rejected")
     expect(page.locator('section.stage-card[data-stage="draft"]')).to_contain_text("COMPENSATED")
     assert effects() == ["draft", "format", "unformat", "discard_draft"]
+
+
+def test_a_stage_whose_process_was_killed_shows_in_doubt(
+    wf: ModuleType, page: Any, playwright_api: Any, tmp_path: Path, lease_gone: Any
+) -> None:
+    """kill -9 mid-stage: the flow and the stage's card say IN DOUBT (never RUNNING) and why."""
+    url_db = f"sqlite:///{tmp_path}/journal.db"
+    brief = json.dumps({"topic": "sagas for agents", "fail_at": "hang"})
+    proc = subprocess.Popen([sys.executable, str(WORKFLOWS / "wf_app.py"), url_db, "run", "article-3", brief])
+    sg = Sagacity(url_db)
+    served = serve(
+        sg, auth=TokenAuth({TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]}})
+    )
+    try:
+        url = next(served)
+        deadline = time.monotonic() + 60
+        while "format" not in effects():
+            assert time.monotonic() < deadline, "the format stage never started"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        off_loop(lease_gone, sg, "article-3")
+        expect = playwright_api.expect
+        sign_in(page, url)
+        page.click('[data-nav="workflows"]')
+        row = page.locator('tr[data-run="article-3"]')
+        expect(row).to_contain_text("IN DOUBT")
+        expect(row.locator(".stage.current")).to_contain_text("format")
+        row.locator("a").click()
+        card = page.locator('section.stage-card[data-stage="format"]')
+        expect(card.locator(".pill").first).to_contain_text("IN DOUBT")
+        expect(card.locator(".in-doubt")).to_contain_text("died before journaling an outcome")
+        expect(page.locator('section.stage-card[data-stage="draft"]')).to_contain_text("COMPLETED")
+    finally:
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        served.close()
+
+
+def test_a_gate_held_by_the_policy_shows_the_rule_and_its_approvers(
+    wf: ModuleType, page: Any, playwright_api: Any
+) -> None:
+    """A policy rule holding the gate for two lawyers: the card names the rule and counts 0 of 2."""
+    rules = build_policy(
+        hold("legal-two", tool="publish-article/publish", approvals=2, reason="two lawyers sign off"),
+        default="allow",
+    )
+    sg = Sagacity("memory://", policy=rules)
+    off_loop(wf.publishing.run, sg, "article-4", {"topic": "sagas for agents"})
+    served = serve(
+        sg, auth=TokenAuth({TOKEN: {"name": "alice@example.com", "roles": ["approver", "auditor"]}})
+    )
+    try:
+        url = next(served)
+        expect = playwright_api.expect
+        sign_in(page, url)
+        expect(page.locator('[data-nav="workflows"]')).to_be_visible()  # signed in
+        page.goto(url + "#/workflow/article-4")
+        card = page.locator('section.stage-card[data-stage="publish"]')
+        expect(card.locator(".policy")).to_contain_text(
+            "hold by rule legal-two (2 approval(s)) · two lawyers sign off"
+        )
+        expect(card.locator(".gate")).to_contain_text("0 of 2 approval(s)")
+        card.locator("button.approve").click()
+        page.locator("#confirm-ok").click()
+        expect(page.locator("#notice")).to_contain_text("the run is awaiting approval")  # one of two
+        expect(card.locator(".gate")).to_contain_text("1 of 2 approval(s) (alice@example.com)")
+    finally:
+        served.close()
+    assert effects() == ["draft", "format"]

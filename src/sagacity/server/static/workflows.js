@@ -64,6 +64,12 @@ function stageCard(run, stage, reload) {
   });
   return h("section", { class: `stage-card ${stage.status}`, "data-stage": stage.name },
     h("div", { class: "card-head" }, h("h2", {}, stage.name), pill(stage.status), gate ? pill("gated", "warn") : null),
+    stage.status === "IN_DOUBT" ? h("p", { class: "notice warn in-doubt" },
+      "In doubt: the process running this stage died before journaling an outcome, so whether it took effect is unknown. ",
+      "Check, then settle it (the run's journal, or sagacity sagas resolve) and resume the run.") : null,
+    stage.policy ? h("p", { class: "policy" }, h("strong", {}, "Policy: "), `${stage.policy.action} by rule ${stage.policy.rule}`,
+      stage.policy.approvals ? ` (${stage.policy.approvals} approval(s))` : "",
+      stage.policy.reason ? ` · ${stage.policy.reason}` : "") : null,
     stage.checks.length ? h("ul", { class: "checks" }, stage.checks.map((c) =>
       h("li", {}, `check ${c.name}: `, pill(c.status, { PASSED: "valid", FAILED: "bad" }[c.status] || ""),
         c.reason ? ` ${c.reason}` : ""))) : null,
