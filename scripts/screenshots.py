@@ -20,7 +20,7 @@ from typing import Any
 import uvicorn
 from playwright.sync_api import expect, sync_playwright
 
-from sagacity import CompensationContext, Phase, Reversibility, Sagacity, tool
+from sagacity import CompensationContext, Phase, Reversibility, Sagacity, acting_as, tool
 from sagacity.server import TokenAuth, create_app
 
 DOCS_IMG = Path(__file__).resolve().parent.parent / "docs" / "img"
@@ -30,6 +30,7 @@ TOKEN = "screenshot-token-0123456789"
 @tool
 def reserve_inventory(sku: str, quantity: int) -> str:
     """Hold stock for an order."""
+    time.sleep(0.04)  # a call that takes a moment, so the timeline has a duration to show
     return f"reservation R-{sku}-{quantity}"
 
 
@@ -62,7 +63,12 @@ def release_payout(amount: str, currency: str, account: str) -> str:
 
 
 def populate(sg: Sagacity) -> None:
-    """One saga in every state the dashboard shows."""
+    """One saga in every state the dashboard shows, started for an agent's principal."""
+    with acting_as("agent-7@example.com"):
+        _populate(sg)
+
+
+def _populate(sg: Sagacity) -> None:
 
     def supplier_order(order: str, amount: str) -> str:
         reserve_inventory(f"SKU-{order}", 3)
@@ -98,13 +104,15 @@ def visit(page: Any, url: str, snap: Callable[..., None]) -> None:
     page.fill("#token", TOKEN)
     snap("login", full=False)
     page.click("#login")
-    expect(page.locator("section.approval")).to_have_count(2)
-    expect(page.locator("section.approval").first).to_contain_text("matches the payload shown")
-    first = page.locator("section.approval").first
-    first.locator(".journal-so-far summary").click()  # each card's journal is fetched when opened
-    expect(first.locator(".journal-so-far table")).to_be_visible()
+    expect(page.locator("tr.request")).to_have_count(2)
+    expect(page.locator("#activity svg.chart")).to_be_visible()
+    snap("queue")
+    page.locator("tr.request").last.click()  # a row opens to its card, read when opened
+    first = page.locator("section.approval")
+    expect(first).to_contain_text("matches the payload shown")
+    expect(first.locator("aside.context")).to_contain_text("Earlier calls (1)")
     snap("approvals")
-    page.keyboard.press("a")  # the confirmation of the selected (oldest) request
+    page.keyboard.press("a")  # the confirmation of the selected request
     expect(page.locator("dialog.confirm")).to_contain_text("matches the payload shown")
     snap("confirm", full=False)
     page.keyboard.press("Escape")
@@ -113,7 +121,14 @@ def visit(page: Any, url: str, snap: Callable[..., None]) -> None:
     snap("sagas")
     page.goto(url + "#/saga/order-1039")
     expect(page.locator(".verification")).to_contain_text("chain verified")
+    expect(page.locator("#saga-timeline tr.compensation")).to_have_count(1)
     snap("saga")
+    page.set_viewport_size({"width": 420, "height": 860})
+    page.goto(url + "#/approvals")
+    expect(page.locator("tr.request")).to_have_count(2)
+    expect(page.locator("aside.context")).to_contain_text("Earlier calls (1)")  # still open
+    snap("narrow")
+    page.set_viewport_size({"width": 1280, "height": 860})
     page.goto(url + "#/saga/order-1040")
     expect(page.locator(".timeline li.in-doubt")).to_have_count(1)
     snap("saga-in-doubt")

@@ -95,7 +95,7 @@ def compensation_view(comp: Compensation) -> CompensationView:
     first = comp.intent or comp.outcome
     assert first is not None  # the fold makes one only for an INTENT or an outcome
     started = comp.intent.timestamp if comp.intent is not None else None
-    return CompensationView(comp.executed_seq, first.tool_name, first.input, started, comp.outcome)
+    return CompensationView(comp.executed_seq, first.seq, first.tool_name, first.input, started, comp.outcome)
 
 
 def gate_view(state: SagaState, gate: Gate, required: Required, live: bool = True) -> ApprovalGate:

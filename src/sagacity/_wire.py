@@ -181,10 +181,12 @@ def call_json(call: CallView) -> JSON:
 
 
 def compensation_json(comp: CompensationView) -> JSON:
-    """One compensation of a saga view: the call it undoes (``compensatesSeq``, its EXECUTED
-    entry), when it started and finished, and how it ended (null while it has no outcome)."""
+    """One compensation of a saga view: its INTENT's ``seq``, the call it undoes
+    (``compensatesSeq``, its EXECUTED entry), when it started and finished, and how it ended
+    (null while it has no outcome)."""
     outcome = comp.outcome
     return {
+        "seq": comp.seq,
         "compensatesSeq": comp.executed_seq,
         "toolName": comp.tool_name,
         "input": comp.input,

@@ -483,9 +483,10 @@ class CompensationView:
 
     ``started_at`` is its INTENT's time (None: journaled without one, by an older release);
     ``outcome`` the COMPENSATED or COMPENSATION_FAILED entry once known (None: running, or in
-    doubt once its process is gone)."""
+    doubt once its process is gone); ``seq`` its INTENT's seq (its outcome's without one)."""
 
     executed_seq: int
+    seq: int
     tool_name: str
     input: str
     started_at: datetime | None

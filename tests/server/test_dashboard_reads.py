@@ -38,18 +38,19 @@ async def test_a_request_carries_its_tools_description_and_its_sagas_context(
     """GET /requests gives the held tool's docstring (as registered in the serving process), the
     saga's principal, start time and the calls made before the request."""
 
-    def agent() -> str:
+    def started_for_mallory() -> Any:
         with acting_as("mallory@example.com"):
-            return tools.transfer()
+            return sg.run("ctx-1", tools.transfer)
 
-    result = await anyio.to_thread.run_sync(lambda: sg.run("ctx-1", agent))
+    result = await anyio.to_thread.run_sync(started_for_mallory)
     seq = result.awaiting[0].journal_seq
     detail = await get(client, f"/requests/ctx-1/{seq}", ALICE)
     assert detail["toolDescription"] == "Send money; cannot be undone, so it waits for a human."
     assert [(c["toolName"], c["status"]) for c in detail["calls"]] == [("srv_reserve", "EXECUTED")]
     call = detail["calls"][0]
     assert parsed(detail["startedAt"]) <= parsed(call["startedAt"]) <= parsed(call["finishedAt"])
-    assert detail["principal"] == detail["requester"]
+    assert detail["principal"] == "mallory@example.com"
+    assert detail["requester"] == "mallory@example.com"
 
 
 async def test_an_unregistered_tool_has_no_description_rather_than_a_guess(
@@ -101,6 +102,8 @@ async def test_a_saga_reads_with_its_calls_decisions_and_compensations_timed(
     assert parsed(decision["decidedAt"]) <= parsed(comp["startedAt"])
     executed = next(e for e in saga["entries"] if e["phase"] == "EXECUTED" and e["toolName"] == "srv_reserve")
     assert comp["compensatesSeq"] == executed["seq"]
+    intent = next(e for e in saga["entries"] if e["seq"] == comp["seq"])
+    assert (intent["phase"], intent["payload"]) == ("INTENT", f"compensates seq={executed['seq']}")
 
 
 async def test_activity_counts_decisions_and_pending_requests(

@@ -137,3 +137,15 @@ def sign_in(page: Any, url: str, token: str = TOKEN) -> None:
     page.goto(url)
     page.fill("#token", token)
     page.click("#login")
+
+
+def open_request(page: Any, saga_id: str) -> Any:
+    """The card of ``saga_id``'s request in the approval queue, its row opened (as a click on
+    the row's toggle does) unless it is open already, once its detail (GET /requests) is shown."""
+    row = page.locator(f'tr.request[data-saga="{saga_id}"]')
+    row.wait_for()
+    if row.get_attribute("aria-expanded") != "true":
+        row.locator("button.toggle").click()
+    card = page.locator(f'section.approval[data-saga="{saga_id}"]')
+    card.locator("aside.context .principal").wait_for()
+    return card

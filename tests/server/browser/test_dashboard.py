@@ -13,7 +13,7 @@ import pytest
 
 from sagacity import Phase, Sagacity, SagaStatus
 
-from .conftest import APPROVER_ONLY, CHROMIUM, ROOT, run_saga, sign_in
+from .conftest import APPROVER_ONLY, CHROMIUM, ROOT, open_request, run_saga, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -26,7 +26,7 @@ def test_approve_and_resume_a_pending_transfer(
     run_saga(sg, "wire-1", tools.transfer)
     expect = playwright_api.expect
     sign_in(page, url)
-    card = page.locator('section.approval[data-saga="wire-1"]')
+    card = open_request(page, "wire-1")
     expect(card).to_contain_text("srv_wire")
     expect(card.locator("pre.payload")).to_contain_text('"amount": "100.00"')
     expect(card).to_contain_text("matches the payload shown")  # SHA-256 recomputed in the browser
@@ -58,7 +58,7 @@ def test_reject_with_a_reason_compensates(
     run_saga(sg, "wire-2", tools.transfer, amount="7.00")
     expect = playwright_api.expect
     sign_in(page, url)
-    card = page.locator('section.approval[data-saga="wire-2"]')
+    card = open_request(page, "wire-2")
     card.locator("button.reject").click()
     page.locator("#confirm-reason").fill("beneficiary unknown")
     page.locator("#confirm-ok").click()
@@ -98,7 +98,7 @@ def test_journal_text_is_shown_as_text_never_as_markup(
     hostile = "<img src=x onerror=window.pwned=1><script>window.pwned=2</script>"
     run_saga(sg, "xss-1", tools.transfer, to=hostile)
     sign_in(page, url)
-    card = page.locator('section.approval[data-saga="xss-1"]')
+    card = open_request(page, "xss-1")
     playwright_api.expect(card.locator("pre.payload")).to_contain_text(hostile)
     assert page.locator("img").count() == 0
     assert page.evaluate("window.pwned") is None

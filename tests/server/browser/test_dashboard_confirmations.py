@@ -11,7 +11,7 @@ import pytest
 
 from sagacity import Reversibility, Sagacity, tool
 
-from .conftest import off_loop, run_saga, serve, sign_in
+from .conftest import off_loop, open_request, run_saga, serve, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -25,7 +25,7 @@ def test_enter_on_an_empty_reason_journals_nothing(
     run_saga(sg, "wire-r", tools.transfer, amount="7.00")
     before = len(off_loop(sg.entries, "wire-r"))
     sign_in(page, url)
-    page.locator('section.approval[data-saga="wire-r"] button.reject').click()
+    open_request(page, "wire-r").locator("button.reject").click()
     reason = page.locator("#confirm-reason")
     reason.fill(typed)
     reason.press("Enter")
@@ -54,7 +54,7 @@ def test_the_reject_dialog_lists_what_it_will_undo_in_order(
 
     run_saga(sg, "undo-1", two_steps)
     sign_in(page, url)
-    page.locator('section.approval[data-saga="undo-1"] button.reject').click()
+    open_request(page, "undo-1").locator("button.reject").click()
     expect = playwright_api.expect
     steps = page.locator("#confirm-undo li")
     expect(steps).to_have_count(2)
@@ -80,7 +80,7 @@ def test_resume_asks_for_confirmation_like_approve(
     off_loop(sg.approve, "res-1", seq, "carol@example.com")
     sign_in(page, url)
     expect = playwright_api.expect
-    resume = page.locator('section.approval[data-saga="res-1"] button.resume')
+    resume = open_request(page, "res-1").locator("button.resume")
     resume.click()
     dialog = page.locator('dialog.confirm[data-kind="resume"]')
     expect(dialog).to_be_visible()
@@ -101,7 +101,7 @@ def test_the_notice_does_not_survive_navigation_by_url(
     url, sg = served
     run_saga(sg, "note-1", tools.transfer, amount="4.00")
     sign_in(page, url)
-    page.locator('section.approval[data-saga="note-1"] button.reject').click()
+    open_request(page, "note-1").locator("button.reject").click()
     page.locator("#confirm-reason").fill("not ours")
     page.locator("#confirm-ok").click()
     expect = playwright_api.expect
@@ -131,7 +131,10 @@ def test_at_420_px_the_header_fits_and_amounts_stay_whole(
     try:
         page = context.new_page()
         sign_in(page, url)
+        playwright_api.expect(page.locator("tr.request")).to_have_count(50)
+        page.click("#expand-all")  # every row opened to its card
         playwright_api.expect(page.locator("section.approval")).to_have_count(50)
+        playwright_api.expect(page.locator("aside.context .principal")).to_have_count(50)
         widths = page.evaluate(
             "() => [document.documentElement.scrollWidth, document.querySelector('header.top').scrollWidth,"
             " document.querySelector('header.top').clientWidth]"
@@ -142,7 +145,8 @@ def test_at_420_px_the_header_fits_and_amounts_stay_whole(
             "() => document.querySelectorAll('section.approval details').forEach((d) => { d.open = true; })"
         )
         split = page.evaluate(
-            """() => Array.from(document.querySelectorAll('section.approval pre')).filter((pre) => {
+            """() => Array.from(document.querySelectorAll('section.approval :is(pre.payload, pre.exact)'))
+              .filter((pre) => {
               const walk = document.createTreeWalker(pre, NodeFilter.SHOW_TEXT);
               let node = walk.nextNode();
               while (node && !node.textContent.includes('4200.00')) node = walk.nextNode();
@@ -177,7 +181,7 @@ def test_insecure_mode_opens_without_the_sign_in_page(
     run_saga(sg, "open-1", tools.transfer)
     page.goto(url)
     expect = playwright_api.expect
-    expect(page.locator('section.approval[data-saga="open-1"]')).to_be_visible()
+    expect(page.locator('tr.request[data-saga="open-1"]')).to_be_visible()
     expect(page.locator("#token")).to_have_count(0)
     expect(page.locator("#banner")).to_contain_text("WITHOUT AUTHENTICATION")
     expect(page.locator("#logout")).to_be_hidden()

@@ -12,7 +12,7 @@ import pytest
 
 from sagacity import Phase, Sagacity, SagaStatus
 
-from .conftest import TOKEN, off_loop, run_saga, sign_in
+from .conftest import TOKEN, off_loop, open_request, run_saga, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -158,8 +158,7 @@ def test_auto_refresh_keeps_an_open_confirmation_and_the_reason_typed(
     run_saga(sg, "wire-1", tools.transfer)
     expect = playwright_api.expect
     sign_in(page, url)
-    card = page.locator('section.approval[data-saga="wire-1"]')
-    expect(card).to_be_visible()
+    card = open_request(page, "wire-1")
     page.evaluate("window.notReloaded = true")
     card.locator("button.reject").click()
     reason = page.locator("#confirm-reason")
@@ -170,14 +169,12 @@ def test_auto_refresh_keeps_an_open_confirmation_and_the_reason_typed(
     expect(reason).to_have_value("beneficiary")
     expect(reason).to_be_focused()
     # Skipped, not merely harmless: the request that arrived is not on the page behind the dialog yet.
-    expect(page.locator('section.approval[data-saga="wire-2"]')).to_have_count(0)
+    expect(page.locator('tr.request[data-saga="wire-2"]')).to_have_count(0)
     reason.type(" unknown")
     page.keyboard.press("Escape")
     expect(page.locator("dialog.confirm")).to_have_count(0)
     expect(card.locator("button.reject")).to_be_focused()  # focus went back where it was
-    expect(page.locator('section.approval[data-saga="wire-2"]')).to_be_visible(
-        timeout=4 * REFRESH_SECONDS * 1000
-    )
+    expect(page.locator('tr.request[data-saga="wire-2"]')).to_be_visible(timeout=4 * REFRESH_SECONDS * 1000)
     assert page.evaluate("window.notReloaded") is True
     assert [e.phase for e in off_loop(sg.entries, "wire-1")].count(Phase.REJECTED) == 0
 
@@ -193,15 +190,15 @@ def test_keyboard_approve_confirms_the_exact_payload(
     (request_b,) = off_loop(sg.pending_approvals, "wire-b")
     expect = playwright_api.expect
     sign_in(page, url)
-    cards = page.locator("section.approval")
-    expect(cards).to_have_count(2)
-    expect(cards.nth(0)).to_have_class("card approval selected")  # the oldest is selected first
+    rows = page.locator("tr.request")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0)).to_have_class("request selected")  # the oldest is selected first
     page.keyboard.press("j")
-    expect(page.locator('section.approval[data-saga="wire-b"]')).to_be_focused()
+    expect(page.locator('tr.request[data-saga="wire-b"]')).to_be_focused()
     page.keyboard.press("k")
-    expect(page.locator('section.approval[data-saga="wire-a"]')).to_be_focused()
+    expect(page.locator('tr.request[data-saga="wire-a"]')).to_be_focused()
     page.keyboard.press("ArrowDown")
-    expect(page.locator('section.approval[data-saga="wire-b"]')).to_have_class("card approval selected")
+    expect(page.locator('tr.request[data-saga="wire-b"]')).to_have_class("request selected")
 
     page.keyboard.press("a")
     dialog = page.locator("dialog.confirm")
@@ -218,7 +215,7 @@ def test_keyboard_approve_confirms_the_exact_payload(
     assert page.evaluate("document.activeElement.closest('dialog.confirm') !== null")
     page.keyboard.press("Escape")
     expect(dialog).to_have_count(0)
-    expect(page.locator('section.approval[data-saga="wire-b"]')).to_be_focused()
+    expect(page.locator('tr.request[data-saga="wire-b"]')).to_be_focused()
     assert not [
         e for e in off_loop(sg.entries, "wire-b") if e.phase == Phase.APPROVED
     ]  # a alone decides nothing
@@ -233,7 +230,7 @@ def test_keyboard_approve_confirms_the_exact_payload(
     assert not [e for e in off_loop(sg.entries, "wire-a") if e.phase == Phase.APPROVED]
 
     page.keyboard.press("k")
-    expect(page.locator('section.approval[data-saga="wire-a"]')).to_be_focused()
+    expect(page.locator('tr.request[data-saga="wire-a"]')).to_be_focused()
     page.keyboard.press("r")
     page.keyboard.type("wrong amount")
     page.keyboard.press("Enter")
@@ -256,6 +253,7 @@ def test_deep_links_open_each_view_after_a_reload(
     page.goto(f"{url}#/sagas?status=COMPLETED")
     page.click("#page-older")
     expect(page.locator("#page-number")).to_have_text("page 2")
+    expect(page.locator("table.sagas tbody tr")).to_have_count(5)  # the page's rows, once drawn
     second = row_ids(page)
     page.reload()
     expect(page.locator("table.sagas tbody tr")).to_have_count(5)
@@ -273,8 +271,7 @@ def test_deep_links_open_each_view_after_a_reload(
 
     page.goto(f"{url}#/approvals")
     page.reload()
-    expect(page.locator('section.approval[data-saga="wire-1"]')).to_be_visible()
-    page.locator('section.approval[data-saga="wire-1"] a.permalink').click()
+    open_request(page, "wire-1").locator("a.permalink").click()
     assert page.url.endswith(f"#/approval/wire-1/{request.journal_seq}")
     page.reload()
     card = page.locator('section.approval[data-saga="wire-1"]')
@@ -297,7 +294,7 @@ def test_lookup_opens_a_saga_or_says_there_is_none(
     completed(sg, tools, 1, prefix="team/a")
     expect = playwright_api.expect
     sign_in(page, url)
-    expect(page.locator("section.approval, .empty").first).to_be_visible()
+    expect(page.locator("tr.request, .empty").first).to_be_visible()
     page.keyboard.press("/")
     expect(page.locator("#lookup-id")).to_be_focused()
     page.keyboard.type("team/a-000")
@@ -319,7 +316,7 @@ def test_a_card_updated_by_a_refresh_keeps_the_focus_on_it(
     (request,) = off_loop(sg.pending_approvals, "payout-1")
     expect = playwright_api.expect
     sign_in(page, url)
-    card = page.locator('section.approval[data-saga="payout-1"]')
+    card = open_request(page, "payout-1")
     expect(card.locator(".approvals-count")).to_contain_text("0 of 2")
     card.locator("button.reject").focus()
     off_loop(sg.approve, "payout-1", request.journal_seq, "bob@example.com")
@@ -370,7 +367,7 @@ def test_the_dashboard_reads_one_page_at_a_time(
     page.on("request", lambda request: asked.append(request.url))
     expect = playwright_api.expect
     sign_in(page, url)
-    expect(page.locator("section.approval")).to_have_count(3)
+    expect(page.locator("tr.request")).to_have_count(3)
     expect(page.locator("#approvals-count")).to_have_text("(3)")
     page.click('[data-nav="sagas"]')
     expect(page.locator("table.sagas tbody tr")).to_have_count(25)
@@ -386,7 +383,7 @@ def test_the_dashboard_reads_one_page_at_a_time(
     assert queue_reads
     assert all(u == api + "approvals?limit=50" for u in queue_reads), queue_reads
     page.click('[data-nav="approvals"]')
-    page.locator('section.approval[data-saga="wire-1"] .journal-so-far summary').click()
+    open_request(page, "wire-1").locator(".journal-so-far summary").click()
     expect(page.locator('section.approval[data-saga="wire-1"] .journal-so-far')).to_contain_text(
         "srv_reserve"
     )
@@ -410,9 +407,9 @@ def test_a_long_queue_shows_the_50_oldest_and_how_many_wait(
     off_loop(gates)
     expect = playwright_api.expect
     sign_in(page, url)
-    expect(page.locator("section.approval")).to_have_count(50)
+    expect(page.locator("tr.request")).to_have_count(50)
     expect(page.locator("#approvals-count")).to_have_text("(50 oldest of 52)")
-    shown = page.locator("section.approval").evaluate_all("cards => cards.map(c => c.dataset.saga)")
+    shown = page.locator("tr.request").evaluate_all("cards => cards.map(c => c.dataset.saga)")
     assert shown == [f"wire-{n:02d}" for n in range(50)]
 
 

@@ -112,6 +112,14 @@ function duration(seconds) {
   if (m) return `${m}m ${s}s`;
   return `${s}s`;
 }
+// How long from one timestamp to another, to the millisecond under a minute.
+function took(fromIso, toIso) {
+  const ms = Date.parse(toIso) - Date.parse(fromIso);
+  if (!(ms >= 0)) return "—";
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(ms < 10000 ? 2 : 1)} s`;
+  return duration(ms / 1000);
+}
 const when = (iso) => (iso ? iso.replace("T", " ").replace(/\.\d+Z$/, " UTC") : "—");
 const since = (iso) => `${duration((Date.now() - Date.parse(iso)) / 1000)} (since ${when(iso)})`;
 function expiry(item) {
@@ -179,7 +187,39 @@ function hashCell(input, expected) {
       ? pill("matches the payload shown", "valid")
       : pill("DOES NOT MATCH the payload shown", "broken"));
   });
-  return h("dd", {}, h("code", { class: "hash" }, expected), " ", mark);
+  return h("dd", {}, h("code", { class: "hash" }, expected), " ", copyButton(expected, "input hash"), " ", mark);
+}
+
+// -- copying ids and hashes ---------------------------------------------------------------------
+// The Clipboard API where the browser offers it (a secure context: https or localhost); else the
+// old way, a selected text field and execCommand("copy"), put next to the button so it also
+// works inside a modal dialog (the rest of the page is inert then).
+async function copyText(text, near) {
+  if (window.isSecureContext && navigator.clipboard && navigator.clipboard.writeText) {
+    try { await navigator.clipboard.writeText(text); return true; } catch (_) { /* try the old way */ }
+  }
+  const area = h("textarea", { class: "copy-buffer", readonly: true, "aria-hidden": "true", tabindex: -1 });
+  area.value = text;
+  (near && near.parentNode ? near.parentNode : document.body).append(area);
+  area.select();
+  let copied = false;
+  try { copied = document.execCommand("copy"); } catch (_) { copied = false; }
+  area.remove();
+  if (near) near.focus({ preventScroll: true });
+  return copied;
+}
+function copyButton(text, what) {
+  const button = h("button", {
+    type: "button", class: "copy", title: `Copy the ${what}`, "aria-label": `Copy the ${what}`, "data-copy": what,
+  }, "Copy");
+  button.addEventListener("click", async (event) => {
+    event.stopPropagation(); // a copy inside a queue row does not open or close it
+    const copied = await copyText(text, button);
+    button.textContent = copied ? "Copied" : "Copy failed";
+    button.classList.toggle("done", copied);
+    setTimeout(() => { button.textContent = "Copy"; button.classList.remove("done"); }, 1500);
+  });
+  return button;
 }
 
 // -- auto-refresh ---------------------------------------------------------------------------------
@@ -366,7 +406,7 @@ function journalTable(entries, doubtful) {
 
 // The saga's journal so far, what the agent did before asking: given (one request's page) or
 // fetched when the reader opens it (a list of cards does not fetch one journal per card).
-function journalSoFar(item, detail) {
+function journalSoFar(item, detail, open = !!detail) {
   const body = h("div", {}, detail ? null : h("p", { class: "muted" }, "Loading…"));
   const fill = (d) => body.replaceChildren(
     h("p", { class: "muted" }, `${d.journal.length} entries; the saga is ${d.sagaStatus.replaceAll("_", " ").toLowerCase()}`),
@@ -374,7 +414,7 @@ function journalSoFar(item, detail) {
   if (detail) fill(detail);
   let asked = !!detail;
   return h("details", {
-    class: "journal-so-far", open: !!detail,
+    class: "journal-so-far", open,
     ontoggle: async (event) => {
       if (!event.target.open || asked) return;
       asked = true;
@@ -398,7 +438,10 @@ function cannotApprove(item) {
   return null;
 }
 
-function approvalCard(item, detail, after) {
+// A request's card: payload, hash, who asked, the clock, approvals, the decisions; beside it what
+// the tool does and the saga's context, once its detail (GET /requests) is read. `journalOpen`:
+// the saga's journal so far starts open (one request's own page).
+function approvalCard(item, detail, after, journalOpen = !!detail) {
   const key = cardKey(item);
   const blocked = cannotApprove(item);
   const mine = me && item.approvers.includes(me.name);
@@ -423,22 +466,23 @@ function approvalCard(item, detail, after) {
 
   // waitingSeconds grows on every read: leave it out of the signature, the clock is redrawn instead.
   const { waitingSeconds, ...stable } = item;
-  return keyed(key, stable, h("section", {
+  return keyed(key, [stable, !!detail], h("section", {
     class: "card approval", tabindex: 0, "data-saga": item.sagaId, "data-seq": item.journalSeq, "data-focus": `card:${key}`,
   },
+  h("div", { class: "request-main" },
   h("div", { class: "card-head" },
     h("h3", {}, item.toolName), pill("AWAITING_APPROVAL"),
     item.expired ? pill("EXPIRED", "bad") : null,
     h("span", { class: "spacer" }),
     h("span", {}, "saga ", has("auditor") ? h("a", { href: `#/saga/${enc(item.sagaId)}` }, item.sagaId) : item.sagaId,
-      " · ", h("a", { href: approvalHash(item), class: "permalink", title: "A link to this request" }, `request ${item.journalSeq}`))),
+      " ", copyButton(item.sagaId, "saga id"), " · ", h("a", { href: approvalHash(item), class: "permalink", title: "A link to this request" }, `request ${item.journalSeq}`))),
   h("dl", { class: "grid" },
     h("dt", {}, "Payload"), h("dd", {}, h("pre", { class: "payload" }, pretty(item.input))),
     h("dt", {}, "SHA-256"), hashCell(item.input, item.inputHash),
     h("dt", {}, "Requested by"), h("dd", { class: "requester" }, item.requester || "unknown (no principal)",
       item.requesterMayNotApprove ? " (may not approve it)" : ""),
     h("dt", {}, "Waiting"), h("dd", { class: "clock", "data-since": item.createdAt }, since(item.createdAt)),
-    h("dt", {}, "Expiry"), h("dd", { class: "clock", "data-expires": item.expiresAt || "" }, expiry(item)),
+    h("dt", {}, "Expiry"), h("dd", { class: "clock", "data-expires": item.expiresAt || "", "data-expired": String(!!item.expired) }, expiry(item)),
     h("dt", {}, "Approvals"), h("dd", { class: "approvals-count" },
       `${item.approvers.length} of ${item.approvalsRequired}`,
       item.approvers.length ? ` — ${item.approvers.join(", ")}` : "",
@@ -446,16 +490,43 @@ function approvalCard(item, detail, after) {
     item.toolImported ? null : h("dt", {}, "Warning"),
     item.toolImported ? null : h("dd", { class: "doubt-label" }, "This server has not imported the tool: resume will be refused.")),
   h("details", {}, h("summary", {}, "Exact bytes hashed"), h("pre", { class: "exact" }, breakable(item.input))),
-  journalSoFar(item, detail),
-  h("div", { class: "actions" }, approve, reject, resume)));
+  journalSoFar(item, detail, journalOpen),
+  h("div", { class: "actions" }, approve, reject, resume)),
+  requestContext(item, detail)));
+}
+
+// Beside a request: the tool's description as the server knows it (null: the server has not
+// registered the tool, so nobody here can say) and the saga's context (for whom it was started,
+// when, and the calls it made before asking), all from GET /requests.
+function requestContext(item, detail) {
+  if (!detail) return h("aside", { class: "context" }, h("p", { class: "muted" }, "Loading what the tool does and the saga's context…"));
+  const described = detail.toolDescription;
+  const doc = described === null || described === undefined
+    ? h("p", { class: "doc unknown" }, `Unknown: this server has not registered ${item.toolName}, so it cannot say what the tool does `,
+      "(start it with ", h("code", {}, "--import"), " of the tool's module).")
+    : described ? h("pre", { class: "doc" }, described)
+      : h("p", { class: "doc muted" }, `${item.toolName} has no docstring.`);
+  const calls = detail.calls || [];
+  return h("aside", { class: "context" },
+    h("h4", {}, "What ", h("code", {}, item.toolName), " does"), doc,
+    h("h4", {}, "The saga"),
+    h("dl", { class: "grid context-facts" },
+      h("dt", {}, "Started for"), h("dd", { class: "principal" }, detail.principal || "no principal journaled"),
+      h("dt", {}, "Started"), h("dd", { class: "mono started" }, when(detail.startedAt)),
+      h("dt", {}, "Status"), h("dd", {}, pill(detail.sagaStatus))),
+    h("h4", {}, `Earlier calls (${calls.length})`),
+    calls.length ? h("ol", { class: "earlier-calls" }, calls.map((c) => h("li", { "data-seq": c.seq },
+      h("strong", {}, c.toolName), " ", pill(c.status), " ", h("span", { class: "muted" }, `#${c.seq} · ${when(c.startedAt)}`,
+        c.finishedAt ? ` · took ${took(c.startedAt, c.finishedAt)}` : ""),
+      h("code", { class: "call-input" }, breakable(c.input)))))
+      : h("p", { class: "muted" }, "None: this request is the saga's first call."));
 }
 
 // Redraw the "waiting" and "expires in" texts, which move with the clock, not with the data.
 function redrawClocks(root) {
   for (const el of root.querySelectorAll(".clock[data-since]")) el.textContent = since(el.dataset.since);
   for (const el of root.querySelectorAll(".clock[data-expires]")) {
-    const card = el.closest("section.approval");
-    el.textContent = expiry({ expiresAt: el.dataset.expires || null, expired: card && JSON.parse(card.dataset.sig).expired });
+    el.textContent = expiry({ expiresAt: el.dataset.expires || null, expired: el.dataset.expired === "true" });
   }
 }
 
@@ -475,16 +546,16 @@ function decisionOutcomes(reload) {
 
 // Keyboard over a container of approval cards: j/k or arrows select, a/r open the confirmation.
 let selectedKey = null; // survives refreshes and a return to the list
-function cardKeys(container, items) {
-  const cards = () => Array.from(container.querySelectorAll("section.approval"));
+function cardKeys(container, items, selector = "section.approval", act = null) {
+  const cards = () => Array.from(container.querySelectorAll(selector));
   const select = (card, focus) => {
     selectedKey = card.dataset.key;
     for (const c of cards()) c.classList.toggle("selected", c === card);
     if (focus) { card.focus({ preventScroll: true }); card.scrollIntoView({ block: "nearest" }); }
   };
   container.addEventListener("focusin", (event) => {
-    const card = event.target.closest("section.approval");
-    if (card) select(card, false);
+    const card = event.target.closest(selector);
+    if (card && container.contains(card)) select(card, false);
   });
   let index = 0;
   const reselect = () => {
@@ -507,39 +578,14 @@ function cardKeys(container, items) {
     if (key !== "a" && key !== "r") return false;
     const card = all.find((c) => c.dataset.key === selectedKey) || all[0];
     select(card, false);
-    const button = card.querySelector(key === "a" ? "button.approve" : "button.reject");
-    if (button.disabled) notice(`Cannot approve: ${cannotApprove(items.get(card.dataset.key))}.`, "bad");
-    else button.click();
+    const kind = key === "a" ? "approve" : "reject";
+    const blocked = kind === "approve" && cannotApprove(items.get(card.dataset.key));
+    if (blocked) notice(`Cannot approve: ${blocked}.`, "bad");
+    else if (act) act(items.get(card.dataset.key), kind);
+    else card.querySelector(`button.${kind}`).click();
     return true;
   };
-  return { reselect, keys };
-}
-
-function approvalsView(fresh) {
-  const count = h("span", { class: "muted", id: "approvals-count" });
-  const cards = h("div", { id: "cards" });
-  const empty = h("div", { class: "empty", hidden: true }, "Nothing is waiting for a human.");
-  main(h("h1", {}, "Pending approvals ", count),
-    h("p", { class: "muted keys" }, "j/k or ↓/↑ select · a approve… · r reject… · Enter confirms · Esc cancels · / open a saga"),
-    empty, cards);
-  const items = new Map();
-  const nav = cardKeys(cards, items);
-  const outcomes = decisionOutcomes(() => load());
-  async function load() {
-    const shown = await api(`approvals?limit=${CARDS}`);
-    if (!fresh()) return;
-    const total = shown.total ?? shown.length;
-    items.clear();
-    for (const item of shown) items.set(cardKey(item), item);
-    keepingPlace(() => {
-      count.textContent = total > shown.length ? `(${shown.length} oldest of ${total})` : `(${total})`;
-      empty.hidden = total > 0;
-      reconcile(cards, shown.map((item) => approvalCard(item, null, outcomes)));
-      redrawClocks(cards);
-      nav.reselect();
-    });
-  }
-  return { load, keys: nav.keys };
+  return { reselect, keys, selected: () => cards().find((c) => c.dataset.key === selectedKey) || null };
 }
 
 function approvalView(sagaId, seq, fresh) {
@@ -667,9 +713,12 @@ function sagasView(params, fresh) {
 
 function sagaView(sagaId, fresh) {
   const head = h("div", { id: "saga-head" });
+  const spans = h("div", { id: "saga-spans", class: "timeline-box" });
   const timeline = h("ol", { class: "timeline" });
   const missing = h("div", { class: "notice bad", id: "not-found", hidden: true });
-  const body = h("div", { hidden: true }, head, h("h2", {}, "Journal"), timeline,
+  const body = h("div", { hidden: true }, head,
+    h("h2", {}, "Timeline"), h("p", { class: "muted" }, "When each call started and how long it took, who decided what, and the compensations."),
+    spans, h("h2", {}, "Journal"), timeline,
     h("p", {}, h("a", { href: new URL(`audit/${enc(sagaId)}`, API).pathname, class: "export", onclick: exportClick(sagaId) }, "Export JSON Lines")));
   main(h("p", {}, h("a", { href: "#/sagas" }, "← Sagas")), missing, body);
   async function load() {
@@ -689,6 +738,7 @@ function sagaView(sagaId, fresh) {
       const decisions = new Map((saga.decisions || []).map((d) => [d.seq, d]));
       reconcile(head, [keyed("head", [saga.status, saga.verification, saga.entryCount, saga.inDoubt.length, saga.pendingApprovals.map(cardKey)],
         sagaHead(saga))]);
+      reconcile(spans, [keyed("spans", [saga.calls, saga.gates, saga.decisions, saga.compensations, saga.updatedAt], sagaTimeline(saga))]);
       reconcile(timeline, saga.entries.map((e) => keyed(String(e.seq), [e, doubtful.has(e.seq), decisions.get(e.seq) || null],
         timelineEntry(e, doubtful.has(e.seq), decisions.get(e.seq)))));
     });
@@ -701,9 +751,12 @@ function sagaHead(saga) {
   const badge = v.valid ? pill("chain verified", "valid") : pill(`chain BROKEN at index ${v.breakAtIndex}`, "broken");
   const pending = saga.pendingApprovals;
   return h("div", {},
-    h("div", { class: "card-head" }, h("h1", {}, saga.sagaId), h("span", { class: "saga-status" }, pill(saga.status)),
+    h("div", { class: "card-head" }, h("h1", {}, saga.sagaId), copyButton(saga.sagaId, "saga id"),
+      h("span", { class: "saga-status" }, pill(saga.status)),
       h("span", { class: "verification", title: v.message }, badge)),
     h("p", { class: "muted" }, `${saga.entryCount} entries · ${v.message}`),
+    h("p", { class: "muted" }, `started ${when(saga.startedAt)} for `, h("strong", { class: "principal" }, saga.principal || "no principal journaled"),
+      ` · last entry ${when(saga.updatedAt)}`),
     saga.inDoubt.length ? h("div", { class: "callout" },
       h("strong", {}, `${saga.inDoubt.length} call(s) in doubt. `),
       "An INTENT has no journaled outcome: the process died mid-call. Nothing compensates it automatically; ",
@@ -725,7 +778,8 @@ function timelineEntry(e, doubtful, decision) {
       decision ? decisionRows(decision) : null,
       e.input ? [h("span", {}, "input"), h("code", {}, e.input)] : null,
       e.payload ? [h("span", {}, "payload"), h("code", {}, e.payload)] : null,
-      h("span", {}, "hash"), h("code", { class: "muted", title: e.hash }, `${e.hash.slice(0, 16)}…`)));
+      h("span", {}, "hash"), h("span", {}, h("code", { class: "muted entry-hash", title: e.hash }, `${e.hash.slice(0, 16)}…`), " ",
+        copyButton(e.hash, `entry hash of #${e.seq}`))));
 }
 
 // Who decided, as the server reads the payload: the approver line only, never a line of the reason.
