@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 import click
 
-from sagacity.checks import duration_seconds, one_line, required_reason
 from sagacity.cli._common import CommandError
 from sagacity.errors import InvalidValueError
 
@@ -90,7 +89,7 @@ def resolve_identity(identity: str | None) -> str:
 
 def one_line_option(name: str, text: str) -> str:
     """A person's note (``--reason``) as journaled: one line, or exit 2 with nothing journaled."""
-    from sagacity._state import one_line
+    from sagacity.checks import one_line
 
     try:
         return one_line(name, text)
@@ -100,7 +99,7 @@ def one_line_option(name: str, text: str) -> str:
 
 def reason_option(text: str) -> str:
     """``--reason`` of a rejection as journaled: one line, not blank; else exit 2, nothing journaled."""
-    from sagacity._state import required_reason
+    from sagacity.checks import required_reason
 
     try:
         return required_reason(text)
@@ -140,7 +139,7 @@ def import_option(fn: F) -> F:
 
 def parse_duration(ctx: click.Context, param: click.Parameter, value: str) -> timedelta:
     """``30s``, ``5m``, ``2h``, ``1d`` or plain seconds, as a timedelta (an option callback)."""
-    from sagacity._toml_lines import duration_seconds
+    from sagacity.checks import duration_seconds
 
     seconds = duration_seconds(value)
     if seconds is None:
@@ -199,7 +198,7 @@ def parse_moment(ctx: click.Context, param: click.Parameter, value: str | None) 
     (``2026-12-01``, ``2026-12-01T09:30``, ``...Z`` or ``...+02:00``; without an offset, UTC)."""
     if value is None:
         return None
-    from sagacity._toml_lines import duration_seconds
+    from sagacity.checks import duration_seconds
 
     text = value.strip()
     seconds = None if text.isdigit() else duration_seconds(text)
