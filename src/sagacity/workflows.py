@@ -40,7 +40,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -72,8 +72,9 @@ from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
     CallStatus,
+    CallView,
     CompensationContext,
-    Entry,
+    CompensationView,
     Phase,
     Reversibility,
     SagaStatus,
@@ -448,16 +449,13 @@ class Workflow:
             saga = sg.view(run_id)
         except SagaNotFoundError:
             saga = None
-        if saga is None or not self._owns(saga.entries):
+        if saga is None or _workflow_of(saga) != self.name:
             raise SagaNotFoundError(f"no run {run_id!r} of workflow {self.name!r}")
         return _view(self, saga)
 
     def _require_stages(self) -> None:
         if not self.stages:
             raise WorkflowDefinitionError(f"workflow {self.name!r} has no stages")
-
-    def _owns(self, entries: Iterable[Entry]) -> bool:
-        return any(e.tool_name.startswith(self.name + "/") for e in entries)
 
     def _run_input(self, sg: Sagacity, run_id: str, input: Any) -> Any:
         """The run's input: the journaled one for a run that has started, else ``input``.
@@ -475,7 +473,7 @@ class Workflow:
         refusal = unfinished_error(record) if record is not None else None
         if refusal is not None:
             raise refusal
-        journaled = _journaled_input(saga.entries if saga is not None else (), self)
+        journaled = _journaled_input(saga, self)
         if journaled is _NOTHING:
             if input is _JOURNALED:
                 raise SagaNotFoundError(f"workflow run {run_id!r} has no journaled input to continue from")
@@ -686,7 +684,7 @@ def runs(sg: Sagacity, *, workflow: str | None = None, limit: int | None = None)
     found: list[WorkflowView] = []
     for summary in sg.sagas():
         saga = sg.view(summary.saga_id)
-        name = _workflow_of(saga.entries)
+        name = _workflow_of(saga)
         if name in known:
             found.append(_view(known[name], saga))
             if limit is not None and len(found) >= limit:
@@ -701,8 +699,10 @@ def continue_run(sg: Sagacity, run_id: str) -> WorkflowResult:
 
 def workflow_of_run(sg: Sagacity, run_id: str) -> Workflow:
     """The declared workflow that run ``run_id`` belongs to (``SagaNotFoundError`` if none here)."""
-    entries = sg.entries(run_id)
-    name = _workflow_of(entries)
+    try:
+        name = _workflow_of(sg._view(run_id))  # view() without its event-loop refusal, as find_call
+    except SagaNotFoundError:
+        name = ""
     found = find_workflow(name) if name else None
     if found is None:
         raise SagaNotFoundError(
@@ -847,45 +847,46 @@ def _stage_output(workflow: Workflow, stage: Stage, outcome: Any) -> Any:
     return json.loads(outcome)
 
 
-def _body(entry: Entry) -> dict[str, Any]:
+def _body(text: str) -> dict[str, Any]:
     try:
-        body = json.loads(entry.input)
+        body = json.loads(text)
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
 
 
-def _workflow_of(entries: Iterable[Entry]) -> str:
-    for entry in entries:
-        if "/" in entry.tool_name and entry.phase in (Phase.INTENT, Phase.AWAITING_APPROVAL):
-            body = _body(entry)
-            name = body.get("workflow")
-            if isinstance(name, str) and entry.tool_name.startswith(name + "/") and "stage" in body:
+def _workflow_of(saga: SagaView) -> str:
+    """The workflow whose stages saga ``saga`` journaled ("" for a plain saga)."""
+    for call_id, found in saga.keyed.items():
+        if call_id.startswith(_STAGE_ID):
+            name = _body(found.input).get("workflow")
+            if isinstance(name, str) and found.tool_name.startswith(name + "/"):
                 return name
     return ""
 
 
-def _journaled_input(entries: Iterable[Entry], workflow: Workflow) -> Any:
+def _journaled_input(saga: SagaView | None, workflow: Workflow) -> Any:
+    """The run's input, journaled with its first stage (or that stage's first check)."""
     first = workflow.stages[0]
-    for entry in entries:
-        if entry.tool_name in (first.tool_name, *(f"{first.tool_name}#{c.name}" for c in first.checks)):
-            body = _body(entry)
-            if "input" in body:
-                return body["input"]
+    call_ids = [f"{_CHECK_ID}{first.name}:{c.name}" for c in first.checks] + [f"{_STAGE_ID}{first.name}"]
+    for call_id in call_ids:
+        found = saga.find(call_id) if saga is not None else None
+        body = _body(found.input) if found is not None else {}
+        if "input" in body:
+            return body["input"]
     return _NOTHING
 
 
 def _view(workflow: Workflow, saga: SagaView) -> WorkflowView:
     """Run ``saga`` of ``workflow`` stage by stage: a projection of the saga's one view."""
-    by_tool: dict[str, list[Entry]] = {}
-    for entry in saga.entries:
-        by_tool.setdefault(entry.tool_name, []).append(entry)
+    calls = {c.seq: c for c in saga.calls}
+    undone = {c.executed_seq: c for c in saga.compensations}
     stages: list[StageView] = []
     current: str | None = None
     for stage in workflow.stages:
         record = call_record(saga, f"{_STAGE_ID}{stage.name}")
         checks = tuple(_check_view(saga, stage, c) for c in stage.checks)
-        view = _stage_view(saga, stage, record, checks, by_tool.get(stage.tool_name, []))
+        view = _stage_view(saga, stage, record, checks, calls, undone)
         stages.append(view)
         if current is None and view.status not in _GOT_PAST:
             current = stage.name
@@ -921,7 +922,8 @@ def _stage_view(
     stage: Stage,
     record: CallRecord | None,
     checks: tuple[CheckView, ...],
-    entries: list[Entry],
+    calls: Mapping[int, CallView],
+    undone: Mapping[int, CompensationView],
 ) -> StageView:
     if record is None:
         failed_check = any(c.status in ("FAILED", "DENIED") for c in checks)
@@ -931,10 +933,11 @@ def _stage_view(
             stage.gate is not None,
             checks=checks,
         )
-    body = json.loads(record.input) if record.input else {}
+    body = _body(record.input)
+    call = calls.get(record.seq)  # None while the stage waits at its gate
     # The policy's verdict on the stage: journaled on its gate when it was held, else its INTENT.
     decided_at = record.gate_seq if record.gate_seq is not None else record.seq
-    verdict = next((parse_verdict(e.payload) for e in entries if e.seq == decided_at), None)
+    verdict = next((parse_verdict(e.payload) for e in saga.entries if e.seq == decided_at), None)
     policy = verdict.decision if verdict is not None else None
     gate = None
     if record.gate_seq is not None:
@@ -950,27 +953,23 @@ def _stage_view(
             record.rejected_by,
             record.reason,
         )
-    compensation = next(
-        (e for e in reversed(entries) if e.phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED)), None
-    )
     status = _STATUS_OF[record.status]
-    if compensation is not None:
-        status = StageStatus(str(compensation.phase))
-    failure = next((e for e in entries if e.phase == Phase.FAILED), None)
-    started = next((e.timestamp for e in entries if e.phase == Phase.INTENT), None)
-    finished = next((e.timestamp for e in entries if e.phase in (Phase.EXECUTED, Phase.FAILED)), None)
-    output = json.loads(record.result) if record.result is not None else None
+    outcome = call.outcome if call is not None else None
+    compensation = undone.get(outcome.seq) if outcome is not None else None
+    if compensation is not None and compensation.outcome is not None:
+        status = StageStatus(str(compensation.outcome.phase))
+    failed = outcome is not None and outcome.phase == Phase.FAILED
     return StageView(
         stage.name,
         status,
         stage.gate is not None,
         body.get("input"),
-        output,
+        json.loads(record.result) if record.result is not None else None,
         gate,
         checks,
-        started,
-        finished,
-        failure.payload_text if failure is not None else "",
+        call.started_at if call is not None else None,
+        outcome.timestamp if outcome is not None else None,
+        outcome.payload_text if failed and outcome is not None else "",
         policy,
     )
 

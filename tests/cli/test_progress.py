@@ -1,6 +1,6 @@
-"""Progress bars (#25) on the long commands, `doctor --full`, `db reindex`, `checkpoint` and
-`export --bundle`: drawn on stderr when it is a terminal (a real pseudo-terminal here), absent
-from a pipe; the output is the same."""
+"""Progress bars (#25) on the long commands, `doctor --full`, `db reindex`, `checkpoint`,
+`export --bundle` and `verify --checkpoint`: drawn on stderr when it is a terminal (a real
+pseudo-terminal here), absent from a pipe; the output is the same."""
 
 from __future__ import annotations
 
@@ -102,21 +102,24 @@ def _piped(args: list[str]) -> subprocess.CompletedProcess[str]:
 def test_checkpoint_and_bundle_show_a_bar_on_a_terminal_only(
     db_url: str, journal: Sagacity, tmp_path: Path
 ) -> None:
-    """`checkpoint` (its scan of every chain) and `export --bundle` (saga by saga) draw a bar on a
-    terminal; piped, stderr stays empty and stdout says the same, each run in its own anchor."""
+    """`checkpoint` (its scan of every chain), `export --bundle` (saga by saga) and `verify
+    --checkpoint` draw a bar on a terminal; piped, stderr stays empty and stdout says the same,
+    each run in its own anchor."""
     pytest.importorskip("cryptography", reason="checkpoints need sagacity[signing]")
     made = _piped(["keys", "generate", "--out", str(tmp_path / "acme")])
     assert made.returncode == 0, made.stderr
     key, pub = tmp_path / "acme.key", tmp_path / "acme.pub"
-    outputs: dict[str, list[str]] = {"checkpoint": [], "bundle": []}
+    outputs: dict[str, list[str]] = {"checkpoint": [], "bundle": [], "verify": []}
     for where in ("tty", "pipe"):
         anchor = tmp_path / f"anchor-{where}"
         checkpoint = ["checkpoint", "--db", db_url, "--key", str(key), "--origin", "test.example/j"]
         bundle = ["export", *(f"order-{n}" for n in range(30)), "--db", db_url, "--bundle"]
         bundle += [str(tmp_path / f"bundle-{where}"), "--checkpoint", str(anchor), "--key", str(pub)]
+        verify = ["verify", "--db", db_url, "--checkpoint", str(anchor), "--key", str(pub)]
         for name, args, label in (
             ("checkpoint", [*checkpoint, "--out", str(anchor)], "checkpoint"),
             ("bundle", bundle, "bundling"),
+            ("verify", verify, "verifying"),
         ):
             if where == "tty":
                 status, out, terminal = _run_with_terminal_stderr(args)
@@ -134,3 +137,5 @@ def test_checkpoint_and_bundle_show_a_bar_on_a_terminal_only(
     assert outputs["checkpoint"][0] == outputs["checkpoint"][1]
     assert "30 saga(s) proven" in outputs["bundle"][0]
     assert outputs["bundle"][0] == outputs["bundle"][1]
+    assert "the journal extends the checkpoint" in outputs["verify"][0]
+    assert outputs["verify"][0] == outputs["verify"][1]

@@ -92,7 +92,13 @@ def test_a_rejected_gate_compensates_completed_stages_in_reverse(wf: ModuleType,
     assert "rejected" in in_process(durable_url, "reject", "article-4", "lawyer@example.com")
     after = in_process(durable_url, "resume", "article-4")
     assert after["status"] == "REJECTED"
-    assert [e[0] for e in effects()] == ["draft", "format", "unformat", "discard_draft"]
+    # Each undo, in another process than its stage, receives the stage's journaled input and output.
+    assert effects() == [
+        ["draft", "sagas for agents"],
+        ["format", "Sagas For Agents"],
+        ["unformat", "<h1>Sagas For Agents</h1>"],
+        ["discard_draft", "sagas for agents", "Sagas For Agents"],
+    ]
     sg = Sagacity(durable_url)
     try:
         view = wf.publishing.view(sg, "article-4")
@@ -144,6 +150,7 @@ def test_an_expired_gate_compensates(wf: ModuleType, tmp_path: Path) -> None:
     sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
     [request] = wf.publishing.run(sg, "article-8", BRIEF).awaiting
     assert request.expires_at is not None
+    assert request.expires_at - request.created_at == timedelta(hours=1)  # the gate's ttl
     expired = sg.expire_approvals(now=request.expires_at + timedelta(seconds=1))
     assert [r.journal_seq for r in expired] == [request.journal_seq]
     result = wf.publishing.resume(sg, "article-8")
@@ -315,3 +322,104 @@ def test_the_gate_names_who_started_the_run_and_refuses_them_as_approver(tmp_pat
         assert done.output == "paid"
         assert paid == ["90.00"]
         assert request.journal_seq == gate.seq
+
+
+def test_a_gate_of_n_approvals_needs_n_distinct_approvers(tmp_path: Path) -> None:
+    with registry.isolated():
+        wf = Workflow("two-lawyers", version="1")
+        sent: list[str] = []
+
+        @wf.stage
+        def write(text: str) -> str:
+            return text.upper()
+
+        @wf.stage(gate=True, approvals=2, reason="two lawyers read it")
+        def send(text: str) -> str:
+            sent.append(text)
+            return "sent"
+
+        sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+        first = wf.run(sg, "n-1", "hello")
+        assert first.view.stages[1].gate is not None
+        assert first.view.stages[1].gate.approvals_required == 2
+        assert first.view.stages[1].gate.reason == "two lawyers read it"
+        wf.approve(sg, "n-1", "send", approver="ann@example.com")
+        with pytest.raises(ApprovalRefusedError):
+            wf.approve(sg, "n-1", "send", approver="ann@example.com")  # the same person twice
+        assert wf.resume(sg, "n-1").status is SagaStatus.AWAITING_APPROVAL
+        assert sent == []
+        wf.approve(sg, "n-1", "send", approver="bob@example.com")
+        assert wf.resume(sg, "n-1").output == "sent"
+        assert sent == ["HELLO"]
+
+
+def test_an_undo_that_fails_ends_the_run_compensation_failed(tmp_path: Path) -> None:
+    with registry.isolated():
+        wf = Workflow("fragile", version="1")
+        undone: list[str] = []
+
+        @wf.stage
+        def reserve(n: int) -> int:
+            return n
+
+        @reserve.compensation
+        def release(ctx: Any) -> None:
+            raise RuntimeError("the reservation service is down")
+
+        @wf.stage
+        def hold_room(n: int) -> int:
+            return n
+
+        @hold_room.compensation
+        def free_room(ctx: Any) -> None:
+            undone.append("free_room")
+
+        @wf.stage
+        def charge(n: int) -> int:
+            raise RuntimeError("card declined")
+
+        sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+        result = wf.run(sg, "f-1", 3)
+        assert result.status is SagaStatus.COMPENSATION_FAILED
+        assert statuses(result.view) == {
+            "reserve": "COMPENSATION_FAILED",
+            "hold_room": "COMPENSATED",
+            "charge": "FAILED",
+        }
+        assert undone == ["free_room"]  # the later stage first, once
+
+
+def test_without_a_version_the_gate_binds_a_hash_of_the_stage_code(tmp_path: Path) -> None:
+    """Two definitions of one stage whose code differs bind different versions."""
+    versions = []
+    for body in ("return {'sent': n}", "return {'sent': n, 'twice': True}"):
+        with registry.isolated():
+            namespace: dict[str, Any] = {}
+            exec(f"def send(n):\n    {body}\n", namespace)
+            wf = Workflow("unversioned")
+            wf.stage(gate=True)(namespace["send"])
+            sg = Sagacity(f"sqlite:///{tmp_path}/{len(versions)}.db")
+            [request] = wf.run(sg, "u-1", 1).awaiting
+            versions.append(json.loads(request.input)["version"])
+    assert all(v.startswith("sha256:") for v in versions)
+    assert versions[0] != versions[1]
+
+
+def test_a_run_exports_and_verifies_as_any_saga(wf: ModuleType, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from sagacity.cli import main
+
+    url = f"sqlite:///{tmp_path}/j.db"
+    sg = Sagacity(url)
+    wf.publishing.run(sg, "article-16", BRIEF)
+    wf.publishing.approve(sg, "article-16", "publish", approver="lawyer@example.com")
+    wf.publishing.resume(sg, "article-16")
+    exported = tmp_path / "article-16.jsonl"
+    exported.write_text("".join(line + "\n" for line in sg.export("article-16")), encoding="utf-8")
+    sg.close()
+    checked = CliRunner().invoke(main, ["verify", "--export", str(exported)])
+    assert checked.exit_code == 0, checked.output
+    assert "intact" in checked.output
+    tools = [json.loads(line)["toolName"] for line in exported.read_text().splitlines()]
+    assert "publish-article/publish" in tools

@@ -61,6 +61,8 @@ def test_a_gate_is_approved_from_the_run_view_and_the_run_completes(
     expect(card.locator("pre.gate-input")).to_contain_text('"version": "1"')
     expect(card.locator("pre.gate-input")).to_contain_text('"html": "<h1>Sagas For Agents</h1>"')
     expect(card).to_contain_text("matches the payload shown")
+    expect(card.locator(".gate")).to_contain_text("Legal must sign off before anything is published")
+    expect(card.locator(".gate")).to_contain_text("0 of 1 approval(s)")
     expect(page.locator('section.stage-card[data-stage="publish"] .checks')).to_contain_text("no_embargo")
     card.locator("button.approve").click()
     expect(page.locator("#confirm-payload")).to_contain_text('"stage": "publish"')
