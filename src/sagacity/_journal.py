@@ -82,13 +82,6 @@ class SagaStart:
         self.users = 1
 
 
-def _require_id(saga_id: str) -> None:
-    """``require_storable`` for a saga id. A plain ASCII str without NUL (the common id) is
-    storable as it is, so it passes without the UTF-8 encode, as ``append`` tests its fields."""
-    if type(saga_id) is not str or not saga_id.isascii() or "\x00" in saga_id:
-        require_storable("saga_id", saga_id)
-
-
 def _remember(tails: dict[str, Tail], saga_id: str, tail: Tail) -> None:
     """Cache ``tail`` as the saga's in a stripe's part of the cache (its lock held).
 
@@ -185,7 +178,7 @@ class Journal:
         started = time.perf_counter() if _telemetry.active else 0.0
         if not (
             # The common case in one expression: plain ASCII strs without NUL are storable, so
-            # the three require_storable calls (and their UTF-8 encodes) are skipped.
+            # the three require_storable calls are skipped.
             type(saga_id) is str
             and type(tool_name) is str
             and type(input) is str
@@ -277,7 +270,7 @@ class Journal:
         for tool_name, _, text, _ in rows:
             require_storable("tool_name", tool_name)
             require_storable("input", text)
-        _require_id(saga_id)
+        require_storable("saga_id", saga_id)
         if WAIT_LIMIT.get() is not None:
             WAIT_LIMIT.set(None)  # writing: wait for the store as long as the library would
         seq, prev = after
@@ -446,7 +439,7 @@ class Journal:
 
     def iter_entries(self, saga_id: str, batch: int = 1000) -> Iterator[Entry]:
         """Every entry of a saga in seq order, ``batch`` rows at a time: memory stays flat."""
-        _require_id(saga_id)
+        require_storable("saga_id", saga_id)
         after = 0
         while True:
             rows = self.read(self.store.read_entries, saga_id, after, batch)
@@ -461,12 +454,12 @@ class Journal:
 
     def entries(self, saga_id: str) -> list[Entry]:
         """Every entry of a saga in seq order (an empty list for an unknown saga)."""
-        _require_id(saga_id)  # PostgreSQL would refuse a NUL with a driver error
+        require_storable("saga_id", saga_id)  # PostgreSQL would refuse a NUL with a driver error
         return self.read(self.store.read_entries, saga_id, 0, None)
 
     def require_saga(self, saga_id: str) -> None:
         """Raise ``SagaNotFoundError`` unless the saga has at least one entry."""
-        _require_id(saga_id)
+        require_storable("saga_id", saga_id)
         if (
             self.read(self.store.get_entry, saga_id, 1) is None
             and self.read(self.store.tail, saga_id) is None

@@ -95,6 +95,8 @@ def require_storable(field: str, value: str) -> str:
         raise InvalidValueError(f"{field} must be a str, not {type(value).__name__}")
     if "\x00" in value:
         raise InvalidValueError(f"{field} contains a NUL character, which no journal can store")
+    if value.isascii():  # the common case: ASCII always encodes, so skip building the bytes
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:

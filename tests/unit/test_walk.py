@@ -1,6 +1,6 @@
 """The walk of ``Sagacity.reject`` (``scripts/walk.py``): how many modules one saga id passes
 through while a pending gate is rejected and the saga compensated. Issue #20 brought it from 15
-modules to 12; a change that adds a module to that path fails here and says which."""
+modules to 13; a change that adds a module to that path fails here and says which."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ PATH = [
     "sagacity._engine",
     "sagacity._state",
     "sagacity._journal",
+    "sagacity._json",
     "sagacity.stores._sql",
     "sagacity.model",
     "sagacity._compensation",
