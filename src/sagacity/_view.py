@@ -249,14 +249,8 @@ def saga_view(
         not misaligned(state, {r.journal_seq for r in rows}),
         keyed,
         state.principal,
-        tuple(compensation_view(c) for c in sorted(state.compensations.values(), key=_begun)),
+        tuple(sorted(map(compensation_view, state.compensations.values()), key=lambda c: c.seq)),
     )
-
-
-def _begun(comp: Compensation) -> int:
-    """The seq a compensation's first entry has: compensations in the order they started."""
-    first = comp.intent or comp.outcome
-    return first.seq if first is not None else 0
 
 
 def _waited(request: ApprovalRequest, now: datetime) -> timedelta:

@@ -7,6 +7,7 @@ must read a body hand the library call to the threadpool too.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Iterator
@@ -48,7 +49,7 @@ from sagacity.errors import (
     SagaRunningElsewhereError,
     SagaStateError,
 )
-from sagacity.model import SagaDetail, SagaStatus
+from sagacity.model import SagaStatus, SagaView
 from sagacity.server._errors import RETRY_AFTER, ApiError, about
 from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
@@ -133,9 +134,9 @@ def _text_field(body: dict[str, Any], name: str, *, meaning: str) -> str | None:
         raise ApiError(400, {"error": str(exc)}) from exc
 
 
-def _detail_or_404(sg: Sagacity, saga_id: str) -> SagaDetail:
+def _view_or_404(sg: Sagacity, saga_id: str) -> SagaView:
     try:
-        return sg.saga_detail(saga_id)
+        return sg.view(saga_id)
     except SagaNotFoundError as exc:
         raise ApiError(404, {"sagaId": saga_id, "error": str(exc)}) from exc
 
@@ -233,7 +234,7 @@ def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: Saga
 
 @router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")
 def saga_approvals(sagaId: SagaIdParam, who: Approver, sg: SagacityDep) -> list[dict[str, Any]]:
-    return [approval_json(p) for p in _detail_or_404(sg, _saga_id(sagaId)).pending]
+    return [approval_json(p) for p in _view_or_404(sg, _saga_id(sagaId)).pending]
 
 
 def _approve(sg: Sagacity, saga_id: str, seq: int, who: Principal) -> dict[str, Any]:
@@ -456,8 +457,9 @@ def activity(
     decision or a resume is an update): at most ACTIVITY_SAGAS, most recently updated first."""
     end = datetime.now(UTC).replace(tzinfo=None)
     start = end - timedelta(hours=hours)
-    ids = list(dict.fromkeys(r.saga_id for r in sg.pending_approvals()))
-    ids += [s.saga_id for s in sg.sagas(since=start, limit=ACTIVITY_SAGAS + 1) if s.saga_id not in ids]
+    pending = (r.saga_id for r in sg.pending_approvals())
+    updated = (s.saga_id for s in sg.sagas(since=start, limit=ACTIVITY_SAGAS + 1))
+    ids = list(dict.fromkeys(itertools.chain(pending, updated)))  # each once, pending first
     views = []
     for saga_id in ids[:ACTIVITY_SAGAS]:
         try:
@@ -470,11 +472,7 @@ def activity(
 
 @router.get("/sagas/{sagaId:path}", tags=["audit"], summary="A saga: status, journal, verification")
 def saga(sagaId: SagaIdParam, who: Auditor, sg: SagacityDep) -> dict[str, Any]:
-    saga_id = _saga_id(sagaId)
-    try:
-        return saga_json(sg.view(saga_id))
-    except SagaNotFoundError as exc:
-        raise ApiError(404, {"sagaId": saga_id, "error": str(exc)}) from exc
+    return saga_json(_view_or_404(sg, _saga_id(sagaId)))
 
 
 @router.get("/in-doubt", tags=["audit"], summary="Calls and compensations with no outcome, oldest first")
