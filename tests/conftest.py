@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -200,3 +202,72 @@ def lease_gone() -> Callable[[Sagacity, str], None]:
             time.sleep(0.02)
 
     return wait
+
+
+_LIVE_WORKER = Path(__file__).parent / "concurrency" / "live_worker.py"
+
+
+@pytest.fixture
+def live_worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """``start(url, saga_id, in_flight=False)``: ``tests/concurrency/live_worker.py`` on that store
+    and saga in its own process, returned once it has made its first call and waits between
+    calls (it printed "between"), or with ``in_flight`` once it is in a call that never returns.
+    Every worker still alive at the end of the test is killed."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(url: str, saga_id: str, *, in_flight: bool = False) -> subprocess.Popen[str]:
+        child = subprocess.Popen(
+            [sys.executable, str(_LIVE_WORKER), url, saga_id],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        started.append(child)
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "between"
+        if in_flight:
+            assert child.stdin is not None
+            child.stdin.write("go on\n")
+            child.stdin.flush()
+            assert child.stdout.readline().strip() == "in flight"
+        return child
+
+    yield start
+    for child in started:
+        if child.poll() is None:
+            child.kill()
+        child.communicate(timeout=30)
+
+
+@pytest.fixture
+def behind_the_library() -> Callable[[str, str], int]:
+    """Runs one SQL statement on a store's database as another program with write access would
+    (no Sagacity; on SQLite it first drops the triggers that refuse UPDATE and DELETE); the
+    number of rows it changed."""
+
+    def run(url: str, statement: str) -> int:
+        if url.startswith("sqlite:"):
+            import sqlite3
+
+            from sagacity.stores.sqlite import path_from_url
+
+            conn = sqlite3.connect(path_from_url(url), isolation_level=None)
+            try:
+                conn.execute("DROP TRIGGER IF EXISTS side_effect_journal_no_update")
+                conn.execute("DROP TRIGGER IF EXISTS side_effect_journal_no_delete")
+                return conn.execute(statement).rowcount
+            finally:
+                conn.close()
+        if url.startswith("mysql:"):
+            import pymysql
+
+            from sagacity.stores.mysql import connect_arguments
+
+            with pymysql.connect(**connect_arguments(url), autocommit=True) as my, my.cursor() as cur:
+                return int(cur.execute(statement))
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as pg:
+            return pg.execute(statement).rowcount
+
+    return run

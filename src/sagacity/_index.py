@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
 from sagacity import chain
 from sagacity._state import SagaState
-from sagacity.errors import InvalidValueError
+from sagacity.errors import InvalidValueError, StoreError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
 from sagacity.stores.base import Capability, Store
 
@@ -52,6 +52,8 @@ class Watch(StrEnum):
     COMPENSATING = "compensating"
     #: Sagas started, not ended, with nothing in flight or awaited: what ``recover`` may treat.
     ABANDONED = "abandoned"
+    #: Sagas whose hash chain did not verify when last folded (or when last verified).
+    BROKEN_CHAIN = "broken_chain"
     #: Everything the doctor looks at: the above, failed compensations, open gates, broken chains.
     ATTENTION = "attention"
 
@@ -90,6 +92,8 @@ class IndexRow:
             return self.compensating
         if watch is Watch.ABANDONED:
             return self.status is SagaStatus.ABANDONED
+        if watch is Watch.BROKEN_CHAIN:
+            return self.broken_at is not None
         return self.attention
 
 
@@ -99,13 +103,15 @@ class SagaFilter:
 
     ``prefix``: the saga id starts with it (case-sensitive). ``tool``: the journal has an entry of
     that tool. ``since`` / ``until``: last updated at or after ``since`` and before ``until``
-    (naive UTC, as the journal keeps time).
+    (naive UTC, as the journal keeps time). ``broken_chain``: True keeps only sagas whose chain
+    did not verify when last folded, False only those whose chain did.
     """
 
     prefix: str | None = None
     tool: str | None = None
     since: datetime | None = None
     until: datetime | None = None
+    broken_chain: bool | None = None
 
     def keeps(self, row: IndexRow, tools: Callable[[str], set[str]]) -> bool:
         """Whether ``row`` is kept; ``tools(saga_id)`` (asked only when needed) names its tools."""
@@ -113,6 +119,7 @@ class SagaFilter:
             (self.prefix is None or row.saga_id.startswith(self.prefix))
             and (self.since is None or row.updated_at >= self.since)
             and (self.until is None or row.updated_at < self.until)
+            and (self.broken_chain is None or (row.broken_at is not None) is self.broken_chain)
             and (self.tool is None or self.tool in tools(row.saga_id))
         )
 
@@ -135,13 +142,18 @@ def saga_filter(
     tool: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
+    broken_chain: bool | None = None,
 ) -> SagaFilter:
     """A :class:`SagaFilter` from a caller's values, checked: texts are ``str``, moments are
-    datetimes (aware ones converted to naive UTC, naive ones taken as UTC)."""
+    datetimes (aware ones converted to naive UTC, naive ones taken as UTC), ``broken_chain`` a
+    bool."""
     for name, text in (("prefix", prefix), ("tool", tool)):
         if text is not None and not isinstance(text, str):
             raise InvalidValueError(f"{name} must be a string, not {type(text).__name__}")
-    return SagaFilter(prefix, tool, utc_moment("since", since), utc_moment("until", until))
+    if broken_chain is not None and not isinstance(broken_chain, bool):
+        raise InvalidValueError(f"broken_chain must be True, False or None, not {broken_chain!r}")
+    moments = utc_moment("since", since), utc_moment("until", until)
+    return SagaFilter(prefix, tool, *moments, broken_chain)
 
 
 def utc_moment(name: str, moment: datetime | None) -> datetime | None:
@@ -232,6 +244,11 @@ class IndexedStore(Protocol):
         """Every entry of these sagas, by saga in the order given, each in seq order."""
         ...
 
+    def refold_index(self, fold: Folder, saga_ids: Sequence[str]) -> None:
+        """Fold these sagas' journals again now, whether or not the store noticed a change: a
+        verification found a break no change note announced (a file edited in place)."""
+        ...
+
 
 class SagaIndex:
     """Operator reads over a store's index, caught up before each read."""
@@ -283,6 +300,15 @@ class SagaIndex:
     def journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
         """The journals of the sagas a read picked, read together (a few statements)."""
         return self._read(self._store.index_journals, saga_ids)
+
+    def note_broken(self, saga_id: str) -> None:
+        """A verification found ``saga_id``'s chain broken: fold it again, so every list and
+        counter says so, also when no trigger saw the damage. Best effort: on a read-only copy
+        the index cannot be written, and the verification's own answer is what the caller reads."""
+        try:
+            self._read(self._store.refold_index, index_rows, [saga_id])
+        except StoreError:
+            pass  # read-only or unreachable: the index is a cache, and the caller has the truth
 
 
 class ScanIndex:
@@ -343,6 +369,9 @@ class ScanIndex:
 
     def journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
         return {sid: self._entries(sid) for sid in saga_ids}
+
+    def note_broken(self, saga_id: str) -> None:
+        """Nothing to note: every read folds and verifies the journal as it is."""
 
 
 def open_index(store: Store, journal: Journal) -> SagaIndex | ScanIndex:

@@ -354,6 +354,7 @@ class Sagacity:
         tool: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        broken_chain: bool | None = None,
     ) -> list[SagaSummary]:
         """Sagas with their status, most recently updated first; optionally one status only.
 
@@ -364,10 +365,15 @@ class Sagacity:
         Filters (each optional, all must hold): ``prefix``, the saga id starts with it
         (case-sensitive); ``tool``, the saga's journal has an entry of that tool; ``since`` /
         ``until``, last updated at or after ``since`` and before ``until`` (aware datetimes are
-        converted to UTC, naive ones are taken as UTC).
+        converted to UTC, naive ones are taken as UTC); ``broken_chain``, True for only the sagas
+        whose hash chain did not verify (``SagaSummary.chain_broken_at``), False for only those
+        whose chain did. A chain is checked whenever the index folds a saga (every change the
+        store notices) and by every :meth:`verify` / :meth:`view`; damage no change note announced
+        (an SQLite file edited in place) shows once a verification or ``doctor --full`` read it.
         """
         _refuse_in_loop("sagas")
-        return self._sagas(status, limit, after, saga_filter(prefix, tool, since, until))
+        where = saga_filter(prefix, tool, since, until, broken_chain)
+        return self._sagas(status, limit, after, where)
 
     async def sagas_async(
         self,
@@ -379,8 +385,9 @@ class Sagacity:
         tool: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        broken_chain: bool | None = None,
     ) -> list[SagaSummary]:
-        where = saga_filter(prefix, tool, since, until)
+        where = saga_filter(prefix, tool, since, until, broken_chain)
         return await asyncio.to_thread(self._sagas, status, limit, after, where)
 
     def _sagas(
@@ -432,9 +439,12 @@ class Sagacity:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
         requests = self._pending(saga_id)
         running = self.engine.is_running(saga_id)
-        return _view.saga_view(
+        view = _view.saga_view(
             fold(saga_id, entries), entries, requests, self.registry, utc_now(), running=running
         )
+        if not view.verification.valid:
+            self.index.note_broken(saga_id)
+        return view
 
     def saga_detail(self, saga_id: str) -> SagaDetail:
         """One saga as an operator reads it: status, journal, chain verification, decisions,
@@ -459,6 +469,15 @@ class Sagacity:
 
     async def saga_counts_async(self) -> dict[SagaStatus, int]:
         return await asyncio.to_thread(self._counts)
+
+    def broken_chain_count(self) -> int:
+        """How many sagas' hash chains did not verify when last read (``sagas(broken_chain=True)``
+        lists them). Read-only: the saga index's few flagged rows, whatever the journal's size."""
+        _refuse_in_loop("broken_chain_count")
+        return len(self.index.watched(Watch.BROKEN_CHAIN))
+
+    async def broken_chain_count_async(self) -> int:
+        return await asyncio.to_thread(self.broken_chain_count)
 
     def _counts(self) -> dict[SagaStatus, int]:
         counts = self.index.counts()
@@ -868,13 +887,21 @@ class Sagacity:
     def verify(self, saga_id: str) -> Verification:
         """Recompute the saga's hash chain from the store (streaming). Read-only.
 
-        Raises ``SagaNotFoundError`` when the saga has no entries.
+        Raises ``SagaNotFoundError`` when the saga has no entries. A break it finds is noted in
+        the saga index (a cache, when the store can be written), so every list and counter shows
+        it from then on, also when no trigger saw the damage.
         """
         _refuse_in_loop("verify")
-        return self.journal.verify(saga_id)
+        return self._verify(saga_id)
 
     async def verify_async(self, saga_id: str) -> Verification:
-        return await asyncio.to_thread(self.journal.verify, saga_id)
+        return await asyncio.to_thread(self._verify, saga_id)
+
+    def _verify(self, saga_id: str) -> Verification:
+        verification = self.journal.verify(saga_id)
+        if not verification.valid:
+            self.index.note_broken(saga_id)
+        return verification
 
     def export(self, saga_id: str) -> Iterator[str]:
         """The saga as JSON Lines (SPEC §7), streamed a batch of rows at a time. Read-only.
@@ -963,6 +990,7 @@ def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
         row.updated_at,
         row.awaiting_approval,
         0 if status is SagaStatus.RUNNING else row.in_doubt,
+        row.broken_at,
     )
 
 

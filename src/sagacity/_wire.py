@@ -126,6 +126,8 @@ def summary_json(summary: SagaSummary) -> JSON:
         "updatedAt": iso(summary.updated_at),
         "awaitingApproval": summary.awaiting_approval,
         "inDoubt": summary.in_doubt,
+        "chainValid": summary.chain_valid,
+        "chainBrokenAt": summary.chain_broken_at,
     }
 
 

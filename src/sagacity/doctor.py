@@ -258,7 +258,8 @@ def diagnose(
     re-verifies every saga whose journal changed, also through SQL behind the library's back
     (PostgreSQL's triggers; SQLite refuses such changes). ``full`` re-verifies every chain and
     folds every journal instead, for damage no trigger saw (a restored backup, a file edited in
-    place): time in proportion to the journal.
+    place): time in proportion to the journal; a break it finds is noted in the saga index, so
+    lists and counters show it from then on.
 
     Expiring compensates the affected sagas, which needs their tools registered; when any is
     missing nothing is expired and the requests stay findings that say which tools to import.
@@ -302,7 +303,9 @@ def diagnose(
         saga_count = sum(sg.index.counts().values())
         journals = sg.index.journals(flagged).items()  # read together, a few statements
     total = saga_count if full else len(flagged)
-    findings.extend(journal_findings(sg, journals, pending_by_saga, now, older_than, progress, total))
+    findings.extend(
+        journal_findings(sg, journals, pending_by_saga, now, older_than, progress, total, note_breaks=full)
+    )
     findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
     return Diagnosis(findings, saga_count, recent, expired)
 
@@ -315,9 +318,12 @@ def journal_findings(
     older_than: timedelta,
     progress: Progress | None,
     total: int,
+    *,
+    note_breaks: bool = False,
 ) -> list[Finding]:
     """What each journal read says (its chain, its folded state); sagas that look abandoned are
-    asked about in one liveness probe per batch, not one each."""
+    asked about in one liveness probe per batch, not one each. With ``note_breaks`` (journals read
+    past the index), a broken chain found is noted in the saga index for every list to show."""
     findings: list[Finding] = []
     checked = read = 0
     abandoned: list[SagaState] = []
@@ -333,6 +339,8 @@ def journal_findings(
         found = chain_finding(sid, chain.verify(entries))
         if found is not None:
             findings.append(found)
+            if note_breaks:
+                sg.index.note_broken(sid)
         state = fold(sid, entries)
         if state.status is SagaStatus.ABANDONED:
             abandoned.append(state)

@@ -319,6 +319,14 @@ class SagaSummary:
     updated_at: datetime
     awaiting_approval: int = 0
     in_doubt: int = 0
+    #: Zero-based index of the first entry that breaks the saga's hash chain, as found when the
+    #: saga index last folded or a verification last read it; None while the chain verifies.
+    chain_broken_at: int | None = None
+
+    @property
+    def chain_valid(self) -> bool:
+        """Whether the hash chain verified when last read (``chain_broken_at`` is None)."""
+        return self.chain_broken_at is None
 
     @property
     def cursor(self) -> str:

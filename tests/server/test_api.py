@@ -399,7 +399,7 @@ async def test_sagas_are_paginated_and_filtered_by_status(
     assert len(rest["sagas"]) == 1
     assert rest["next"] is None
     overview = (await client.get("/sagacity/overview", headers=CAROL)).json()
-    assert overview == {"counts": {"AWAITING_APPROVAL": 2, "REJECTED": 1}, "total": 3}
+    assert overview == {"counts": {"AWAITING_APPROVAL": 2, "REJECTED": 1}, "total": 3, "brokenChains": 0}
     everyone = {s["sagaId"] for s in page["sagas"] + rest["sagas"]}
     assert everyone == {"order-0", "order-1", "order-2"}
     waiting = (

@@ -252,7 +252,7 @@ async def test_a_misspelt_filter_is_400_not_every_saga(
     assert response.status_code == 400
     assert response.json() == {
         "error": "unknown query parameter 'stauts' for this route "
-        "(it takes after, limit, prefix, since, status, tool, until)"
+        "(it takes after, brokenChain, limit, prefix, since, status, tool, until)"
     }
     filtered = await api.get("/sagacity/sagas?status=COMPENSATED", headers=CAROL)
     assert filtered.json()["sagas"] == []

@@ -261,10 +261,14 @@ def filter_options(*, tool: str, moment: str) -> Callable[[F], F]:
 
 def next_page_hint(command: str, cursor: str, options: dict[str, Any]) -> str:
     """The line under a full page: the command that shows the next one, ``options`` repeated (a
-    moment as ISO 8601 UTC, None left out), so the filters and page size carry over."""
+    moment as ISO 8601 UTC, a flag by its name when True, None and False left out), so the
+    filters and page size carry over."""
     words = [f"sagacity {command} --after {cursor}"]
     for name, value in options.items():
-        if value is None:
+        if value is None or value is False:
+            continue
+        if value is True:
+            words.append(f"--{name.replace('_', '-')}")
             continue
         text = (
             value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if isinstance(value, datetime) else value

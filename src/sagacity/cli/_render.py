@@ -82,6 +82,15 @@ def status_text(status: SagaStatus | str) -> Text:
     return Text(str(status), style=_STATUS_STYLE.get(SagaStatus(status), ""))
 
 
+def chain_text(broken_at: int | None) -> Text:
+    """A saga list's chain cell: ``ok``, or ``BROKEN at N`` (the first entry that fails)."""
+    from rich.text import Text
+
+    if broken_at is None:
+        return Text("ok", style="green")
+    return Text(f"BROKEN at {broken_at}", style="bold red")
+
+
 def phase_text(phase: Phase | str) -> Text:
     from rich.text import Text
 

@@ -30,7 +30,7 @@ from sagacity.cli._options import (
     resolve_identity,
     seq_argument,
 )
-from sagacity.cli._render import IDS, JSON, Column, show_journal, show_rows, status_text, when
+from sagacity.cli._render import IDS, JSON, Column, chain_text, show_journal, show_rows, status_text, when
 from sagacity.errors import SagaNotFoundError, UnknownToolError
 from sagacity.model import CallStatus, SagaStatus
 
@@ -46,6 +46,7 @@ _SAGA_COLUMNS = (
     Column("updated (UTC)"),
     Column("awaiting", right=True),
     Column("in doubt", right=True),
+    Column("chain"),
 )
 _IN_DOUBT_COLUMNS = (
     Column("saga"),
@@ -76,18 +77,32 @@ def sagas() -> None:
     help='Go on after this cursor: the next page (printed under a full page, or --json\'s "next").',
 )
 @filter_options(tool="Only sagas whose journal has a call of the tool NAME.", moment="sagas last updated")
+@click.option(
+    "--broken-chain",
+    is_flag=True,
+    help="Only sagas whose hash chain did not verify (when the index last folded or verified them).",
+)
 @output_option(ids="saga ids")
 @db_option
 def list_(
-    status: str | None, limit: int, after: str | None, filters: dict[str, Any], output: str, db_url: str
+    status: str | None,
+    limit: int,
+    after: str | None,
+    filters: dict[str, Any],
+    broken_chain: bool,
+    output: str,
+    db_url: str,
 ) -> None:
     """Sagas with their status, most recently updated first, a page at a time. Read-only.
 
     Read from the saga index, so a page takes the same time however many sagas there are. The
-    filters narrow the list (all must hold); the next-page hint repeats them.
+    filters narrow the list (all must hold); the next-page hint repeats them. The chain column
+    says BROKEN for a saga whose hash chain did not verify (`sagacity verify SAGA_ID` tells where).
     """
     from sagacity._wire import saga_page_json
 
+    if broken_chain:
+        filters = {**filters, "broken_chain": True}
     with open_sagacity(db_url) as sg:
         summaries = sg.sagas(status=status.upper() if status else None, limit=limit, after=after, **filters)
     page = saga_page_json(summaries, limit)
@@ -113,6 +128,7 @@ def list_(
                 f"{s.updated_at:%Y-%m-%d %H:%M:%S}",
                 str(s.awaiting_approval or ""),
                 str(s.in_doubt or ""),
+                chain_text(s.chain_broken_at),
             )
             for s in summaries
         ],

@@ -83,6 +83,17 @@ def _digits(value: Any) -> Any:
 
 
 Digits = BeforeValidator(_digits)
+
+
+def _true_or_false(value: object) -> object:
+    """A query flag is ``true`` or ``false``, nothing else: pydantic alone also reads ``1``,
+    ``on``, ``yes``, ``y`` and ``t``, so a typo could silently ask for the opposite list."""
+    if isinstance(value, str) and value not in ("true", "false"):
+        raise PydanticCustomError("true_or_false", "must be true or false, got {text}", {"text": repr(value)})
+    return value
+
+
+TrueOrFalse = BeforeValidator(_true_or_false)
 SagaIdParam = Annotated[str, PathParam(description="The saga id (may contain '/').")]
 SeqParam = Annotated[
     int, PathParam(ge=1, le=MAX_SEQ, description="The seq of the AWAITING_APPROVAL entry."), Digits
@@ -429,17 +440,33 @@ def list_sagas(
     until: Annotated[
         datetime | None, Query(description="Only sagas last updated before this ISO 8601 time.")
     ] = None,
+    brokenChain: Annotated[
+        bool | None,
+        Query(description="true: only sagas whose hash chain did not verify; false: only those whose did."),
+        TrueOrFalse,
+    ] = None,
 ) -> dict[str, Any]:
     summaries = sg.sagas(
-        status=status, limit=limit, after=after, prefix=prefix, tool=tool, since=since, until=until
+        status=status,
+        limit=limit,
+        after=after,
+        prefix=prefix,
+        tool=tool,
+        since=since,
+        until=until,
+        broken_chain=brokenChain,
     )
     return saga_page_json(summaries, limit)
 
 
-@router.get("/overview", tags=["audit"], summary="How many sagas have each status")
+@router.get("/overview", tags=["audit"], summary="How many sagas have each status, and broken chains")
 def overview(who: Auditor, sg: SagacityDep) -> dict[str, Any]:
     counts = sg.saga_counts()
-    return {"counts": {str(k): v for k, v in sorted(counts.items())}, "total": sum(counts.values())}
+    return {
+        "counts": {str(k): v for k, v in sorted(counts.items())},
+        "total": sum(counts.values()),
+        "brokenChains": sg.broken_chain_count(),
+    }
 
 
 @router.get(

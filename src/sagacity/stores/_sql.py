@@ -44,6 +44,7 @@ _WATCHED = {
     Watch.IN_DOUBT: "attention AND in_doubt > 0",
     Watch.COMPENSATING: "attention AND compensating",
     Watch.ABANDONED: "attention AND status = 'ABANDONED'",
+    Watch.BROKEN_CHAIN: "attention AND broken_at IS NOT NULL",
     Watch.ATTENTION: "attention",
 }
 ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
@@ -462,6 +463,15 @@ class SQLStore(ABC):
                 self._index_consume(cur, token)
             folded += len(saga_ids)
 
+    def refold_index(self, fold: Folder, saga_ids: Sequence[str]) -> None:
+        with self._cursor(transaction=True) as cur:
+            self._index_lock(cur)  # after any catch-up under way: this fold reads the later journal
+            self._put_index_rows(cur, saga_ids, fold(self._journals(cur, saga_ids)))
+
+    @abstractmethod
+    def _index_lock(self, cur: Cursor) -> None:
+        """Serialize index writers across processes for the rest of this transaction."""
+
     def rebuild_index(self, fold: Folder, batch: int) -> int:
         with self._cursor(transaction=True) as cur:
             self._index_forget(cur)
@@ -559,6 +569,8 @@ class SQLStore(ABC):
         if where.prefix is not None:  # not LIKE: SQLite's is case-insensitive, and % _ are wild
             conditions.append("substr(saga_id, 1, ?) = ?")
             params += [len(where.prefix), where.prefix]
+        if where.broken_chain is not None:
+            conditions.append("broken_at IS NOT NULL" if where.broken_chain else "broken_at IS NULL")
         if where.since is not None:
             conditions.append("updated_at >= ?")
             params.append(self._ts_out(where.since))

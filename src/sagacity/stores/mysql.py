@@ -393,10 +393,13 @@ class MySQLStore(SQLStore):
         # COMMITTED the notes read next are those committed before the read, and the journal read
         # after it sees at least their rows. Only the notes read are deleted (with the folded
         # rows, in this transaction): one a writer commits meanwhile stays for the next catch-up.
-        cur.execute(f"SELECT value FROM {INDEX_MARK} WHERE name = 'catch-up' FOR UPDATE")
+        self._index_lock(cur)
         cur.execute(f"SELECT id, saga_id FROM {INDEX_DIRTY} ORDER BY id LIMIT %s", (batch * 4,))
         notes = cur.fetchall()
         return [int(note[0]) for note in notes], list(dict.fromkeys(str(note[1]) for note in notes))
+
+    def _index_lock(self, cur: Cursor) -> None:
+        cur.execute(f"SELECT value FROM {INDEX_MARK} WHERE name = 'catch-up' FOR UPDATE")
 
     def _index_consume(self, cur: Cursor, token: object) -> None:
         assert isinstance(token, list)
@@ -405,7 +408,7 @@ class MySQLStore(SQLStore):
             cur.execute(f"DELETE FROM {INDEX_DIRTY} WHERE id IN ({', '.join(['%s'] * len(ids))})", ids)
 
     def _index_forget(self, cur: Cursor) -> None:
-        cur.execute(f"SELECT value FROM {INDEX_MARK} WHERE name = 'catch-up' FOR UPDATE")
+        self._index_lock(cur)
         self._drop_index_rows(cur)
         cur.execute(f"DELETE FROM {INDEX_DIRTY}")
         cur.execute(f"INSERT INTO {INDEX_DIRTY} (saga_id) SELECT DISTINCT saga_id FROM {JOURNAL}")

@@ -221,7 +221,7 @@ class PostgresStore(SQLStore):
     def _index_changes(self, cur: Cursor, batch: int) -> tuple[object, list[str]]:
         # Catch-ups queue on one advisory lock (two-key form: apart from the saga leases' keys),
         # so each reads the journal after the one before it wrote. Writers never wait on it.
-        cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
+        self._index_lock(cur)
         # The notes taken are those committed before this statement; their sagas' rows are then
         # visible to the journal read that follows (a new snapshot per statement). A note a
         # writer commits meanwhile stays for the next catch-up; the deletion commits only with
@@ -237,8 +237,11 @@ class PostgresStore(SQLStore):
     def _index_consume(self, cur: Cursor, token: object) -> None:
         """Nothing more: the notes were deleted as they were taken, in this transaction."""
 
-    def _index_forget(self, cur: Cursor) -> None:
+    def _index_lock(self, cur: Cursor) -> None:
         cur.execute("SELECT pg_advisory_xact_lock(%s, %s)", (_SCHEMA_LOCK_KEY, _INDEX_LOCK_KEY))
+
+    def _index_forget(self, cur: Cursor) -> None:
+        self._index_lock(cur)
         self._drop_index_rows(cur)
         cur.execute(f"DELETE FROM {INDEX_DIRTY}")
         cur.execute(f"INSERT INTO {INDEX_DIRTY} (saga_id) SELECT DISTINCT saga_id FROM {JOURNAL}")

@@ -373,6 +373,9 @@ class SQLiteStore(SQLStore):
             mark = rowid
         return mark, list(sagas)
 
+    def _index_lock(self, cur: Cursor) -> None:
+        """Nothing to take: ``BEGIN IMMEDIATE`` already holds the database's one write lock."""
+
     def _index_consume(self, cur: Cursor, token: object) -> None:
         cur.execute(SQLITE.upsert(INDEX_MARK, ("name",), ("value",)), (_ROWID_MARK, token))
 

@@ -629,26 +629,27 @@ function sagasView(params, fresh) {
   const after = params.get("after") || "";
   const prefix = params.get("prefix") || "";
   const since = SINCE_MS[params.get("since")] ? params.get("since") : "";
+  const broken = params.get("chain") === "broken"; // only sagas whose hash chain did not verify
   const back = (history.state && Array.isArray(history.state.back)) ? history.state.back : [];
-  const show = (s, cursor, stack, filters = { prefix, since }) => {
+  const show = (s, cursor, stack, filters = { prefix, since, broken }) => {
     const q = new URLSearchParams();
     if (s) q.set("status", s);
     if (filters.prefix) q.set("prefix", filters.prefix);
     if (filters.since) q.set("since", filters.since);
+    if (filters.broken) q.set("chain", "broken");
     if (cursor) q.set("after", cursor);
     navigate(`#/sagas${q.toString() ? `?${q}` : ""}`, { back: stack });
   };
-  const filtered = Boolean(prefix || since);
   const search = h("input", {
     type: "search", id: "saga-search", value: prefix, autocomplete: "off", maxlength: 512,
     placeholder: "Saga id starts with…", "aria-label": "Search sagas by id prefix",
   });
   const searchForm = h("form", { class: "search", role: "search", onsubmit: (ev) => {
     ev.preventDefault();
-    show(status, "", [], { prefix: search.value.trim(), since });
+    show(status, "", [], { prefix: search.value.trim(), since, broken });
   } }, search);
   const sinceSelect = h("select", { id: "time-filter", "aria-label": "Last updated",
-    onchange: (ev) => show(status, "", [], { prefix, since: ev.target.value }) },
+    onchange: (ev) => show(status, "", [], { prefix, since: ev.target.value, broken }) },
   SINCE.map(([value, label]) => h("option", { value, selected: value === since }, label)));
   let next = null;
   const counters = h("div", { class: "counters", id: "counters", role: "group", "aria-label": "Sagas by status" });
@@ -656,7 +657,7 @@ function sagasView(params, fresh) {
     [["", "All"], ...STATUSES].map(([value, label]) => h("option", { value, selected: value === status }, label)));
   const rows = h("tbody", { id: "saga-rows" });
   const table = h("table", { class: "sagas" },
-    h("thead", {}, h("tr", {}, ["saga", "status", "entries", "awaiting", "in doubt", "started", "updated"].map((t) => h("th", {}, t)))),
+    h("thead", {}, h("tr", {}, ["saga", "status", "entries", "awaiting", "in doubt", "chain", "started", "updated"].map((t) => h("th", {}, t)))),
     rows);
   const empty = h("div", { class: "empty", hidden: true }, after ? "No more sagas on this page." : "No sagas match.");
   const matching = h("span", { class: "muted", id: "matching" });
@@ -682,6 +683,7 @@ function sagasView(params, fresh) {
     if (status) q.set("status", status);
     if (prefix) q.set("prefix", prefix);
     if (since) q.set("since", new Date(Date.now() - SINCE_MS[since]).toISOString());
+    if (broken) q.set("brokenChain", "true");
     if (after) q.set("after", after);
     const [page, overview] = await Promise.all([api(`sagas?${q}`), api("overview")]);
     if (!fresh()) return;
@@ -689,21 +691,35 @@ function sagasView(params, fresh) {
       next = page.next;
       older.disabled = !next;
       const n = status ? overview.counts[status] || 0 : overview.total;
-      matching.textContent = filtered ? "showing the sagas that match the search and time filters"
+      const searched = Boolean(prefix || since);
+      matching.textContent = broken && !searched
+        ? (status ? `${status.replaceAll("_", " ").toLowerCase()} sagas whose hash chain is broken`
+          : `${plural(overview.brokenChains, "saga")} whose hash chain is broken`)
+        : searched ? `showing the sagas that match the search and time filters${broken ? ", with a broken chain" : ""}`
         : status ? `${plural(n, "saga")} ${status.replaceAll("_", " ").toLowerCase()}` : plural(n, "saga");
-      reconcile(counters, [["", "All", overview.total], ...STATUSES.map(([s, label]) => [s, label, overview.counts[s] || 0])]
-        .map(([s, label, c]) => keyed(s || "ALL", [label, c, s === status], h("button", {
-          type: "button", class: `counter ${s || "ALL"}${s === status ? " active" : ""}`, "data-status": s,
-          "aria-pressed": String(s === status), "data-focus": `counter:${s}`, onclick: () => show(s, "", []),
-        }, h("span", { class: "count" }, c.toLocaleString("en")), h("span", { class: "label" }, label)))));
+      const counter = (key, label, c, active, onclick, extra = {}) => keyed(key, [label, c, active], h("button", {
+        type: "button", class: `counter ${key}${active ? " active" : ""}`, "aria-pressed": String(active),
+        "data-focus": `counter:${key}`, onclick, ...extra,
+      }, h("span", { class: "count" }, c.toLocaleString("en")), h("span", { class: "label" }, label)));
+      reconcile(counters, [
+        ...[["", "All", overview.total], ...STATUSES.map(([s, label]) => [s, label, overview.counts[s] || 0])]
+          .map(([s, label, c]) => counter(s || "ALL", label, c, !broken && s === status, () => show(s, "", [], { prefix, since }),
+            { "data-status": s })),
+        counter("BROKEN_CHAIN", "Broken chain", overview.brokenChains || 0, broken,
+          () => show("", "", [], { prefix, since, broken: true }), { id: "broken-counter", title: "Sagas whose hash chain does not verify" }),
+      ]);
       table.hidden = !page.sagas.length;
       empty.hidden = !!page.sagas.length;
-      reconcile(rows, page.sagas.map((s) => keyed(s.sagaId, s, h("tr", { class: s.inDoubt ? "in-doubt" : "", "data-saga": s.sagaId },
+      reconcile(rows, page.sagas.map((s) => keyed(s.sagaId, s, h("tr", {
+        class: [s.inDoubt ? "in-doubt" : "", s.chainValid ? "" : "broken-chain"].join(" ").trim(), "data-saga": s.sagaId,
+      },
         h("td", {}, h("a", { href: `#/saga/${enc(s.sagaId)}`, "data-focus": `saga:${s.sagaId}` }, s.sagaId)),
         h("td", {}, pill(s.status)),
         h("td", {}, s.entryCount),
         h("td", {}, s.awaitingApproval || ""),
         h("td", {}, s.inDoubt ? h("span", { class: "doubt-label" }, s.inDoubt) : ""),
+        h("td", { class: "chain" }, s.chainValid ? h("span", { class: "muted" }, "ok")
+          : pill(`BROKEN at ${s.chainBrokenAt}`, "broken")),
         h("td", { class: "mono" }, when(s.startedAt)),
         h("td", { class: "mono" }, when(s.updatedAt))))));
     });
