@@ -1,6 +1,6 @@
 """The JSON of every operator surface: the CLI's ``--json`` and the HTTP API print these shapes.
 
-One function per read model, so a script can switch between ``sagacity ... --json`` and the server
+One shape per read model, so a script can switch between ``sagacity ... --json`` and the server
 without renaming a field. Names are SPEC §7's (the Java starter's: ``sagaId``, ``journalSeq``,
 ``inputHash``, ``approverIdentity``), camelCase throughout; timestamps are the export's form. No web
 framework is imported here: the CLI must work without the ``[server]`` extra.
@@ -9,9 +9,10 @@ framework is imported here: the CLI must work without the ``[server]`` extra.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from operator import methodcaller
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, TypeVar
 
 from sagacity._json import encode_result
 from sagacity.chain import Verification
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
     from sagacity.workflows import WorkflowView
 
 JSON = dict[str, Any]
+_T = TypeVar("_T")
 
 
 def iso(ts: datetime | None) -> str | None:
@@ -57,33 +59,208 @@ def error_json(exc: BaseException) -> JSON:
     return {"error": str(exc), "type": type(exc).__name__}
 
 
-def request_json(request: ApprovalRequest) -> JSON:
-    """SPEC §7's approval fields and the request's times."""
-    return {
-        "sagaId": request.saga_id,
-        "journalSeq": request.journal_seq,
-        "toolName": request.tool_name,
-        "input": request.input,
-        "inputHash": request.input_hash,
-        "createdAt": iso(request.created_at),
-        "expiresAt": iso(request.expires_at),
-    }
+def _pick(obj: object, path: str) -> Any:
+    """The attribute at the dotted ``path``, or None once a step on the way is None: a call with no
+    outcome yet has no ``outcome.timestamp``, and its ``finishedAt`` is null."""
+    value: Any = obj
+    for name in path.split("."):
+        if value is None:
+            return None
+        value = getattr(value, name)
+    return value
+
+
+def _camel(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(word.capitalize() for word in rest)
+
+
+def _each(convert: Callable[[Any], Any]) -> Callable[[Iterable[Any]], list[Any]]:
+    """A converter for a sequence: ``convert`` applied to each item, as a JSON list."""
+    return lambda items: [convert(item) for item in items]
+
+
+class _Field(NamedTuple):
+    key: str
+    path: str
+    convert: Callable[[Any], Any] | None
+
+
+def _field(path: str, convert: Callable[[Any], Any] | None = None, *, key: str | None = None) -> _Field:
+    """The wire key ``key`` (by default ``path`` in camelCase) holding the value at ``path``, through
+    ``convert`` unless that value is None (null stays null)."""
+    return _Field(key or _camel(path), path, convert)
+
+
+class _Shape(Generic[_T]):
+    """The JSON of one read model, declared as its fields in wire order: an attribute name (its key
+    is the name in camelCase, its value as it is) or a :func:`_field`. One table per model instead
+    of one hand-written dict builder each, so every shape reads its fields, renames them and keeps
+    null the same way; the attributes are checked against ``model`` on import, so a renamed field
+    fails there rather than in a surface's output."""
+
+    def __init__(self, model: type[_T], *fields: str | _Field) -> None:
+        self._fields = tuple(_field(f) if isinstance(f, str) else f for f in fields)
+        known = set(getattr(model, "__dataclass_fields__", ())) | set(dir(model))
+        missing = [f.path for f in self._fields if f.path.split(".")[0] not in known]
+        if missing:
+            raise AttributeError(f"{model.__name__} has no {', '.join(missing)} for its wire shape")
+
+    def __call__(self, obj: _T) -> JSON:
+        body: JSON = {}
+        for key, path, convert in self._fields:
+            value = _pick(obj, path)
+            body[key] = value if convert is None or value is None else convert(value)
+        return body
+
+
+def _seconds(delta: timedelta) -> float:
+    return delta.total_seconds()
+
+
+#: SPEC §7's approval fields and the request's times.
+request_json = _Shape(
+    ApprovalRequest,
+    "saga_id",
+    "journal_seq",
+    "tool_name",
+    "input",
+    "input_hash",
+    _field("created_at", iso),
+    _field("expires_at", iso),
+)
+
+_pending_json = _Shape(
+    PendingApproval,
+    "expired",
+    _field("waiting", _seconds, key="waitingSeconds"),
+    "approvals_required",
+    _field("approvers", list),
+    "requester",
+    "requester_may_not_approve",
+    "ready_to_resume",
+    "tool_imported",
+    "matches_journal",
+)
 
 
 def approval_json(pending: PendingApproval) -> JSON:
     """A pending request (SPEC §7's fields first) with what a human needs to decide and resume."""
-    return {
-        **request_json(pending.request),
-        "expired": pending.expired,
-        "waitingSeconds": pending.waiting.total_seconds(),
-        "approvalsRequired": pending.approvals_required,
-        "approvers": list(pending.approvers),
-        "requester": pending.requester,
-        "requesterMayNotApprove": pending.requester_may_not_approve,
-        "readyToResume": pending.ready_to_resume,
-        "toolImported": pending.tool_imported,
-        "matchesJournal": pending.matches_journal,
-    }
+    return request_json(pending.request) | _pending_json(pending)
+
+
+#: SPEC §7's verify body.
+verification_json = _Shape(Verification, "valid", "entry_count", "break_at_index", "message")
+
+undo_json = _Shape(
+    UndoStep, "seq", "tool_name", "input", "result", "compensation", _field("imported", key="toolImported")
+)
+
+summary_json = _Shape(
+    SagaSummary,
+    "saga_id",
+    _field("status", str),
+    "entry_count",
+    _field("started_at", iso),
+    _field("updated_at", iso),
+    "awaiting_approval",
+    "in_doubt",
+    "chain_valid",
+    "chain_broken_at",
+)
+
+in_doubt_json = _Shape(
+    InDoubtCall,
+    "saga_id",
+    "seq",
+    "tool_name",
+    "input",
+    _field("started_at", iso),
+    _field("age", _seconds, key="ageSeconds"),
+    "kind",
+    "compensates_seq",
+)
+
+journaled_decision_json = _Shape(
+    JournaledDecision, "seq", "phase", "decides", "approver", "reason", _field("decided_at", iso)
+)
+
+#: One tool call of a saga view: its INTENT's seq, status, and result or error once known
+#: (``finishedAt``: its outcome's time).
+call_json = _Shape(
+    CallView,
+    "seq",
+    "tool_name",
+    "input",
+    _field("status", str),
+    _field("started_at", iso),
+    _field("outcome.timestamp", iso, key="finishedAt"),
+    "call_id",
+    "gate_seq",
+    "result",
+    "error",
+    "resolved_by",
+)
+
+_compensation_json = _Shape(
+    CompensationView,
+    "seq",
+    _field("executed_seq", key="compensatesSeq"),
+    "tool_name",
+    "input",
+    _field("started_at", iso),
+    _field("outcome.timestamp", iso, key="finishedAt"),
+    _field("outcome.phase", key="outcome"),
+)
+
+
+def compensation_json(comp: CompensationView) -> JSON:
+    """One compensation of a saga view: its INTENT's ``seq``, the call it undoes
+    (``compensatesSeq``, its EXECUTED entry), when it started and finished, and how it ended
+    (null while it has no outcome)."""
+    outcome = comp.outcome
+    error = outcome.payload_text if outcome is not None and not comp.succeeded else None
+    return _compensation_json(comp) | {"error": error}
+
+
+#: One approval gate of a saga view: what was asked, who approved, how it ended.
+gate_json = _Shape(
+    ApprovalGate,
+    _field("seq", key="journalSeq"),
+    "tool_name",
+    "input",
+    "input_hash",
+    _field("requested_at", iso),
+    _field("status", str),
+    _field("approvers", list),
+    "approvals_required",
+    "tool_imported",
+    "call_id",
+    "requester",
+    "requester_may_not_approve",
+    _field("rejection", journaled_decision_json),
+    _field("resumed.seq", key="resumedSeq"),
+)
+
+#: A saga: its journal and verification, and the view's reading of it (its calls, gates,
+#: decisions and compensations with their times: what a timeline draws).
+saga_json = _Shape(
+    SagaView,
+    "saga_id",
+    _field("status", str),
+    _field("entries", len, key="entryCount"),
+    _field("verification", verification_json),
+    _field("entries", _each(methodcaller("to_json"))),
+    _field("decisions", _each(journaled_decision_json)),
+    _field("pending", _each(approval_json), key="pendingApprovals"),
+    _field("in_doubt", _each(in_doubt_json)),
+    "principal",
+    _field("started_at", iso),
+    _field("updated_at", iso),
+    _field("calls", _each(call_json)),
+    _field("gates", _each(gate_json)),
+    _field("compensations", _each(compensation_json)),
+)
 
 
 def request_detail_json(pending: PendingApproval, saga: SagaView, tool: ToolSpec | None) -> JSON:
@@ -106,116 +283,12 @@ def request_detail_json(pending: PendingApproval, saga: SagaView, tool: ToolSpec
     }
 
 
-def undo_json(step: UndoStep) -> JSON:
-    return {
-        "seq": step.seq,
-        "toolName": step.tool_name,
-        "input": step.input,
-        "result": step.result,
-        "compensation": step.compensation,
-        "toolImported": step.imported,
-    }
-
-
-def summary_json(summary: SagaSummary) -> JSON:
-    return {
-        "sagaId": summary.saga_id,
-        "status": str(summary.status),
-        "entryCount": summary.entry_count,
-        "startedAt": iso(summary.started_at),
-        "updatedAt": iso(summary.updated_at),
-        "awaitingApproval": summary.awaiting_approval,
-        "inDoubt": summary.in_doubt,
-        "chainValid": summary.chain_valid,
-        "chainBrokenAt": summary.chain_broken_at,
-    }
-
-
 def saga_page_json(page: Sequence[SagaSummary], limit: int) -> JSON:
     """A page of the saga list; ``next`` (a cursor, or null on the last page) asks for the next one."""
     return {
         "sagas": [summary_json(s) for s in page],
         "limit": limit,
         "next": page[-1].cursor if len(page) == limit else None,
-    }
-
-
-def in_doubt_json(call: InDoubtCall) -> JSON:
-    return {
-        "sagaId": call.saga_id,
-        "seq": call.seq,
-        "toolName": call.tool_name,
-        "input": call.input,
-        "startedAt": iso(call.started_at),
-        "ageSeconds": call.age.total_seconds(),
-        "kind": call.kind,
-        "compensatesSeq": call.compensates_seq,
-    }
-
-
-def journaled_decision_json(decision: JournaledDecision) -> JSON:
-    return {
-        "seq": decision.seq,
-        "phase": decision.phase,
-        "decides": decision.decides,
-        "approver": decision.approver,
-        "reason": decision.reason,
-        "decidedAt": iso(decision.decided_at),
-    }
-
-
-def call_json(call: CallView) -> JSON:
-    """One tool call of a saga view: its INTENT's seq, status, and result or error once known
-    (``finishedAt``: its outcome's time)."""
-    return {
-        "seq": call.seq,
-        "toolName": call.tool_name,
-        "input": call.input,
-        "status": str(call.status),
-        "startedAt": iso(call.started_at),
-        "finishedAt": iso(call.outcome.timestamp) if call.outcome is not None else None,
-        "callId": call.call_id,
-        "gateSeq": call.gate_seq,
-        "result": call.result,
-        "error": call.error,
-        "resolvedBy": call.resolved_by,
-    }
-
-
-def compensation_json(comp: CompensationView) -> JSON:
-    """One compensation of a saga view: its INTENT's ``seq``, the call it undoes
-    (``compensatesSeq``, its EXECUTED entry), when it started and finished, and how it ended
-    (null while it has no outcome)."""
-    outcome = comp.outcome
-    return {
-        "seq": comp.seq,
-        "compensatesSeq": comp.executed_seq,
-        "toolName": comp.tool_name,
-        "input": comp.input,
-        "startedAt": iso(comp.started_at),
-        "finishedAt": iso(outcome.timestamp) if outcome is not None else None,
-        "outcome": outcome.phase if outcome is not None else None,
-        "error": outcome.payload_text if outcome is not None and not comp.succeeded else None,
-    }
-
-
-def gate_json(gate: ApprovalGate) -> JSON:
-    """One approval gate of a saga view: what was asked, who approved, how it ended."""
-    return {
-        "journalSeq": gate.seq,
-        "toolName": gate.tool_name,
-        "input": gate.input,
-        "inputHash": gate.input_hash,
-        "requestedAt": iso(gate.requested_at),
-        "status": str(gate.status),
-        "approvers": list(gate.approvers),
-        "approvalsRequired": gate.approvals_required,
-        "toolImported": gate.tool_imported,
-        "callId": gate.call_id,
-        "requester": gate.requester,
-        "requesterMayNotApprove": gate.requester_may_not_approve,
-        "rejection": journaled_decision_json(gate.rejection) if gate.rejection is not None else None,
-        "resumedSeq": gate.resumed.seq if gate.resumed is not None else None,
     }
 
 
@@ -266,35 +339,14 @@ def mcp_status_json(saga_id: str, view: SagaView | None, *, committed: bool, par
     return report
 
 
-def verification_json(verification: Verification) -> JSON:
-    """SPEC §7's verify body."""
-    return {
-        "valid": verification.valid,
-        "entryCount": verification.entry_count,
-        "breakAtIndex": verification.break_at_index,
-        "message": verification.message,
-    }
-
-
-def saga_json(saga: SagaView) -> JSON:
-    """A saga: its journal and verification, and the view's reading of it (its calls, gates,
-    decisions and compensations with their times: what a timeline draws)."""
-    return {
-        "sagaId": saga.saga_id,
-        "status": str(saga.status),
-        "entryCount": len(saga.entries),
-        "verification": verification_json(saga.verification),
-        "entries": [e.to_json() for e in saga.entries],
-        "decisions": [journaled_decision_json(d) for d in saga.decisions],
-        "pendingApprovals": [approval_json(p) for p in saga.pending],
-        "inDoubt": [in_doubt_json(c) for c in saga.in_doubt],
-        "principal": saga.principal,
-        "startedAt": iso(saga.started_at),
-        "updatedAt": iso(saga.updated_at),
-        "calls": [call_json(c) for c in saga.calls],
-        "gates": [gate_json(g) for g in saga.gates],
-        "compensations": [compensation_json(c) for c in saga.compensations],
-    }
+_decision_json = _Shape(
+    ApprovalDecision,
+    "saga_id",
+    "journal_seq",
+    "approved",
+    _field("approver", key="approverIdentity"),
+    _field("decided_at", iso),
+)
 
 
 def decision_json(
@@ -303,13 +355,7 @@ def decision_json(
     """SPEC §7's decision body, plus for an approval who has approved the payload (``gate``: its
     request, read after the decision if still ``pending``, else before) and how many must, and for
     a rejection the reason and the saga's status after compensating."""
-    body: JSON = {
-        "sagaId": decision.saga_id,
-        "journalSeq": decision.journal_seq,
-        "approved": decision.approved,
-        "approverIdentity": decision.approver,
-        "decidedAt": iso(decision.decided_at),
-    }
+    body = _decision_json(decision)
     if decision.approved:
         approvers = list(gate.approvers) if gate is not None else []
         body["approvers"] = approvers if decision.approver in approvers else [*approvers, decision.approver]
@@ -353,18 +399,18 @@ def diagnosis_json(diagnosis: Diagnosis, older_than: timedelta, ignore: Iterable
     }
 
 
-def switch_json(setting: Setting) -> JSON:
-    """One kill-switch setting, as the CLI's ``--json`` and the HTTP API give it."""
-    return {
-        "state": str(setting.state),
-        "scope": setting.scope,
-        "target": setting.target,
-        "until": iso(setting.until),
-        "by": setting.by,
-        "reason": setting.reason,
-        "seq": setting.seq,
-        "setAt": iso(setting.at),
-    }
+#: One kill-switch setting, as the CLI's ``--json`` and the HTTP API give it.
+switch_json = _Shape(
+    Setting,
+    _field("state", str),
+    "scope",
+    "target",
+    _field("until", iso),
+    "by",
+    "reason",
+    "seq",
+    _field("at", iso, key="setAt"),
+)
 
 
 def workflow_run_json(view: WorkflowView, *, full: bool = False) -> JSON:
