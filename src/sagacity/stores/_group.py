@@ -20,6 +20,9 @@ statement and one commit; the others wait. The rules, and what breaks without ea
 
 :class:`RowWriter` is the writing half, one for every SQL store: it turns a batch into statements
 on the store's one writer connection, in the store's dialect.
+
+The same queue batches the MariaDB store's lease-session calls (``GET_LOCK`` / ``RELEASE_LOCK``
+as the columns of one ``SELECT``): one round trip per queue of callers, as with appends.
 """
 
 from __future__ import annotations
@@ -44,11 +47,16 @@ _allocate_lock = threading.Lock
 
 
 class Pending:
-    """One queued insert: the leader fills in ``inserted`` or ``error``, then sets ``done``."""
+    """One queued request: the leader fills in ``inserted`` or ``error``, then sets ``done``.
+
+    A journal row's request carries its ``entry``; a request of another queue on this class (the
+    MariaDB lease session's calls) carries None, its ``params`` saying what to do, and
+    ``inserted`` its True/False answer.
+    """
 
     __slots__ = ("done", "entry", "error", "inserted", "params", "wake")
 
-    def __init__(self, entry: Entry, params: tuple[Any, ...]) -> None:
+    def __init__(self, entry: Entry | None, params: tuple[Any, ...]) -> None:
         self.entry = entry
         self.params = params
         self.inserted = False
@@ -59,6 +67,7 @@ class Pending:
 
     @property
     def key(self) -> tuple[str, int]:
+        assert self.entry is not None, "only a journal row has a key"
         return (self.entry.saga_id, self.entry.seq)
 
     def outcome(self) -> bool:
@@ -111,8 +120,12 @@ class GroupCommit:
         max_batch: int = MAX_BATCH,
         *,
         write_one: Callable[[tuple[Any, ...]], bool] | None = None,
+        journal: bool = True,
     ) -> None:
+        """``journal=False``: a queue of other calls than appends (the MariaDB lease session's),
+        whose batches telemetry must not count as the journal's."""
         self._write = write
+        self._journal = journal
         # Writes one row's params and says whether it went in (raising the store's error): the
         # lone writer's path. Without it a lone row is written as a batch of one.
         self._write_one = write_one
@@ -123,7 +136,8 @@ class GroupCommit:
         #: The largest batch written so far (tests read it to prove a multi-row write happened).
         self.largest_batch = 0
 
-    def insert(self, entry: Entry, params: tuple[Any, ...]) -> bool:
+    def insert(self, entry: Entry | None, params: tuple[Any, ...]) -> bool:
+        """Write ``params`` (in a batch with whatever is queued meanwhile); the request's answer."""
         with self._lock:
             if self._leading:
                 request = Pending(entry, params)
@@ -137,7 +151,7 @@ class GroupCommit:
             # Alone: write our own row now, then pass the leadership on.
             if not self.largest_batch:
                 self.largest_batch = 1
-            if _telemetry.active:
+            if _telemetry.active and self._journal:
                 _telemetry.batch_written(1)
             try:
                 if self._write_one is not None:
@@ -195,7 +209,7 @@ class GroupCommit:
 
     def _lead(self, batch: list[Pending]) -> None:
         self.largest_batch = max(self.largest_batch, len(batch))
-        if _telemetry.active:
+        if _telemetry.active and self._journal:
             _telemetry.batch_written(len(batch))
         try:
             self._write(batch)

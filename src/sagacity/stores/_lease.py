@@ -177,6 +177,19 @@ class SessionLeases:
 # -- liveness: which sagas a living process is running ---------------------------------------------
 
 
+class _Held:
+    """One liveness key in this process: ``users`` holders, ``token`` what ``take`` returned,
+    ``turns`` threads in a hold or release of it right now (forgotten once both are zero)."""
+
+    __slots__ = ("lock", "token", "turns", "users")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.token: object = None
+        self.turns = 0
+        self.users = 0
+
+
 class LiveLeases:
     """The liveness leases this process holds on one store (``Capability.LIVENESS``).
 
@@ -187,9 +200,11 @@ class LiveLeases:
     taken once, when its first holder arrives, and given back when its last one leaves; holders
     are counted per ``key(saga_id)`` (two sagas that hash to one lock share it, so giving back
     one never drops the other's). ``take(key)`` returns what ``drop`` needs to give it back.
-    Taking and giving back run under one lock, so a lease is never given back after a newer
-    holder took it. Correctness never rests on a liveness lease: it only tells reads (a status,
-    a list, an adapter's resume helper) the living from the dead.
+    Taking and giving back one key run under that key's lock, so a lease is never given back
+    after a newer holder took it; distinct keys do not wait for each other, so a store whose
+    ``take`` and ``drop`` are round trips can send concurrent ones together (MariaDB's lease
+    session batches them). Correctness never rests on a liveness lease: it only tells reads
+    (a status, a list, an adapter's resume helper) the living from the dead.
     """
 
     def __init__(
@@ -201,41 +216,59 @@ class LiveLeases:
         self._key = key
         self._take = take
         self._drop = drop
-        self._lock = threading.RLock()  # re-entered by a store re-taking its leases (``tokens``)
-        self._held: dict[object, tuple[int, object]] = {}
+        self._lock = threading.Lock()  # guards ``_held`` only; never held across take or drop
+        self._held: dict[object, _Held] = {}
+
+    def _enter(self, key: object) -> _Held:
+        with self._lock:
+            held = self._held.get(key)
+            if held is None:
+                held = self._held[key] = _Held()
+            held.turns += 1
+        held.lock.acquire()
+        return held
+
+    def _exit(self, key: object, held: _Held) -> None:
+        held.lock.release()
+        with self._lock:
+            held.turns -= 1
+            if not held.turns and not held.users:
+                del self._held[key]
 
     def hold(self, saga_id: str) -> None:
         key = self._key(saga_id)
-        with self._lock:
-            users, token = self._held.get(key, (0, None))
-            if users == 0:
-                token = self._take(key)
-            self._held[key] = (users + 1, token)
+        held = self._enter(key)
+        try:
+            if not held.users:
+                held.token = self._take(key)
+            held.users += 1
+        finally:
+            self._exit(key, held)
 
     def release(self, saga_id: str) -> None:
         key = self._key(saga_id)
-        with self._lock:
-            users, token = self._held.get(key, (0, None))
-            if users > 1:
-                self._held[key] = (users - 1, token)
+        held = self._enter(key)
+        try:
+            if not held.users:
                 return
-            if users == 0:
-                return
-            del self._held[key]
-            try:
-                self._drop(token)
-            except StoreError:
-                pass  # a dead session or a closed store has given back every lease it held
+            held.users -= 1
+            if not held.users:
+                try:
+                    self._drop(held.token)
+                except StoreError:
+                    pass  # a dead session or a closed store has given back every lease it held
+        finally:
+            self._exit(key, held)
 
     def held(self, saga_ids: Sequence[str]) -> set[str]:
         """Those of ``saga_ids`` this process holds."""
         with self._lock:
-            return {sid for sid in saga_ids if self._key(sid) in self._held}
+            return {sid for sid in saga_ids if (found := self._held.get(self._key(sid))) and found.users}
 
     def tokens(self) -> list[object]:
         """What every lease held here was taken as (to take them again on a new session)."""
         with self._lock:
-            return [token for _, token in self._held.values()]
+            return [held.token for held in self._held.values() if held.users]
 
 
 class FileLiveness:

@@ -30,6 +30,11 @@ Choices, and what breaks without each:
   releases them when that session dies. Liveness leases (a saga running here) are ``GET_LOCK``
   names on that session too, one of four slots per saga (so up to four processes running one
   saga each hold one), read back with ``IS_USED_LOCK``; a new lease session takes them again.
+- The lease session's calls are batched as appends are (``GroupCommit``): the ``GET_LOCK`` and
+  ``RELEASE_LOCK`` calls of threads that wait for the session meanwhile go as one ``SELECT``
+  (each call's answer its own column), so sagas starting and ending at once do not queue one
+  round trip each on it; a lone call goes at once. Without it, holding the liveness lease cost
+  MariaDB +25-60 % of a saga (BENCHMARKS.md, "Liveness leases").
 - A dead connection (server restart, ``KILL``) raises ``StoreUnavailableError`` and is dropped
   with every idle one; the journal retries and resolves an unacknowledged insert by reading back.
 """
@@ -54,7 +59,7 @@ from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableErro
 from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, RowWriter
+from sagacity.stores._group import GroupCommit, Pending, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases
 from sagacity.stores._sql import (
     APPROVALS,
@@ -79,7 +84,10 @@ __all__ = ["MySQLStore"]
 #: Errors about who may do what: retrying cannot help, so they are not "unavailable".
 _REFUSED = {1044, 1045, 1049, 1142, 1143, 1227, 1370}
 _DUPLICATE_KEY = 1062
-_LIVE_LOCK = "SELECT GET_LOCK(%s, 0)"
+#: The lease session's two calls, as ``SELECT`` columns: take a named lock without waiting (the
+#: session is shared, so it never waits on one), give one back.
+_TRY_LOCK = "GET_LOCK(%s, 0)"
+_UNLOCK = "RELEASE_LOCK(%s)"
 #: Processes that can hold one saga's liveness lease at once (one ``GET_LOCK`` name each).
 _LIVE_SLOTS = 4
 #: Sagas probed per statement (four ``IS_USED_LOCK`` each).
@@ -192,11 +200,14 @@ class MySQLStore(SQLStore):
             RowWriter(MYSQL, self._translate), self._take_writer, self._give_writer
         )
         self._leases = SessionLeases(
-            lambda saga_id: self._lease_call("SELECT GET_LOCK(%s, 0)", self._lock_name("lease:" + saga_id)),
-            lambda saga_id: self._lease_call("SELECT RELEASE_LOCK(%s)", self._lock_name("lease:" + saga_id)),
+            lambda saga_id: self._lease_call(_TRY_LOCK, self._lock_name("lease:" + saga_id)),
+            lambda saga_id: self._lease_call(_UNLOCK, self._lock_name("lease:" + saga_id)),
         )
         self._lease_conn: Connection[DriverCursor] | None = None
         self._lease_lock = threading.Lock()
+        self._lease_calls = GroupCommit(self._lease_batch, journal=False)
+        #: Statements sent on the lease session so far (diagnostics: how well its calls batch).
+        self.lease_statements = 0
         self._live = LiveLeases(str, self._take_live, self._drop_live)
 
     # -- connections -----------------------------------------------------------------------------
@@ -419,24 +430,32 @@ class MySQLStore(SQLStore):
     def lease(self, saga_id: str, *, wait: bool) -> AbstractContextManager[bool]:
         return self._leases.hold(saga_id, wait=wait)
 
-    def _lease_call(self, statement: str, name: str) -> bool:
+    def _lease_call(self, call: str, name: str) -> bool:
+        """``call`` (``_TRY_LOCK`` or ``_UNLOCK``) on ``name`` on the lease session, sent together
+        with the calls of other threads queued meanwhile; whether it answered 1."""
+        return self._lease_calls.insert(None, (call, name))
+
+    def _lease_batch(self, batch: list[Pending]) -> None:
+        """Send the queued calls as one ``SELECT`` on the lease session and set each answer.
+
+        A session that died since its last use (a restart, KILL) took its locks with it: the
+        statement goes again once on a new session, which first takes this process's liveness
+        leases again, instead of failing the calls. Any other failure fails every call of the
+        batch with the store's error (the group commit gives each caller its own copy).
+        """
+        columns = ", ".join(call for call, _ in (r.params for r in batch))
+        names = [name for _, name in (r.params for r in batch)]
         with self._lease_lock:
             self._refuse_if_closed()
-            # A session that died since its last use (a restart, KILL) took its locks with it:
-            # the call goes again once on a new session instead of failing the lease.
             for retry in (True, False):
                 fresh = self._lease_conn is None
                 try:
                     if self._lease_conn is None:
                         self._lease_conn = self._connect()
-                        with self._lease_conn.cursor() as cur:
-                            # A lost session took this process's liveness leases: take them again.
-                            for held in self._live.tokens():
-                                if held is not None:
-                                    cur.execute(_LIVE_LOCK, (held,))
-                    with self._lease_conn.cursor() as cur:
-                        cur.execute(statement, (name,))
-                        row = cur.fetchone()
+                        held = [token for token in self._live.tokens() if isinstance(token, str)]
+                        if held:
+                            self._lease_select(", ".join([_TRY_LOCK] * len(held)), held)
+                    row = self._lease_select(columns, names)
                     break
                 except pymysql.err.MySQLError as exc:
                     if self._lease_conn is not None:
@@ -444,7 +463,19 @@ class MySQLStore(SQLStore):
                         self._lease_conn = None
                     if not (retry and not fresh and _unavailable(exc)):
                         raise self._translate(exc) from exc
-        return bool(row and row[0] == 1)
+        for request, answer in zip(batch, row, strict=True):
+            request.inserted = answer == 1
+
+    def _lease_select(self, columns: str, names: Sequence[str]) -> tuple[Any, ...]:
+        """``SELECT columns`` on the lease session: its one row."""
+        assert self._lease_conn is not None
+        self.lease_statements += 1
+        with self._lease_conn.cursor() as cur:
+            cur.execute("SELECT " + columns, names)
+            row = cur.fetchone()
+        if row is None or len(row) != len(names):
+            raise StoreError(f"the lease session answered {row!r} to {len(names)} lock calls")
+        return tuple(row)
 
     # -- liveness: GET_LOCK slots on the lease session, read back with IS_USED_LOCK --------------
     def hold_live(self, saga_id: str) -> None:
@@ -476,13 +507,13 @@ class MySQLStore(SQLStore):
         every slot is held elsewhere: the saga shows live through those holders."""
         assert isinstance(saga_id, str)
         for name in self._live_names(saga_id):
-            if self._lease_call(_LIVE_LOCK, name):
+            if self._lease_call(_TRY_LOCK, name):
                 return name
         return None
 
     def _drop_live(self, name: object) -> None:
         if isinstance(name, str):
-            self._lease_call("SELECT RELEASE_LOCK(%s)", name)
+            self._lease_call(_UNLOCK, name)
 
     def close(self) -> None:
         with self._idle_lock:
