@@ -22,6 +22,19 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+@dataclass(frozen=True, slots=True)
+class Presented:
+    """How a framework presents one keyed call (``sagacity.framework.journaled_call``'s keywords):
+    one value, so the runtime's sync and async entry points and this protocol take the same four
+    settings without each spelling them out. ``on_reject`` is the journaled policy ("" for
+    compensate)."""
+
+    edited: bool = False
+    on_reject: str = ""
+    control_flow: tuple[type[BaseException], ...] = ()
+    wait: float = 60.0
+
+
 class SagaRun(Protocol):
     """What a tool needs of the live saga (``sagacity._saga.SagaRun`` implements it): the
     context module knows the runtime only by this shape, so it imports neither the runtime nor
@@ -36,29 +49,11 @@ class SagaRun(Protocol):
     ) -> Any: ...
 
     def call_keyed(
-        self,
-        spec: Any,
-        input: str,
-        call_id: str,
-        invoke: Callable[[], Any],
-        *,
-        edited: bool = ...,
-        on_reject: str = ...,
-        control_flow: tuple[type[BaseException], ...] = ...,
-        wait: float = ...,
+        self, spec: Any, input: str, call_id: str, invoke: Callable[[], Any], how: Presented
     ) -> Any: ...
 
     async def call_keyed_async(
-        self,
-        spec: Any,
-        input: str,
-        call_id: str,
-        invoke: Callable[[], Any],
-        *,
-        edited: bool = ...,
-        on_reject: str = ...,
-        control_flow: tuple[type[BaseException], ...] = ...,
-        wait: float = ...,
+        self, spec: Any, input: str, call_id: str, invoke: Callable[[], Any], how: Presented
     ) -> Any: ...
 
 

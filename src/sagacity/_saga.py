@@ -22,7 +22,7 @@ from typing import Any
 
 from sagacity._approvals import awaiting_message, gate
 from sagacity._compensation import CompensationRun, compensate, describe
-from sagacity._context import current_principal, enter_call, entered, leave_call, refuse_foreign
+from sagacity._context import Presented, current_principal, enter_call, entered, leave_call, refuse_foreign
 from sagacity._effects import Operation, drive, drive_async, finish_shielded
 from sagacity._engine import Engine
 from sagacity._journal import SagaStart
@@ -392,16 +392,7 @@ class SagaRun:
 
     # -- calls an agent framework makes, keyed by its call id (``_keyed``) -------------------------
     def call_keyed(
-        self,
-        spec: ToolSpec,
-        input: str,
-        call_id: str,
-        invoke: Callable[[], Any],
-        *,
-        edited: bool = False,
-        on_reject: str = "",
-        control_flow: ControlFlow = (),
-        wait: float = 60.0,
+        self, spec: ToolSpec, input: str, call_id: str, invoke: Callable[[], Any], how: Presented
     ) -> Any:
         """Journal and run the framework's call ``call_id`` of ``spec`` once, whatever number of
         times it is presented; ``invoke()`` runs it (the framework's own handler, which calls the
@@ -414,53 +405,24 @@ class SagaRun:
         try:
             if self.fresh:
                 self._refuse_existing()
-            admission = drive(
-                admit(
-                    self.engine,
-                    self.saga_id,
-                    spec,
-                    input,
-                    call_id,
-                    requester=self.principal,
-                    **_options(edited, on_reject, wait),
-                )
-            )
+            admission = drive(self._admit(spec, input, call_id, how))
         except (SagaClosedError, SagaExistsError, ApprovalRefusedError, HaltedError) as exc:
             self.latch(exc)
             raise
         outcome = self._admitted(admission)
         if outcome is not _RUN:
             return outcome
-        return self.execute(spec, admission.seq, input, (), {}, invoke=invoke, control_flow=control_flow)
+        return self.execute(spec, admission.seq, input, (), {}, invoke=invoke, control_flow=how.control_flow)
 
     async def call_keyed_async(
-        self,
-        spec: ToolSpec,
-        input: str,
-        call_id: str,
-        invoke: Callable[[], Any],
-        *,
-        edited: bool = False,
-        on_reject: str = "",
-        control_flow: ControlFlow = (),
-        wait: float = 60.0,
+        self, spec: ToolSpec, input: str, call_id: str, invoke: Callable[[], Any], how: Presented
     ) -> Any:
         """``call_keyed`` from a coroutine: ``invoke()`` may return an awaitable; journal I/O runs
         in worker threads."""
         try:
             if self.fresh:
                 await asyncio.to_thread(self._refuse_existing)
-            admission = await drive_async(
-                admit(
-                    self.engine,
-                    self.saga_id,
-                    spec,
-                    input,
-                    call_id,
-                    requester=self.principal,
-                    **_options(edited, on_reject, wait),
-                )
-            )
+            admission = await drive_async(self._admit(spec, input, call_id, how))
         except (SagaClosedError, SagaExistsError, ApprovalRefusedError, HaltedError) as exc:
             self.latch(exc)
             raise
@@ -468,7 +430,21 @@ class SagaRun:
         if outcome is not _RUN:
             return outcome
         return await self.execute_async(
-            spec, admission.seq, input, (), {}, invoke=invoke, control_flow=control_flow
+            spec, admission.seq, input, (), {}, invoke=invoke, control_flow=how.control_flow
+        )
+
+    def _admit(self, spec: ToolSpec, input: str, call_id: str, how: Presented) -> Operation[Admission]:
+        """What this presentation of ``call_id`` is, as an operation either entry point drives."""
+        return admit(
+            self.engine,
+            self.saga_id,
+            spec,
+            input,
+            call_id,
+            edited=how.edited,
+            on_reject=how.on_reject,
+            wait=how.wait,
+            requester=self.principal,
         )
 
     def _refuse_existing(self) -> None:
@@ -605,10 +581,6 @@ def _retry_delay(spec: ToolSpec, exc: BaseException, attempt: int) -> float | No
 
 #: ``_admitted``'s answer when the tool is to run now.
 _RUN: Any = object()
-
-
-def _options(edited: bool, on_reject: str, wait: float) -> dict[str, Any]:
-    return {"edited": edited, "on_reject": on_reject, "wait": wait}
 
 
 class _Invoking:

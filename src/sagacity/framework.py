@@ -120,16 +120,9 @@ def journaled_call(
     framework's control flow (a retry request, a pause): they close the call without failing the
     saga and propagate untouched. ``wait``: seconds to wait for the same call id running elsewhere.
     """
-    return _live(spec).call_keyed(
-        spec,
-        input,
-        call_id,
-        invoke,
-        edited=edited,
-        on_reject=_policy(on_reject),
-        control_flow=control_flow,
-        wait=wait,
-    )
+    run = _live(spec)  # no live saga is refused before a bad keyword is
+    how = _presented(edited, on_reject, control_flow, wait)
+    return run.call_keyed(spec, input, call_id, invoke, how)
 
 
 async def journaled_call_async(
@@ -144,22 +137,20 @@ async def journaled_call_async(
     wait: float = 60.0,
 ) -> Any:
     """:func:`journaled_call` from a coroutine; ``invoke()`` may return an awaitable."""
-    return await _live(spec).call_keyed_async(
-        spec,
-        input,
-        call_id,
-        invoke,
-        edited=edited,
-        on_reject=_policy(on_reject),
-        control_flow=control_flow,
-        wait=wait,
-    )
+    run = _live(spec)
+    how = _presented(edited, on_reject, control_flow, wait)
+    return await run.call_keyed_async(spec, input, call_id, invoke, how)
 
 
-def _policy(on_reject: str) -> str:
+def _presented(
+    edited: bool, on_reject: str, control_flow: tuple[type[BaseException], ...], wait: float
+) -> _context.Presented:
+    """The keywords of a journaled call as the runtime takes them: ``on_reject`` checked and
+    journaled as its policy ("" for compensate, Sagacity's default)."""
     if on_reject not in ON_REJECT:
         raise ValueError(f"on_reject must be one of {ON_REJECT}, got {on_reject!r}")
-    return "" if on_reject == "compensate" else on_reject
+    policy = "" if on_reject == "compensate" else on_reject
+    return _context.Presented(edited, policy, control_flow, wait)
 
 
 @dataclass(frozen=True, slots=True)

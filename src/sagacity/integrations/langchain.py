@@ -47,23 +47,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
-from typing import Any, Literal
+from typing import Any
 
+from sagacity import framework
 from sagacity.errors import ConfigurationError
-from sagacity.framework import (
-    CallPending,
-    CallRefused,
-    CallRejected,
-    arguments_json,
-    current_saga_id,
-    find_call,
-    journaled_call,
-    journaled_call_async,
-    spec_of,
-    unfinished_error,
-)
-from sagacity.tools import ToolRegistry, ToolSpec
+from sagacity.framework import CallPending, CallRefused, CallRejected
+from sagacity.integrations._adapter import Adapter, named_saga
+from sagacity.tools import ToolSpec
 
 try:
     from langchain.agents.middleware import AgentMiddleware
@@ -76,14 +66,13 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
         "sagacity.integrations.langchain needs LangChain and LangGraph: pip install 'sagacity[langchain]'"
     ) from exc
 
-from sagacity import CallStatus, Sagacity
+from sagacity import CallStatus
 
 __all__ = ["CONTROL_FLOW", "SagacityMiddleware"]
 
 #: LangGraph's control flow: interrupts, parent commands, drains. Never a failure.
 CONTROL_FLOW: tuple[type[BaseException], ...] = (GraphBubbleUp,)
 
-SagaIdSource = str | Callable[[ToolCallRequest], str] | None
 Handler = Callable[[ToolCallRequest], Any]
 
 
@@ -95,38 +84,23 @@ class _ErrorMessage(Exception):
         self.message = message
 
 
-class SagacityMiddleware(AgentMiddleware):
+class SagacityMiddleware(Adapter[ToolCallRequest], AgentMiddleware):
     """Journal every Sagacity tool the agent calls; pause IRREVERSIBLE ones until Sagacity approves."""
-
-    def __init__(
-        self,
-        sagacity: Sagacity,
-        *,
-        saga_id: SagaIdSource = None,
-        on_reject: Literal["compensate", "continue"] = "compensate",
-        wait: float = 60.0,
-        registry: ToolRegistry | None = None,
-    ) -> None:
-        super().__init__()
-        self.sagacity = sagacity
-        self.saga_id = saga_id
-        self.on_reject = on_reject
-        self.wait = wait
-        self.registry = registry
 
     # -- helpers ------------------------------------------------------------------------------------
     def _spec(self, request: ToolCallRequest) -> ToolSpec | None:
         tool = request.tool
-        found = spec_of(getattr(tool, "func", None) or getattr(tool, "coroutine", None))
+        found = framework.spec_of(getattr(tool, "func", None) or getattr(tool, "coroutine", None))
         if found is not None:
             return found
-        return spec_of(name=request.tool_call["name"], registry=self.registry or self.sagacity.registry)
+        return framework.spec_of(
+            name=request.tool_call["name"], registry=self.registry or self.sagacity.registry
+        )
 
     def _saga_id(self, request: ToolCallRequest) -> str:
-        if isinstance(self.saga_id, str):
-            return self.saga_id
-        if self.saga_id is not None:
-            return self.saga_id(request)
+        named = named_saga(self.saga_id, request)
+        if named is not None:
+            return named
         runtime = request.runtime
         config = getattr(runtime, "config", None) or {}
         thread_id = (config.get("configurable") or {}).get("thread_id")
@@ -136,11 +110,6 @@ class SagacityMiddleware(AgentMiddleware):
                 "or invoke it inside sg.saga(...)"
             )
         return str(thread_id)
-
-    def _saga(self, request: ToolCallRequest) -> AbstractContextManager[Any]:
-        if current_saga_id() is not None:
-            return nullcontext()
-        return self.sagacity.saga(self._saga_id(request), continue_existing=True)
 
     def _options(self, edited: bool) -> dict[str, Any]:
         return {
@@ -162,10 +131,10 @@ class SagacityMiddleware(AgentMiddleware):
         arguments: dict[str, Any] = dict(call["args"])
         if not spec.irreversible:
             return arguments, False
-        inside = current_saga_id()
+        inside = framework.current_saga_id()
         saga_id = inside or self._saga_id(request)
-        record = find_call(self.sagacity, saga_id, _id(call))
-        unfinished = unfinished_error(record) if record is not None and inside is None else None
+        record = framework.find_call(self.sagacity, saga_id, _id(call))
+        unfinished = framework.unfinished_error(record) if record is not None and inside is None else None
         if unfinished is not None:
             # The graph resumed while the approved call runs in another living process, or after
             # that process died mid-call: say so before anything is entered here (no saga is
@@ -194,22 +163,17 @@ class SagacityMiddleware(AgentMiddleware):
         call = request.tool_call
         arguments, edited = self._decision_so_far(spec, request)
         while True:
-            current = request if not edited else request.override(tool_call={**call, "args": arguments})
-            ran: list[Any] = []
+            this = _Presented(request, arguments, edited)
 
-            def invoke(current: ToolCallRequest = current, ran: list[Any] = ran) -> Any:
-                return _content(ran, handler(current))
+            def invoke(this: _Presented = this) -> Any:
+                return _content(this.ran, handler(this.request))
 
-            caught = _Caught()
-            with self._saga(request), caught:
-                outcome = journaled_call(
-                    spec, arguments_json(arguments), _id(call), invoke, **self._options(edited)
+            with self._saga(request), this.caught:
+                outcome = framework.journaled_call(
+                    spec, framework.arguments_json(arguments), _id(call), invoke, **self._options(edited)
                 )
-            caught.reraise()
-            if caught.message is not None:
-                return caught.message
-            if not isinstance(outcome, CallPending):
-                return _answer(outcome, ran, current)
+            if not this.paused(outcome):
+                return this.answer(outcome)
             arguments, edited = _decided(interrupt(_pause(outcome, spec, arguments)), arguments, edited)
 
     async def awrap_tool_call(
@@ -221,33 +185,44 @@ class SagacityMiddleware(AgentMiddleware):
         call = request.tool_call
         arguments, edited = await asyncio.to_thread(self._decision_so_far, spec, request)
         while True:
-            current = request if not edited else request.override(tool_call={**call, "args": arguments})
-            ran: list[Any] = []
+            this = _Presented(request, arguments, edited)
 
-            async def invoke(current: ToolCallRequest = current, ran: list[Any] = ran) -> Any:
-                return _content(ran, await handler(current))
+            async def invoke(this: _Presented = this) -> Any:
+                return _content(this.ran, await handler(this.request))
 
-            caught = _Caught()
-            async with _async_saga(self, request):
-                with caught:
-                    outcome = await journaled_call_async(
-                        spec, arguments_json(arguments), _id(call), invoke, **self._options(edited)
+            async with self._saga(request):
+                with this.caught:
+                    outcome = await framework.journaled_call_async(
+                        spec, framework.arguments_json(arguments), _id(call), invoke, **self._options(edited)
                     )
-            caught.reraise()
-            if caught.message is not None:
-                return caught.message
-            if not isinstance(outcome, CallPending):
-                return _answer(outcome, ran, current)
+            if not this.paused(outcome):
+                return this.answer(outcome)
             arguments, edited = _decided(interrupt(_pause(outcome, spec, arguments)), arguments, edited)
 
 
-@asynccontextmanager
-async def _async_saga(mw: SagacityMiddleware, request: ToolCallRequest) -> Any:
-    if current_saga_id() is not None:
-        yield None
-        return
-    async with mw.sagacity.saga(mw._saga_id(request), continue_existing=True) as scope:
-        yield scope
+class _Presented:
+    """One presentation of the call to the graph's handler: the request as presented (an edit's
+    arguments applied), what the handler returned (``ran``: empty when nothing ran here) and
+    what was kept out of the saga's scope (``caught``)."""
+
+    def __init__(self, request: ToolCallRequest, arguments: dict[str, Any], edited: bool) -> None:
+        call = request.tool_call
+        self.request = request if not edited else request.override(tool_call={**call, "args": arguments})
+        self.ran: list[Any] = []
+        self.caught = _Caught()
+
+    def paused(self, outcome: Any) -> bool:
+        """Whether the call waits for approval (the graph pauses, then presents it again); the
+        graph's control flow caught in the saga's scope propagates from here."""
+        self.caught.reraise()
+        return self.caught.message is None and isinstance(outcome, CallPending)
+
+    def answer(self, outcome: Any) -> Any:
+        """What the graph gets for a call that does not wait: the error ToolMessage of a failed
+        call, else what ran, was refused or replayed (:func:`_answer`)."""
+        if self.caught.message is not None:
+            return self.caught.message
+        return _answer(outcome, self.ran, self.request)
 
 
 class _Caught:

@@ -44,22 +44,13 @@ import asyncio
 import copy
 import json
 from collections.abc import Awaitable, Callable, Iterable
-from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any, Literal
+from typing import Any
 
+from sagacity import framework
 from sagacity.errors import ApprovalRefusedError, ConfigurationError
-from sagacity.framework import (
-    CallPending,
-    CallRefused,
-    CallRejected,
-    arguments_json,
-    current_saga_id,
-    find_call,
-    journaled_call_async,
-    spec_of,
-    unfinished_error,
-)
-from sagacity.tools import ToolRegistry, ToolSpec
+from sagacity.framework import CallPending, CallRefused, CallRejected
+from sagacity.integrations._adapter import Adapter, named_saga
+from sagacity.tools import ToolSpec
 
 try:
     from agents import FunctionTool, RunContextWrapper, RunState, function_tool
@@ -79,27 +70,10 @@ from sagacity import CallStatus, Sagacity
 
 __all__ = ["SagacityTools", "approve_in_state"]
 
-SagaIdSource = str | Callable[[RunContextWrapper[Any]], str] | None
 
-
-class SagacityTools:
+class SagacityTools(Adapter[RunContextWrapper[Any]]):
     """Wrap ``FunctionTool`` s so every call of a Sagacity tool is journaled and IRREVERSIBLE ones
     are approved in Sagacity (module doc)."""
-
-    def __init__(
-        self,
-        sagacity: Sagacity,
-        *,
-        saga_id: SagaIdSource = None,
-        on_reject: Literal["compensate", "continue"] = "compensate",
-        wait: float = 60.0,
-        registry: ToolRegistry | None = None,
-    ) -> None:
-        self.sagacity = sagacity
-        self.saga_id = saga_id
-        self.on_reject = on_reject
-        self.wait = wait
-        self.registry = registry
 
     # -- wrapping -----------------------------------------------------------------------------------
     def wrap(self, tools: Iterable[Any]) -> list[Any]:
@@ -110,7 +84,7 @@ class SagacityTools:
     def wrap_one(self, tool: Any) -> Any:
         """One tool: a Sagacity ``@tool`` function or a ``FunctionTool`` of one, journaled."""
         if not isinstance(tool, FunctionTool):
-            spec = spec_of(tool)
+            spec = framework.spec_of(tool)
             if spec is None:
                 return tool
             tool = function_tool(tool, name_override=spec.name)
@@ -128,25 +102,19 @@ class SagacityTools:
 
     def _spec(self, tool: FunctionTool) -> ToolSpec | None:
         try:
-            found = spec_of(tool.__wrapped__)
+            found = framework.spec_of(tool.__wrapped__)
         except AttributeError:
             found = None
-        return found or spec_of(name=tool.name, registry=self.registry or self.sagacity.registry)
+        return found or framework.spec_of(name=tool.name, registry=self.registry or self.sagacity.registry)
 
     # -- the saga -----------------------------------------------------------------------------------
     def _saga_id(self, ctx: RunContextWrapper[Any]) -> str:
-        if isinstance(self.saga_id, str):
-            return self.saga_id
-        if self.saga_id is not None:
-            return self.saga_id(ctx)
+        named = named_saga(self.saga_id, ctx)
+        if named is not None:
+            return named
         raise ConfigurationError(
             "SagacityTools needs a saga id: pass saga_id= or run inside `async with sg.saga(...)`"
         )
-
-    def _saga(self, ctx: RunContextWrapper[Any]) -> AbstractAsyncContextManager[Any]:
-        if current_saga_id() is not None:
-            return nullcontext()
-        return self.sagacity.saga(self._saga_id(ctx), continue_existing=True)
 
     # -- the hooks ----------------------------------------------------------------------------------
     def _invoker(
@@ -161,7 +129,7 @@ class SagacityTools:
 
             try:
                 async with self._saga(ctx):
-                    outcome = await journaled_call_async(
+                    outcome = await framework.journaled_call_async(
                         spec,
                         canonical(input),
                         ctx.tool_call_id,
@@ -195,14 +163,14 @@ class SagacityTools:
             Anything else — approved, executed, rejected, refused — goes to the invoker, which
             runs it in band, replays it, or refuses it, on the journal alone."""
             async with self._saga(ctx):
-                saga_id = current_saga_id()
+                saga_id = framework.current_saga_id()
                 assert saga_id is not None
-                record = await asyncio.to_thread(find_call, self.sagacity, saga_id, call_id)
+                record = await asyncio.to_thread(framework.find_call, self.sagacity, saga_id, call_id)
                 if record is not None:
                     return record.status is CallStatus.AWAITING_APPROVAL
-                outcome = await journaled_call_async(
+                outcome = await framework.journaled_call_async(
                     spec,
-                    arguments_json(params),
+                    framework.arguments_json(params),
                     call_id,
                     _never,
                     on_reject=self.on_reject,
@@ -220,7 +188,7 @@ def canonical(arguments: str) -> str:
         parsed = json.loads(arguments or "{}")
     except ValueError:
         return arguments  # not JSON: journaled verbatim; the SDK reports the error
-    return arguments_json(parsed) if isinstance(parsed, dict) else arguments
+    return framework.arguments_json(parsed) if isinstance(parsed, dict) else arguments
 
 
 def _never() -> Any:
@@ -249,10 +217,10 @@ def approve_in_state(
         call_id = getattr(item.raw_item, "call_id", None)
         if not isinstance(call_id, str):
             continue
-        record = find_call(sagacity, saga_id, call_id)
+        record = framework.find_call(sagacity, saga_id, call_id)
         if record is None:
             continue  # not a Sagacity call: the application decides it
-        unfinished = unfinished_error(record)
+        unfinished = framework.unfinished_error(record)
         if unfinished is not None:
             raise unfinished
         if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):

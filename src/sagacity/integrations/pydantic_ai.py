@@ -35,18 +35,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from sagacity import framework
 from sagacity.errors import ApprovalRefusedError, ConfigurationError
-from sagacity.framework import (
-    CallPending,
-    CallRefused,
-    CallRejected,
-    arguments_json,
-    current_saga_id,
-    find_call,
-    journaled_call_async,
-    spec_of,
-    unfinished_error,
-)
+from sagacity.framework import CallPending, CallRefused, CallRejected
+from sagacity.integrations._adapter import named_saga
 from sagacity.tools import ToolRegistry
 
 try:
@@ -99,10 +91,9 @@ class SagacityCapability(AbstractCapability[Any]):
     registry: ToolRegistry | None = field(default=None, repr=False)
 
     def _saga_id(self, ctx: RunContext[Any]) -> str:
-        if isinstance(self.saga_id, str):
-            return self.saga_id
-        if self.saga_id is not None:
-            return self.saga_id(ctx)
+        named = named_saga(self.saga_id, ctx)
+        if named is not None:
+            return named
         if ctx.conversation_id:
             return ctx.conversation_id
         raise ConfigurationError(
@@ -111,7 +102,7 @@ class SagacityCapability(AbstractCapability[Any]):
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> Any:
         """The run is a stretch of a saga: entered (or re-entered) for the run, concluded after."""
-        if current_saga_id() is not None:
+        if framework.current_saga_id() is not None:
             return await handler()
         async with self.sagacity.saga(self._saga_id(ctx), continue_existing=True):
             return await handler()
@@ -119,11 +110,11 @@ class SagacityCapability(AbstractCapability[Any]):
     async def wrap_tool_execute(
         self, ctx: RunContext[Any], *, call: ToolCallPart, tool_def: Any, args: dict[str, Any], handler: Any
     ) -> Any:
-        spec = spec_of(name=tool_def.name, registry=self.registry or self.sagacity.registry)
+        spec = framework.spec_of(name=tool_def.name, registry=self.registry or self.sagacity.registry)
         if spec is None:
             return await handler(args)
-        arguments = arguments_json(call.args)
-        outcome = await journaled_call_async(
+        arguments = framework.arguments_json(call.args)
+        outcome = await framework.journaled_call_async(
             spec,
             arguments,
             call.tool_call_id,
@@ -162,7 +153,7 @@ def _edited(ctx: RunContext[Any], call: ToolCallPart, arguments: str) -> bool:
             continue
         for part in message.parts:
             if isinstance(part, ToolCallPart) and part.tool_call_id == call.tool_call_id:
-                return arguments_json(part.args) != arguments
+                return framework.arguments_json(part.args) != arguments
     return False
 
 
@@ -189,13 +180,13 @@ def deferred_results(
     for part in requests.approvals:
         if part.tool_call_id in approvals:
             continue
-        record = find_call(sagacity, saga_id, part.tool_call_id)
+        record = framework.find_call(sagacity, saga_id, part.tool_call_id)
         if record is None:
             raise ApprovalRefusedError(
                 f"saga {saga_id!r} has no gate for call id {part.tool_call_id!r} ({part.tool_name}); "
                 "pass its decision in others= if it is not a Sagacity tool"
             )
-        unfinished = unfinished_error(record)
+        unfinished = framework.unfinished_error(record)
         if unfinished is not None:
             raise unfinished
         if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):

@@ -7,11 +7,13 @@ refused, 400 bad input; a database outage is the server's 503, not the caller's 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from sagacity._wire import error_json
@@ -83,6 +85,22 @@ def about(saga_id: str, seq: int, exc: Exception) -> ApiError:
     if status == 503:
         _log_unavailable(exc)
     return ApiError(status, {"sagaId": saga_id, "journalSeq": seq, **error_json(exc)}, _headers_for(status))
+
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+async def answering(
+    refusal: Callable[[SagacityError], ApiError], call: Callable[P, T], *args: P.args, **kwargs: P.kwargs
+) -> T:
+    """``call(*args, **kwargs)`` in the threadpool (journal I/O must not block the event loop),
+    a library error it raises answered as ``refusal`` says (naming the saga and seq, or the run
+    and stage): the one shape of every decision a route journals."""
+    try:
+        return await run_in_threadpool(call, *args, **kwargs)
+    except SagacityError as exc:
+        raise refusal(exc) from exc
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:

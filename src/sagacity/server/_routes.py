@@ -50,7 +50,7 @@ from sagacity.errors import (
     SagaStateError,
 )
 from sagacity.model import SagaStatus, SagaView
-from sagacity.server._errors import RETRY_AFTER, ApiError, about
+from sagacity.server._errors import RETRY_AFTER, ApiError, about, answering
 from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
 
@@ -265,10 +265,7 @@ async def approve(
 ) -> dict[str, Any]:
     saga_id = _saga_id(sagaId)
     await _json_object(request)  # {"approver"} from Java clients is read and ignored
-    try:
-        body = await run_in_threadpool(_approve, sg, saga_id, seq, who)
-    except SagacityError as exc:
-        raise about(saga_id, seq, exc) from exc
+    body = await answering(partial(about, saga_id, seq), _approve, sg, saga_id, seq, who)
     log.info("saga %r seq %d approved by %r", saga_id, seq, who.name)
     return body
 
@@ -297,10 +294,7 @@ async def reject(
         reason = required_reason(reason)
     except InvalidValueError as exc:
         raise about(saga_id, seq, exc) from exc
-    try:
-        decision = await run_in_threadpool(sg.reject, saga_id, seq, who.name, reason)
-    except SagacityError as exc:
-        raise about(saga_id, seq, exc) from exc
+    decision = await answering(partial(about, saga_id, seq), sg.reject, saga_id, seq, who.name, reason)
     log.info("saga %r seq %d rejected by %r", saga_id, seq, who.name)
     return decision_json(decision)
 
@@ -376,14 +370,8 @@ async def resolve(
         raise ApiError(400, {"error": "happened is required: true (it took effect) or false (it did not)"})
     result = _text_field(body, "result", meaning="the call's result") or ""
     reason = _text_field(body, "reason", meaning="how you know") or ""
-    try:
-        status = await run_in_threadpool(
-            partial(sg.resolve_in_doubt, happened=happened, resolver=who.name, result=result, reason=reason),
-            saga_id,
-            seq,
-        )
-    except SagacityError as exc:
-        raise about(saga_id, seq, exc) from exc
+    settle = partial(sg.resolve_in_doubt, happened=happened, resolver=who.name, result=result, reason=reason)
+    status = await answering(partial(about, saga_id, seq), settle, saga_id, seq)
     log.info("saga %r seq %d resolved by %r: happened=%s, now %s", saga_id, seq, who.name, happened, status)
     return {
         "sagaId": saga_id,

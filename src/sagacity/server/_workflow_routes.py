@@ -9,15 +9,15 @@ in the body only approves); rejecting compensates the run's completed stages her
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi import Path as PathParam
-from starlette.concurrency import run_in_threadpool
 
 from sagacity._wire import decision_json, workflow_run_json
 from sagacity.errors import SagacityError, SagaNotFoundError
-from sagacity.server._errors import ApiError, status_of
+from sagacity.server._errors import ApiError, answering, status_of
 from sagacity.server._guard import Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server._routes import SagaIdParam, _body_schema, _json_object, _saga_id, _text_field
 from sagacity.workflows import StageStatus, WorkflowView, runs, workflow_of_run
@@ -96,10 +96,9 @@ async def approve_gate(
     go_on = body.get("continue", True)
     if not isinstance(go_on, bool):
         raise ApiError(400, {"error": "continue must be true or false"})
-    try:
-        answer = await run_in_threadpool(_approve, sg, run_id, stage, who.name, go_on)
-    except SagacityError as exc:
-        raise _error(run_id, exc, stage) from exc
+    answer = await answering(
+        partial(_error, run_id, stage=stage), _approve, sg, run_id, stage, who.name, go_on
+    )
     log.info("workflow run %r: gate of %r approved by %r", run_id, stage, who.name)
     return answer
 
@@ -119,9 +118,8 @@ async def reject_gate(
     reason = _text_field(await _json_object(request), "reason", meaning="why the gate is rejected") or ""
     if not reason.strip():
         raise ApiError(400, {"error": "reason is required: say why the gate is rejected"})
-    try:
-        answer = await run_in_threadpool(_reject, sg, run_id, stage, who.name, reason)
-    except SagacityError as exc:
-        raise _error(run_id, exc, stage) from exc
+    answer = await answering(
+        partial(_error, run_id, stage=stage), _reject, sg, run_id, stage, who.name, reason
+    )
     log.info("workflow run %r: gate of %r rejected by %r", run_id, stage, who.name)
     return answer
