@@ -14,7 +14,9 @@ import sys
 from sagacity import Sagacity, tool
 
 
-@tool
+# Names of their own: this module is imported into the test process too, where the registry is
+# shared with every other test module (a bare "pay" would refuse another module's "pay").
+@tool(name="ro_book")
 def book(item: str) -> str:
     return f"booked {item}"
 
@@ -24,7 +26,7 @@ def unbook(ctx: object) -> None:
     return None
 
 
-@tool
+@tool(name="ro_pay")
 def pay(amount: int) -> str:
     raise RuntimeError(f"card declined for {amount}")
 

@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from sagacity import Entry, Phase, Sagacity, chain
+from sagacity import Entry, Phase, Sagacity, SagaStatus, chain, tool
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.stores import open_store
 from sagacity.stores._group import MAX_BATCH, Pending
@@ -353,3 +353,64 @@ def test_postgres_batch_on_a_killed_connection_lands_once(postgres_url: str) -> 
             assert reader.verify(saga_id).valid
         markers = [e.payload for s in set(sagas) for e in reader.entries(s)]
         assert sorted(markers) == sorted(f"m{i}" for i in range(len(sagas))), "lost or duplicated"
+
+
+def test_rows_written_together_wait_in_the_queue_and_land_all_or_none(store: AnyStore) -> None:
+    """``insert_entries`` (a saga's START with its first entry) queues behind the leader like any
+    append, on the writer connection, instead of contending for the write lock on a connection of
+    its own: the gate only lets the leader go once those requests wait behind it. Each lands
+    whole, or, with one key taken, not at all."""
+    existing = _entry("taken", 2, "first", prev="0" * 64)
+    assert store.insert_entry(existing) is True
+    whole = [_entry("new", 1, "start"), _entry("new", 2, "call", prev="1" * 64)]
+    blocked = [_entry("taken", 1, "start"), _entry("taken", 2, "call", prev="2" * 64)]
+    single = _entry("single", 1, "x")
+    gate = Gate(store, queued=3)
+    results = _run(
+        gate,
+        [
+            lambda: store.insert_entry(_entry("lead", 1)),
+            lambda: store.insert_entries(whole),
+            lambda: store.insert_entries(blocked),
+            lambda: store.insert_entry(single),
+        ],
+    )
+    assert results == [True, True, False, True]
+    for entry in [*whole, single, existing]:
+        assert _stored(store, entry.saga_id, entry.seq) == entry
+    assert _stored(store, "taken", 1) is None  # the blocked pair wrote nothing
+    # The leader's row alone, then the next leader's batch: the one single row (the pairs are
+    # written by that same leader, each as a statement of its own).
+    assert [len(b) for b in gate.batches] == [1, 1]
+
+
+@tool(name="gc_step")
+def gc_step(n: int) -> str:
+    return f"step {n}"
+
+
+def test_many_threads_start_sagas_at_once(durable_url: str) -> None:
+    """32 threads each start their own saga at the same moment: every saga's START and first
+    entry land, in order, and every chain verifies."""
+    with Sagacity(durable_url) as sg:
+        barrier = threading.Barrier(32)
+
+        def start(n: int) -> None:
+            barrier.wait(WAIT)
+            sg.run(f"started-{n}", gc_step, n)
+
+        threads = [threading.Thread(target=start, args=(n,)) for n in range(32)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(WAIT * 2)
+            assert not thread.is_alive(), "a start never returned"
+        for n in range(32):
+            entries = sg.entries(f"started-{n}")
+            assert [(e.seq, e.tool_name) for e in entries][:3] == [
+                (1, "sagacity:saga"),
+                (2, "gc_step"),
+                (3, "gc_step"),
+            ]
+            assert sg.verify(f"started-{n}").valid
+            assert sg.status(f"started-{n}") is SagaStatus.COMPLETED

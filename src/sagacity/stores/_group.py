@@ -54,11 +54,13 @@ class Pending:
     ``inserted`` its True/False answer.
     """
 
-    __slots__ = ("done", "entry", "error", "inserted", "params", "wake")
+    __slots__ = ("done", "entry", "error", "inserted", "params", "rows", "wake")
 
-    def __init__(self, entry: Entry | None, params: tuple[Any, ...]) -> None:
+    def __init__(self, entry: Entry | None, params: tuple[Any, ...], rows: int = 1) -> None:
         self.entry = entry
         self.params = params
+        #: More than 1: ``params`` are that many rows' to write all or none (``insert_together``).
+        self.rows = rows
         self.inserted = False
         self.error: BaseException | None = None
         self.done = False
@@ -112,7 +114,18 @@ class GroupCommit:
             finally:
                 give(cur, lost)
 
-        return cls(write, max_batch, write_one=write_one)
+        def write_together(params: tuple[Any, ...], count: int) -> bool:
+            cur = take()
+            lost = False
+            try:
+                return rows.together(cur, params, count)
+            except StoreUnavailableError:
+                lost = True
+                raise
+            finally:
+                give(cur, lost)
+
+        return cls(write, max_batch, write_one=write_one, write_together=write_together)
 
     def __init__(
         self,
@@ -120,11 +133,14 @@ class GroupCommit:
         max_batch: int = MAX_BATCH,
         *,
         write_one: Callable[[tuple[Any, ...]], bool] | None = None,
+        write_together: Callable[[tuple[Any, ...], int], bool] | None = None,
         journal: bool = True,
     ) -> None:
         """``journal=False``: a queue of other calls than appends (the MariaDB lease session's),
-        whose batches telemetry must not count as the journal's."""
+        whose batches telemetry must not count as the journal's. ``write_together(params, n)``
+        writes n rows all or none and says whether they went in (``insert_together``)."""
         self._write = write
+        self._write_together = write_together
         self._journal = journal
         # Writes one row's params and says whether it went in (raising the store's error): the
         # lone writer's path. Without it a lone row is written as a batch of one.
@@ -136,11 +152,20 @@ class GroupCommit:
         #: The largest batch written so far (tests read it to prove a multi-row write happened).
         self.largest_batch = 0
 
-    def insert(self, entry: Entry | None, params: tuple[Any, ...]) -> bool:
+    def insert_together(self, params: tuple[Any, ...], count: int) -> bool:
+        """Write ``count`` rows (``params`` one after the other) all or none, in the queue like
+        any append: a saga's START with its first entry, a decision's rows. Outside the queue, on
+        a connection of their own, they would contend with the leader for the database's write
+        lock (SQLite: a busy wait) on every saga start. True if they went in, False if a key was
+        taken (nothing written)."""
+        assert self._write_together is not None, "this queue writes rows one request each"
+        return self.insert(None, params, count)
+
+    def insert(self, entry: Entry | None, params: tuple[Any, ...], rows: int = 1) -> bool:
         """Write ``params`` (in a batch with whatever is queued meanwhile); the request's answer."""
         with self._lock:
             if self._leading:
-                request = Pending(entry, params)
+                request = Pending(entry, params, rows)
                 wake = request.wake = _allocate_lock()
                 wake.acquire()
                 self._queue.append(request)
@@ -154,6 +179,9 @@ class GroupCommit:
             if _telemetry.active and self._journal:
                 _telemetry.batch_written(1)
             try:
+                if rows > 1:
+                    assert self._write_together is not None
+                    return self._write_together(params, rows)
                 if self._write_one is not None:
                     return self._write_one(params)
                 request = Pending(entry, params)
@@ -211,11 +239,21 @@ class GroupCommit:
         self.largest_batch = max(self.largest_batch, len(batch))
         if _telemetry.active and self._journal:
             _telemetry.batch_written(len(batch))
+        single = [request for request in batch if request.rows == 1]
         try:
-            self._write(batch)
-        except BaseException as exc:  # noqa: BLE001 - every waiter must be released, with a reason
+            if single:
+                try:
+                    self._write(single)
+                except BaseException as exc:  # noqa: BLE001 - every waiter must be released, with a reason
+                    for request in single:
+                        request.error = exc if len(single) == 1 else copy_error(exc)
             for request in batch:
-                request.error = exc if len(batch) == 1 else copy_error(exc)
+                if request.rows > 1:  # all or none: a statement of its own, after the batch
+                    assert self._write_together is not None
+                    try:
+                        request.inserted = self._write_together(request.params, request.rows)
+                    except BaseException as exc:  # noqa: BLE001 - released with its reason
+                        request.error = exc
         finally:
             # Hand over before waking the finished: the next batch's commit starts sooner.
             self._pass_on()
@@ -304,6 +342,17 @@ class RowWriter:
                 return False
             raise self._translate(exc) from exc
         return cur.rowcount == 1
+
+    def together(self, cur: Cursor, params: Sequence[Any], count: int) -> bool:
+        """Write ``count`` rows as one plain multi-row INSERT in autocommit: one statement is
+        atomic, so a taken key fails it whole, writing nothing (False). Raises the store's error."""
+        try:
+            cur.execute(self._rows(count, False), params)
+        except self._errors as exc:
+            if self._dialect.taken(exc):
+                return False
+            raise self._translate(exc) from exc
+        return True
 
     def batch(self, cur: Cursor, batch: list[Pending]) -> StoreError | None:
         """Write the batch, setting every request's outcome; the error if the connection failed."""

@@ -16,12 +16,15 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from sagacity._index import ANY_SAGA, Folder, IndexRow, SagaFilter, Watch
 from sagacity.errors import StoreError, StoreUnavailableError, StoreWriteRefusedError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
 from sagacity.stores.base import Capability
+
+if TYPE_CHECKING:
+    from sagacity.stores._group import GroupCommit
 
 JOURNAL = "side_effect_journal"
 APPROVALS = "sagacity_approval_request"
@@ -229,6 +232,10 @@ class SQLStore(ABC):
             entry.hash,
         )
 
+    def _grouped(self) -> GroupCommit | None:
+        """The group commit appends go through, or None when each is a statement of its own."""
+        return None
+
     def insert_entry(self, entry: Entry) -> bool:
         with self._cursor() as cur:
             return self._insert(cur, self._sql(self.dialect.insert_entry()), self._entry_params(entry))
@@ -247,6 +254,9 @@ class SQLStore(ABC):
         if len(entries) == 1:
             return self.insert_entry(entries[0])
         params = [value for entry in entries for value in self._entry_params(entry)]
+        group = self._grouped()
+        if group is not None:  # in the queue with every other append, on the writer connection
+            return group.insert_together(tuple(params), len(entries))
         if not self.dialect.on_conflict:
             # One autocommit statement is atomic: a taken key fails it whole, writing nothing.
             with self._cursor() as cur:

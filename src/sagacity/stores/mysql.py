@@ -301,6 +301,9 @@ class MySQLStore(SQLStore):
         return value
 
     # -- journal ---------------------------------------------------------------------------------
+    def _grouped(self) -> GroupCommit | None:
+        return self._group if self._group_commit else None
+
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
             return super().insert_entry(entry)

@@ -318,6 +318,9 @@ class PostgresStore(SQLStore):
 
     _INSERT_ENTRY_PG = POSTGRES.sql(POSTGRES.insert_entry())
 
+    def _grouped(self) -> GroupCommit | None:
+        return self._group if self._group_commit else None
+
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
             return self._insert_pooled(entry)

@@ -384,6 +384,9 @@ class SQLiteStore(SQLStore):
         self._index_consume(cur, 0)
 
     # -- group commit ----------------------------------------------------------------------------
+    def _grouped(self) -> GroupCommit | None:
+        return self._group if self._group_commit else None
+
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
             return super().insert_entry(entry)
