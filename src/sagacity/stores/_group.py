@@ -235,6 +235,34 @@ class GroupCommit:
             else:
                 self._leading = False
 
+    def _lead_together(self, requests: list[Pending]) -> None:
+        """Rows that must land all or none, after the batch's single rows. Several requests go
+        first as one statement (atomic: every request's rows land, or none do); if that fails
+        (a key taken by one of them, a value refused) each is written alone, so only the
+        request at fault fails. A lost connection fails them all: each caller reads back."""
+        if not requests:
+            return
+        write = self._write_together
+        assert write is not None
+        if len(requests) > 1 and sum(r.rows for r in requests) <= 4 * MAX_BATCH:  # parameter limits
+            try:
+                landed = write(tuple(v for r in requests for v in r.params), sum(r.rows for r in requests))
+            except StoreUnavailableError as exc:
+                for request in requests:
+                    request.error = copy_error(exc)
+                return
+            except Exception:  # noqa: BLE001 - each alone below says which request it was
+                landed = False
+            if landed:
+                for request in requests:
+                    request.inserted = True
+                return
+        for request in requests:
+            try:
+                request.inserted = write(request.params, request.rows)
+            except BaseException as exc:  # noqa: BLE001 - released with its reason
+                request.error = exc
+
     def _lead(self, batch: list[Pending]) -> None:
         self.largest_batch = max(self.largest_batch, len(batch))
         if _telemetry.active and self._journal:
@@ -247,13 +275,7 @@ class GroupCommit:
                 except BaseException as exc:  # noqa: BLE001 - every waiter must be released, with a reason
                     for request in single:
                         request.error = exc if len(single) == 1 else copy_error(exc)
-            for request in batch:
-                if request.rows > 1:  # all or none: a statement of its own, after the batch
-                    assert self._write_together is not None
-                    try:
-                        request.inserted = self._write_together(request.params, request.rows)
-                    except BaseException as exc:  # noqa: BLE001 - released with its reason
-                        request.error = exc
+            self._lead_together([request for request in batch if request.rows > 1])
         finally:
             # Hand over before waking the finished: the next batch's commit starts sooner.
             self._pass_on()
