@@ -183,6 +183,9 @@ class SQLStore(ABC):
 
     url: str
     dialect: ClassVar[Dialect]
+    #: Each store's group commit (``stores/_group.py``), used unless made with group_commit=False.
+    _group: GroupCommit
+    _group_commit: bool
     capabilities: frozenset[Capability] = frozenset({Capability.TRACE_CONTEXT, Capability.SAGA_INDEX})
 
     # -- dialect hooks -----------------------------------------------------------------------
@@ -234,9 +237,12 @@ class SQLStore(ABC):
 
     def _grouped(self) -> GroupCommit | None:
         """The group commit appends go through, or None when each is a statement of its own."""
-        return None
+        return self._group if self._group_commit else None
 
     def insert_entry(self, entry: Entry) -> bool:
+        group = self._grouped()
+        if group is not None:
+            return group.insert(entry, self._entry_params(entry))
         with self._cursor() as cur:
             return self._insert(cur, self._sql(self.dialect.insert_entry()), self._entry_params(entry))
 

@@ -56,7 +56,6 @@ from pymysql.connections import Connection
 from pymysql.cursors import Cursor as DriverCursor
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
-from sagacity.model import Entry
 from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, Pending, RowWriter
@@ -299,15 +298,6 @@ class MySQLStore(SQLStore):
         if not isinstance(value, datetime):
             raise StoreError(f"MariaDB/MySQL: a stored timestamp reads back as {value!r}, not a datetime")
         return value
-
-    # -- journal ---------------------------------------------------------------------------------
-    def _grouped(self) -> GroupCommit | None:
-        return self._group if self._group_commit else None
-
-    def insert_entry(self, entry: Entry) -> bool:
-        if not self._group_commit:
-            return super().insert_entry(entry)
-        return self._group.insert(entry, self._entry_params(entry))
 
     # -- schema ----------------------------------------------------------------------------------
     def init_schema(self) -> None:

@@ -318,13 +318,10 @@ class PostgresStore(SQLStore):
 
     _INSERT_ENTRY_PG = POSTGRES.sql(POSTGRES.insert_entry())
 
-    def _grouped(self) -> GroupCommit | None:
-        return self._group if self._group_commit else None
-
     def insert_entry(self, entry: Entry) -> bool:
         if not self._group_commit:
             return self._insert_pooled(entry)
-        return self._group.insert(entry, self._entry_params(entry))
+        return super().insert_entry(entry)
 
     def _insert_pooled(self, entry: Entry) -> bool:
         """One autocommit INSERT on a pool connection (``group_commit=False``)."""

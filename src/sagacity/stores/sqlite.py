@@ -384,14 +384,6 @@ class SQLiteStore(SQLStore):
         self._index_consume(cur, 0)
 
     # -- group commit ----------------------------------------------------------------------------
-    def _grouped(self) -> GroupCommit | None:
-        return self._group if self._group_commit else None
-
-    def insert_entry(self, entry: Entry) -> bool:
-        if not self._group_commit:
-            return super().insert_entry(entry)
-        return self._group.insert(entry, self._entry_params(entry))
-
     def insert_entry_at(self, entry: Entry, stamp: str) -> bool:
         """``insert_entry`` for an entry the journal stamped ``stamp`` (its hashed ``ts``:
         "<epoch seconds>.<6 digits>").
