@@ -242,6 +242,22 @@ async def test_page_numbers_not_written_in_digits_are_400(api: httpx.AsyncClient
     assert query.split("=", maxsplit=1)[0] in response.json()["error"]
 
 
+@pytest.mark.parametrize("value", ["1", "0", "yes", "on", "True", "t", ""])
+async def test_a_chain_flag_other_than_true_or_false_is_400(
+    api: httpx.AsyncClient, store_sg: Sagacity, suspend: Callable[..., Any], value: str
+) -> None:
+    """brokenChain is ``true`` or ``false``: pydantic alone would read ``1``/``on``/``yes`` as true
+    and ``0`` as false, so a typo could silently list the opposite sagas."""
+    await suspend("order-6")
+    response = await api.get(f"/sagacity/sagas?brokenChain={value}", headers=CAROL)
+    assert response.status_code == 400, response.text
+    assert "brokenChain" in response.json()["error"]
+    intact = await api.get("/sagacity/sagas?brokenChain=false", headers=CAROL)
+    assert [s["sagaId"] for s in intact.json()["sagas"]] == ["order-6"]
+    broken = await api.get("/sagacity/sagas?brokenChain=true", headers=CAROL)
+    assert broken.json()["sagas"] == []
+
+
 # -- 4. an unknown query parameter is an error, not ignored -------------------------------------------
 async def test_a_misspelt_filter_is_400_not_every_saga(
     api: httpx.AsyncClient, store_sg: Sagacity, suspend: Callable[..., Any]

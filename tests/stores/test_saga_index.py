@@ -287,6 +287,25 @@ def test_a_read_only_session_gets_a_clear_error_and_can_still_verify(durable_url
         assert sg.verify("order-1").valid
 
 
+@pytest.mark.parametrize("durable_url", ["postgres"], indirect=True)
+def test_a_break_found_on_a_read_only_session_is_reported_and_noted_nowhere(durable_url: str) -> None:
+    """verify() on a read-only session finds a broken chain and says so; noting it in the index
+    (a write) is skipped there, without an error, and a writable reader lists it as broken."""
+    with Sagacity(durable_url) as sg:
+        sg.run("paid", _ok, 5)
+    _raw(
+        durable_url, "UPDATE side_effect_journal SET payload = 'charged 0' WHERE saga_id = 'paid' AND seq = 4"
+    )
+    read_only = durable_url.replace("options=", "options=-cdefault_transaction_read_only%3Don%20")
+    with Sagacity(read_only, init_schema=False) as sg:
+        verification = sg.verify("paid")
+        assert (verification.valid, verification.break_at_index) == (False, 3)
+        assert not sg.view("paid").verification.valid
+    with Sagacity(durable_url) as sg:
+        [summary] = sg.sagas()
+        assert (summary.saga_id, summary.chain_broken_at) == ("paid", 3)
+
+
 def test_a_saga_live_in_this_process_lists_as_running_and_counts_so(sg: Sagacity) -> None:
     """While a saga runs here, its journal says COMPLETED (no call open) but it is RUNNING: the
     list shows it so, the RUNNING filter finds it though the index never saw it before, the
