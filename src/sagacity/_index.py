@@ -301,11 +301,15 @@ class SagaIndex:
         """The journals of the sagas a read picked, read together (a few statements)."""
         return self._read(self._store.index_journals, saga_ids)
 
-    def note_broken(self, saga_id: str) -> None:
-        """A verification found ``saga_id``'s chain broken: fold it again, so every list and
-        counter says so, also when no trigger saw the damage. Best effort: on a read-only copy
-        the index cannot be written, and the verification's own answer is what the caller reads."""
+    def note_broken(self, saga_id: str, broken_at: int) -> None:
+        """A verification found ``saga_id``'s chain broken at ``broken_at``: unless the index
+        already says so (one read: a dashboard re-reading a broken saga's page writes nothing),
+        fold it again, so every list and counter says so, also when no trigger saw the damage.
+        Best effort: on a read-only copy the index cannot be written, and the verification's own
+        answer is what the caller reads."""
         try:
+            if [row.broken_at for row in self._read(self._store.index_rows, [saga_id])] == [broken_at]:
+                return
             self._read(self._store.refold_index, index_rows, [saga_id])
         except StoreError:
             pass  # read-only or unreachable: the index is a cache, and the caller has the truth
@@ -370,7 +374,7 @@ class ScanIndex:
     def journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
         return {sid: self._entries(sid) for sid in saga_ids}
 
-    def note_broken(self, saga_id: str) -> None:
+    def note_broken(self, saga_id: str, broken_at: int) -> None:
         """Nothing to note: every read folds and verifies the journal as it is."""
 
 

@@ -443,7 +443,7 @@ class Sagacity:
             fold(saga_id, entries), entries, requests, self.registry, utc_now(), running=running
         )
         if not view.verification.valid:
-            self.index.note_broken(saga_id)
+            self.index.note_broken(saga_id, view.verification.break_at_index)
         return view
 
     def saga_detail(self, saga_id: str) -> SagaDetail:
@@ -900,7 +900,7 @@ class Sagacity:
     def _verify(self, saga_id: str) -> Verification:
         verification = self.journal.verify(saga_id)
         if not verification.valid:
-            self.index.note_broken(saga_id)
+            self.index.note_broken(saga_id, verification.break_at_index)
         return verification
 
     def export(self, saga_id: str) -> Iterator[str]:

@@ -336,11 +336,12 @@ def journal_findings(
         abandoned.clear()
 
     for sid, entries in journals:
-        found = chain_finding(sid, chain.verify(entries))
+        verification = chain.verify(entries)
+        found = chain_finding(sid, verification)
         if found is not None:
             findings.append(found)
             if note_breaks:
-                sg.index.note_broken(sid)
+                sg.index.note_broken(sid, verification.break_at_index)
         state = fold(sid, entries)
         if state.status is SagaStatus.ABANDONED:
             abandoned.append(state)
