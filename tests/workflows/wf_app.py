@@ -54,12 +54,16 @@ def unformat(ctx: StageContext) -> None:
     effect("unformat", ctx.output["html"])
 
 
-@publishing.stage(
-    gate=True, reason="Legal must sign off before anything is published", ttl=timedelta(hours=1)
-)
 def publish(article: dict[str, Any]) -> dict[str, Any]:
     effect("publish", article["title"])
     return {"url": "https://news.example/" + article["title"].replace(" ", "-").lower()}
+
+
+#: The stage's description, which its gate's definition hash binds; a deploy may change it alone.
+publish.__doc__ = os.environ.get("SAGACITY_WF_PUBLISH_DOC", "Publish the article.")
+publish = publishing.stage(  # type: ignore[assignment]
+    gate=True, reason="Legal must sign off before anything is published", ttl=timedelta(hours=1)
+)(publish)
 
 
 @publishing.check("publish")
