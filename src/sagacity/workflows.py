@@ -379,7 +379,11 @@ class Workflow:
         """Run (or continue) ``run_id`` from its first stage not yet done; returns how it stands.
 
         The run's input is journaled with its first stage; continuing a run that already has one
-        ignores ``input`` unless it differs, which is an error (a run has one input).
+        ignores ``input`` unless it differs, which is an error (a run has one input). A run id is
+        a saga id: under one that is not a run of this workflow, ``SagaExistsError`` and nothing
+        journaled. A gate opened for another definition of its stage is superseded by one for
+        this definition and ``DefinitionChangedError`` (``new_seq``) raised, as ``sg.resume``
+        does: an approval never runs code it was not given for.
         """
         self._require_stages()
         if any(s.is_async for s in self.stages):
@@ -409,7 +413,8 @@ class Workflow:
         )
 
     def resume(self, sg: Sagacity, run_id: str) -> WorkflowResult:
-        """Continue a run from its journal (after a gate was approved, or a restart)."""
+        """Continue a run from its journal (after a gate was approved, or a restart); as ``run``,
+        and ``SagaNotFoundError`` for an id that is not a run of this workflow."""
         if not sg.entries(run_id):
             raise SagaNotFoundError(f"no workflow run {run_id!r}")
         return self.run(sg, run_id, _JOURNALED)
