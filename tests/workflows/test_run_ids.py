@@ -4,6 +4,7 @@ process after the other, and two processes racing for one new id — on every sh
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from types import ModuleType
@@ -12,6 +13,8 @@ import pytest
 
 from sagacity import Sagacity, SagaStatus, tool
 from sagacity.errors import SagaExistsError, SagaNotFoundError
+from sagacity.tools import registry
+from sagacity.workflows import Workflow
 
 from .conftest import BRIEF, effects, in_process, race, statuses
 
@@ -95,3 +98,42 @@ def test_two_workflows_racing_for_one_new_run_id_one_wins_the_other_journals_not
         assert sg.verify("order-race").valid
     finally:
         sg.close()
+
+
+def test_async_runs_refuse_a_taken_run_id_too(wf: ModuleType, tmp_path: Path) -> None:
+    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+    try:
+        assert wf.publishing.run(sg, "order-9", BRIEF).status is SagaStatus.AWAITING_APPROVAL
+        before = sg.entries("order-9")
+        with pytest.raises(SagaExistsError, match="run id 'order-9' is taken"):
+            asyncio.run(wf.payouts.run_async(sg, "order-9", BRIEF))
+        with pytest.raises(SagaNotFoundError):
+            asyncio.run(wf.payouts.resume_async(sg, "order-9"))
+        assert sg.entries("order-9") == before
+    finally:
+        sg.close()
+
+
+def test_a_run_stopped_by_its_first_check_is_still_its_workflows_run(tmp_path: Path) -> None:
+    """A run whose first journaled call is a check (that failed) belongs to its workflow: it is
+    viewed, and running it again replays it instead of being refused as someone else's."""
+    with registry.isolated():
+        gated = Workflow("checked-first", version="1")
+
+        @gated.stage
+        def first(value: dict[str, str]) -> dict[str, str]:
+            return value
+
+        @gated.check("first")
+        def never(value: dict[str, str]) -> bool:
+            return False
+
+        sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
+        try:
+            assert gated.run(sg, "checked-1", {"a": "b"}).status is SagaStatus.COMPENSATED
+            assert gated.view(sg, "checked-1").stages[0].checks[0].status == "FAILED"
+            before = sg.entries("checked-1")
+            assert gated.run(sg, "checked-1", {"a": "b"}).status is SagaStatus.COMPENSATED
+            assert sg.entries("checked-1") == before
+        finally:
+            sg.close()
