@@ -27,12 +27,15 @@ class Presented:
     """How a framework presents one keyed call (``sagacity.framework.journaled_call``'s keywords):
     one value, so the runtime's sync and async entry points and this protocol take the same four
     settings without each spelling them out. ``on_reject`` is the journaled policy ("" for
-    compensate)."""
+    compensate). ``owner``: raises when the saga is not one this call may go in (a workflow run
+    refuses another's saga); given every state the call's admission decides on, so the refusal
+    is fenced like the decision (internal: not a ``journaled_call`` keyword)."""
 
     edited: bool = False
     on_reject: str = ""
     control_flow: tuple[type[BaseException], ...] = ()
     wait: float = 60.0
+    owner: Callable[[Any], None] | None = None
 
 
 class SagaRun(Protocol):

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -119,8 +120,12 @@ def admit(
     on_reject: str = "",
     wait: float = 60.0,
     requester: str | None = None,
+    owner: Callable[[SagaState], None] | None = None,
 ) -> Operation[Admission]:
     """Decide, on the journal and fenced, what this presentation of ``call_id`` is (module doc).
+
+    ``owner`` judges every state a decision is taken on (each read, and the fenced first
+    entry's): it raises to refuse a saga this call may not go in, before anything is journaled.
 
     Raises ``SagaClosedError`` (the saga compensated: nothing may start), ``ApprovalRefusedError``
     (the gate was rejected and the saga compensated, or the approval expired),
@@ -135,9 +140,11 @@ def admit(
     poll = _Poll(wait)
     while True:
         state = engine.snapshot(saga_id)
+        if owner is not None:
+            owner(state)
         found = state.keyed.get(call_id)
         if found is None or (isinstance(found, Call) and found.passed):
-            admission = _start(engine, state, spec, input, call_id, policy, found, requester)
+            admission = _start(engine, state, spec, input, call_id, policy, found, requester, owner)
             if admission is not None:
                 return admission
             continue  # another presentation journaled this id meanwhile: look again
@@ -212,6 +219,7 @@ def _start(
     policy: str,
     before: Call | Gate | None,
     requester: str | None,
+    owner: Callable[[SagaState], None] | None,
 ) -> Admission | None:
     """Journal the call id's first INTENT (or gate), fenced; None if another got there first."""
 
@@ -236,6 +244,8 @@ def _start(
                 f"saga {now.saga_id!r} is being compensated (or has ended): {spec.name} was not "
                 "started and did not run"
             )
+        if owner is not None:
+            owner(now)  # the state this first entry is fenced on, re-read after a lost race
         if now.keyed.get(call_id) is not before:
             return []
         if denied:

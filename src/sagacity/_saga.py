@@ -445,6 +445,7 @@ class SagaRun:
             on_reject=how.on_reject,
             wait=how.wait,
             requester=self.principal,
+            owner=how.owner,
         )
 
     def _refuse_existing(self) -> None:

@@ -204,12 +204,14 @@ class Sagacity:
         kwargs: dict[str, Any],
         *,
         continue_existing: bool = False,
+        on_abandon: str | None = None,
     ) -> SagaResult:
-        """``run``, also for a saga continued on purpose (a workflow's next stage)."""
+        """``run``, also for a saga continued on purpose (a workflow's next stage), and one whose
+        START is to say another ``on_abandon`` than this Sagacity's."""
         _refuse_in_loop("run")
         if inspect.iscoroutinefunction(fn):
             raise InvalidValueError(f"{fn.__name__} is a coroutine function: use `await sg.run_async(...)`")
-        run = self._start(saga_id, continue_existing)
+        run = self._start(saga_id, continue_existing, on_abandon)
         try:
             with entered(run):
                 value = fn(*args, **kwargs)
@@ -235,8 +237,9 @@ class Sagacity:
         kwargs: dict[str, Any],
         *,
         continue_existing: bool = False,
+        on_abandon: str | None = None,
     ) -> SagaResult:
-        run = await self._start_async(saga_id, continue_existing)
+        run = await self._start_async(saga_id, continue_existing, on_abandon)
         try:
             with entered(run):
                 if inspect.iscoroutinefunction(fn):

@@ -40,16 +40,20 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from sagacity import _context
+from sagacity._state import ON_ABANDON_REPORT, Gate, SagaState
 from sagacity.errors import (
     ApprovalNotFoundError,
     CheckFailedError,
+    DefinitionChangedError,
+    SagaExistsError,
     SagaNotFoundError,
     SagaStateError,
     StageOutputError,
@@ -62,8 +66,6 @@ from sagacity.framework import (
     CallRejected,
     call_record,
     find_call,
-    journaled_call,
-    journaled_call_async,
     unfinished_error,
 )
 from sagacity.guardrails._rules import Action
@@ -377,14 +379,21 @@ class Workflow:
         """Run (or continue) ``run_id`` from its first stage not yet done; returns how it stands.
 
         The run's input is journaled with its first stage; continuing a run that already has one
-        ignores ``input`` unless it differs, which is an error (a run has one input).
+        ignores ``input`` unless it differs, which is an error (a run has one input). A run id is
+        a saga id: under one that is not a run of this workflow, ``SagaExistsError`` and nothing
+        journaled. A gate opened for another definition of its stage is superseded by one for
+        this definition and ``DefinitionChangedError`` (``new_seq``) raised, as ``sg.resume``
+        does: an approval never runs code it was not given for.
         """
         self._require_stages()
         if any(s.is_async for s in self.stages):
             raise SagaStateError(f"workflow {self.name!r} has async stages: use `await wf.run_async(...)`")
         start = self._run_input(sg, run_id, input)
-        # A workflow run is one saga over its stages: each run continues it on purpose.
-        result = sg._run(run_id, self._drive, (sg, run_id, start), {}, continue_existing=True)
+        # A workflow run is one saga over its stages: each run continues it on purpose. It is
+        # never abandoned, only waiting to be continued: ``recover`` reports it, never undoes it.
+        result = sg._run(
+            run_id, self._drive, (sg, run_id, start), {}, continue_existing=True, on_abandon=ON_ABANDON_REPORT
+        )
         return self._result(sg, run_id, result.status, result.value, result.error, result.awaiting)
 
     async def run_async(self, sg: Sagacity, run_id: str, input: Any = None) -> WorkflowResult:
@@ -392,14 +401,20 @@ class Workflow:
         self._require_stages()
         start = await asyncio.to_thread(self._run_input, sg, run_id, input)
         result = await sg._run_async(
-            run_id, self._drive_async, (sg, run_id, start), {}, continue_existing=True
+            run_id,
+            self._drive_async,
+            (sg, run_id, start),
+            {},
+            continue_existing=True,
+            on_abandon=ON_ABANDON_REPORT,
         )
         return await asyncio.to_thread(
             self._result, sg, run_id, result.status, result.value, result.error, result.awaiting
         )
 
     def resume(self, sg: Sagacity, run_id: str) -> WorkflowResult:
-        """Continue a run from its journal (after a gate was approved, or a restart)."""
+        """Continue a run from its journal (after a gate was approved, or a restart); as ``run``,
+        and ``SagaNotFoundError`` for an id that is not a run of this workflow."""
         if not sg.entries(run_id):
             raise SagaNotFoundError(f"no workflow run {run_id!r}")
         return self.run(sg, run_id, _JOURNALED)
@@ -460,6 +475,9 @@ class Workflow:
     def _run_input(self, sg: Sagacity, run_id: str, input: Any) -> Any:
         """The run's input: the journaled one for a run that has started, else ``input``.
 
+        A run id that names another saga (a run of another workflow, a plain saga) is refused,
+        nothing journaled: run ids share the saga id space, and one id names one run.
+
         A run with a stage or check in doubt (its process died mid-call) is refused before
         anything is journaled: whether that call took effect is unknown, so neither running it
         again nor compensating around it is right; a person resolves it first.
@@ -468,6 +486,10 @@ class Workflow:
             saga = sg._view(run_id)
         except SagaNotFoundError:
             saga = None
+        if saga is not None and _workflow_of(saga) != self.name:
+            if input is _JOURNALED:
+                raise SagaNotFoundError(f"no run {run_id!r} of workflow {self.name!r}")
+            raise self._taken(run_id)
         doubtful = [c.call_id for c in saga.calls if c.status is CallStatus.IN_DOUBT] if saga else []
         record = call_record(saga, doubtful[0]) if saga is not None and doubtful and doubtful[0] else None
         refusal = unfinished_error(record) if record is not None else None
@@ -519,11 +541,14 @@ class Workflow:
         try:
             while True:
                 call = steps.send(answer)
-                answer = _journaled_result(sg, run_id, call.call_id)
+                before = find_call(sg, run_id, call.call_id)
+                answer = _replayed(before)
                 if answer is None:
-                    answer = journaled_call(
-                        call.spec, call.input, call.call_id, call.invoke, edited=call.edited
+                    answer = _live_run().call_keyed(
+                        call.spec, call.input, call.call_id, call.invoke, self._presented(call)
                     )
+                    if (superseded := _superseded(call, before, answer)) is not None:
+                        return superseded
         except StopIteration as done:
             return done.value
 
@@ -532,13 +557,33 @@ class Workflow:
         try:
             while True:
                 call = steps.send(answer)
-                answer = await asyncio.to_thread(_journaled_result, sg, run_id, call.call_id)
+                before = await asyncio.to_thread(find_call, sg, run_id, call.call_id)
+                answer = _replayed(before)
                 if answer is None:
-                    answer = await journaled_call_async(
-                        call.spec, call.input, call.call_id, call.invoke_async, edited=call.edited
+                    answer = await _live_run().call_keyed_async(
+                        call.spec, call.input, call.call_id, call.invoke_async, self._presented(call)
                     )
+                    if (superseded := _superseded(call, before, answer)) is not None:
+                        return superseded
         except StopIteration as done:
             return done.value
+
+    def _presented(self, call: _Call) -> _context.Presented:
+        """How the run presents a call: only in a saga that is this workflow's run (or empty),
+        judged on every state the call is decided on, so two workflows racing for one new run
+        id cannot both start in it."""
+        return _context.Presented(edited=call.edited, owner=self._owns)
+
+    def _owns(self, state: SagaState) -> None:
+        if state.entry_count and _workflow_named(_state_calls(state)) != self.name:
+            raise self._taken(state.saga_id)
+
+    def _taken(self, run_id: str) -> SagaExistsError:
+        return SagaExistsError(
+            f"run id {run_id!r} is taken: it names a saga that is not a run of workflow "
+            f"{self.name!r} (run ids share the saga id space; one id names one run of one "
+            "workflow). Nothing was journaled and no stage ran: start the run under another id"
+        )
 
     def _result(
         self,
@@ -549,6 +594,8 @@ class Workflow:
         error: BaseException | None,
         awaiting: tuple[ApprovalRequest, ...],
     ) -> WorkflowResult:
+        if isinstance(value, _Superseded):
+            raise value.error(self, run_id)
         view = _view(self, sg.view(run_id))
         output = None if isinstance(value, _Paused) or status is not SagaStatus.COMPLETED else value
         return WorkflowResult(run_id, self.name, status, output, view.current_stage, error, awaiting, view)
@@ -731,6 +778,50 @@ class _Paused:
         self.stage = stage
 
 
+@dataclass(frozen=True, slots=True)
+class _Superseded:
+    """What the driver returns when the gate it met was opened for another definition of the
+    stage: superseded (journaled, fenced) by a gate for this one, which nobody approved yet."""
+
+    stage: str
+    old: CallRecord
+    new: ApprovalRequest
+
+    def error(self, workflow: Workflow, run_id: str) -> DefinitionChangedError:
+        """``DefinitionChangedError``, as ``Sagacity.resume`` raises for a changed tool."""
+        was, now = _body(self.old.input), _body(self.new.input)
+        if was.get("version") != now.get("version"):
+            what = f"version {was.get('version')} -> {now.get('version')}"
+        elif was.get("gate") != now.get("gate"):
+            what = "its gate's reason changed"
+        else:
+            what = "its definition changed"
+        return DefinitionChangedError(
+            f"workflow {workflow.name!r} run {run_id!r}: stage {self.stage!r} changed since its gate "
+            f"(seq {self.old.gate_seq}) was opened ({what}); nothing ran, the stage is held again "
+            f"as request {self.new.journal_seq} for a new approval",
+            self.new.journal_seq,
+        )
+
+
+def _superseded(call: _Call, before: CallRecord | None, answer: Any) -> _Superseded | None:
+    """The stage's open gate replaced by this presentation (or a concurrent one): the gate now
+    pending is not the one the run found."""
+    if before is None or before.gate_seq is None or not isinstance(answer, CallPending):
+        return None
+    if before.status not in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVED):
+        return None
+    if answer.request.journal_seq == before.gate_seq:
+        return None
+    return _Superseded(call.call_id.removeprefix(_STAGE_ID), before, answer.request)
+
+
+def _live_run() -> _context.SagaRun:
+    run = _context.current_run()
+    assert run is not None  # the driver runs only inside the run's own saga
+    return run
+
+
 _NOTHING: Any = object()
 _JOURNALED: Any = object()
 
@@ -828,10 +919,9 @@ def _require_passed(workflow: Workflow, stage: Stage, check: _Check, verdict: An
         )
 
 
-def _journaled_result(sg: Sagacity, run_id: str, call_id: str) -> str | None:
+def _replayed(record: CallRecord | None) -> str | None:
     """The journaled result of a stage or check that already executed: replayed as it was,
     whatever the definition in force now (only what has not run binds the current one)."""
-    record = find_call(sg, run_id, call_id)
     if record is not None and record.status is CallStatus.EXECUTED:
         return record.result
     return None
@@ -857,10 +947,23 @@ def _body(text: str) -> dict[str, Any]:
 
 def _workflow_of(saga: SagaView) -> str:
     """The workflow whose stages saga ``saga`` journaled ("" for a plain saga)."""
-    for call_id, found in saga.keyed.items():
-        if call_id.startswith(_STAGE_ID):
-            name = _body(found.input).get("workflow")
-            if isinstance(name, str) and found.tool_name.startswith(name + "/"):
+    return _workflow_named((call_id, found.tool_name, found.input) for call_id, found in saga.keyed.items())
+
+
+def _state_calls(state: SagaState) -> Iterable[tuple[str, str, str]]:
+    for call_id, found in state.keyed.items():
+        entry = found.entry if isinstance(found, Gate) else found.intent
+        yield call_id, entry.tool_name, entry.input
+
+
+def _workflow_named(calls: Iterable[tuple[str, str, str]]) -> str:
+    """The workflow of the first stage or check among a saga's keyed calls, given as (call id,
+    tool name, input); "" when there is none (a plain saga). A run's first call is its first
+    stage or that stage's first check, so a run that stopped at its first check is found too."""
+    for call_id, tool_name, text in calls:
+        if call_id.startswith((_STAGE_ID, _CHECK_ID)):
+            name = _body(text).get("workflow")
+            if isinstance(name, str) and tool_name.startswith(name + "/"):
                 return name
     return ""
 

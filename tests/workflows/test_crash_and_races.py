@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from types import ModuleType
 
 import pytest
@@ -90,6 +91,16 @@ def test_a_stage_killed_mid_call_is_in_doubt_and_waits_for_a_person(
         sg.resolve_in_doubt(
             run_id, doubt.seq, happened=happened, resolver="ops@example.com", result=json.dumps(output)
         )
+        if happened:
+            # Settled, nobody has continued it yet: the run stands ABANDONED, and `recover` from
+            # cron, however long after, reports it and undoes nothing: a run is continued, not
+            # abandoned (its START says onAbandon report).
+            assert wf.publishing.view(sg, run_id).status is SagaStatus.ABANDONED
+            settled = sg.entries(run_id)
+            reported = [r for r in sg.recover(abandoned_after=timedelta(0)) if r.saga_id == run_id]
+            assert [r.status for r in reported] == [SagaStatus.ABANDONED]
+            assert sg.entries(run_id) == settled
+            assert json.loads(settled[0].input)["onAbandon"] == "report"
         after = in_process(durable_url, "resume", run_id)
         if happened:  # format's journaled output goes on to the gate; format does not run again
             assert after == {"status": "AWAITING_APPROVAL", "stage": "publish", "output": None}

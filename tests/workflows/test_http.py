@@ -103,3 +103,24 @@ def test_rejecting_needs_a_reason_and_compensates(wf: ModuleType, sg: Sagacity, 
         "/sagacity/workflows/article-4/gates/draft/reject", headers=LAWYER, json={"reason": "x"}
     )
     assert wrong.status_code == 404
+
+
+def test_approving_a_gate_of_a_changed_stage_answers_409_naming_the_new_gate(
+    wf: ModuleType, sg: Sagacity, client: TestClient
+) -> None:
+    """The server runs another version of the stage than the gate was opened for: the approval
+    is journaled, continuing supersedes the gate and answers 409 DefinitionChangedError; nothing ran."""
+    [request] = wf.publishing.run(sg, "article-9", BRIEF).awaiting
+    publish = wf.publishing.stages[2]
+    publish.version = "2"
+    try:
+        answer = client.post("/sagacity/workflows/article-9/gates/publish/approve", headers=LAWYER, json={})
+    finally:
+        publish.version = "1"
+    assert answer.status_code == 409, answer.text
+    body = answer.json()
+    assert body["type"] == "DefinitionChangedError"
+    [again] = sg.pending_approvals("article-9")
+    assert again.journal_seq != request.journal_seq
+    assert f"held again as request {again.journal_seq}" in body["error"]
+    assert "publish" not in effects()

@@ -69,22 +69,46 @@ def test_the_gate_binds_the_stage_definition_and_input(wf: ModuleType, tmp_path:
     assert body["input"]["title"] == "Sagas For Agents"
 
 
-def test_a_changed_stage_definition_needs_a_new_approval(wf: ModuleType, tmp_path: Path) -> None:
-    """An approval of version 1 does not run version 2: the gate is superseded, still pending."""
-    sg = Sagacity(f"sqlite:///{tmp_path}/j.db")
-    [request] = wf.publishing.run(sg, "article-3", BRIEF).awaiting
-    sg.approve("article-3", request.journal_seq, approver="lawyer@example.com")
-    publish = wf.publishing.stages[2]
-    publish.version = "2"
+@pytest.mark.parametrize(
+    ("deploy", "approved"),
+    [("SAGACITY_WF_VERSION", True), ("SAGACITY_WF_VERSION", False), ("SAGACITY_WF_PUBLISH_DOC", True)],
+)
+def test_a_changed_stage_definition_needs_a_new_approval(
+    wf: ModuleType, durable_url: str, monkeypatch: pytest.MonkeyPatch, deploy: str, approved: bool
+) -> None:
+    """A process deployed with another version of the gated stage (or only another description)
+    continues a run gated under the old one: as `sg.resume` does for a changed tool, it raises
+    DefinitionChangedError naming the new gate (the old one is superseded, an approval of it does
+    not carry over), and nothing ran. The new gate, approved, runs the new stage once."""
+    run_id = f"article-3-{approved}"
+    assert in_process(durable_url, "run", run_id, json.dumps(BRIEF))["status"] == "AWAITING_APPROVAL"
+    sg = Sagacity(durable_url)
     try:
-        result = wf.publishing.resume(sg, "article-3")
+        [request] = sg.pending_approvals(run_id)
+        if approved:
+            in_process(durable_url, "approve", run_id, "lawyer@example.com")
+        monkeypatch.setenv(deploy, "2")  # the deploy: processes started from now on
+        refused = in_process(durable_url, "resume", run_id)
+        assert refused["error"] == "DefinitionChangedError", refused
+        changed = "version 1 -> 2" if deploy == "SAGACITY_WF_VERSION" else "its definition changed"
+        assert changed in refused["message"]
+        [again] = sg.pending_approvals(run_id)
+        assert refused["new_seq"] == again.journal_seq != request.journal_seq
+        assert json.loads(again.input)["version"] == ("2" if deploy == "SAGACITY_WF_VERSION" else "1")
+        assert sg.view(run_id).gates[-1].approvers == ()  # nobody approved version 2 yet
+        assert "publish" not in [e[0] for e in effects()]
+        [superseded] = [e for e in sg.entries(run_id) if e.phase == Phase.REJECTED]
+        assert "superseded" in superseded.payload_text
+
+        waiting = in_process(durable_url, "resume", run_id)  # the new gate just waits
+        assert waiting == {"status": "AWAITING_APPROVAL", "stage": "publish", "output": None}
+        in_process(durable_url, "approve", run_id, "lawyer@example.com")
+        done = in_process(durable_url, "resume", run_id)
+        assert done["status"] == "COMPLETED", done
+        assert [e[0] for e in effects()] == ["draft", "format", "publish"]
+        assert sg.verify(run_id).valid
     finally:
-        publish.version = "1"
-    assert result.status is SagaStatus.AWAITING_APPROVAL
-    [again] = result.awaiting
-    assert again.journal_seq != request.journal_seq
-    assert json.loads(again.input)["version"] == "2"
-    assert "publish" not in [e[0] for e in effects()]
+        sg.close()
 
 
 def test_a_rejected_gate_compensates_completed_stages_in_reverse(wf: ModuleType, durable_url: str) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 
 from sagacity.workflows import CheckResult, StageContext, Workflow
 
-publishing = Workflow("publish-article", version="1")
+#: A deploy of another code version is this process started with ``SAGACITY_WF_VERSION``.
+publishing = Workflow("publish-article", version=os.environ.get("SAGACITY_WF_VERSION", "1"))
 
 
 def effect(*parts: Any) -> None:
@@ -53,12 +54,16 @@ def unformat(ctx: StageContext) -> None:
     effect("unformat", ctx.output["html"])
 
 
-@publishing.stage(
-    gate=True, reason="Legal must sign off before anything is published", ttl=timedelta(hours=1)
-)
 def publish(article: dict[str, Any]) -> dict[str, Any]:
     effect("publish", article["title"])
     return {"url": "https://news.example/" + article["title"].replace(" ", "-").lower()}
+
+
+#: The stage's description, which its gate's definition hash binds; a deploy may change it alone.
+publish.__doc__ = os.environ.get("SAGACITY_WF_PUBLISH_DOC", "Publish the article.")
+publish = publishing.stage(  # type: ignore[assignment]
+    gate=True, reason="Legal must sign off before anything is published", ttl=timedelta(hours=1)
+)(publish)
 
 
 @publishing.check("publish")
@@ -66,6 +71,23 @@ def no_embargo(article: dict[str, Any]) -> CheckResult:
     if article.get("embargo"):
         return CheckResult(False, f"embargoed until {article['embargo']}")
     return CheckResult(True)
+
+
+#: Another workflow whose first stage has the same name (so the same call id, ``stage:draft``):
+#: a run of it must never go on in a run of ``publishing``, nor the other way round.
+payouts = Workflow("payout-order", version="1")
+
+
+@payouts.stage(name="draft")
+def draft_payout(order: dict[str, Any]) -> dict[str, Any]:
+    effect("draft_payout", order.get("topic"))
+    return {"amount": "10.00"}
+
+
+@payouts.stage(gate=True, reason="finance approves payouts")
+def pay(order: dict[str, Any]) -> str:
+    effect("pay", order["amount"])
+    return "paid"
 
 
 def main() -> None:
@@ -80,8 +102,9 @@ def main() -> None:
         sys.stdout.flush()
         action = sys.stdin.readline().strip()
     try:
-        if action == "run":
-            result = publishing.run(sg, run_id, json.loads(arg))
+        if action in ("run", "run-payout"):
+            flow = publishing if action == "run" else payouts
+            result = flow.run(sg, run_id, json.loads(arg))
             out = {"status": str(result.status), "stage": result.stage, "output": result.output}
         elif action == "resume":
             result = publishing.resume(sg, run_id)
@@ -100,7 +123,7 @@ def main() -> None:
             sg.reject(run_id, request.journal_seq, approver=arg, reason="not cleared by legal")
             out = {"rejected": request.journal_seq}
     except Exception as exc:  # the test reads what happened
-        out = {"error": type(exc).__name__, "message": str(exc)}
+        out = {"error": type(exc).__name__, "message": str(exc), "new_seq": getattr(exc, "new_seq", None)}
     sys.stdout.write(json.dumps(out) + "\n")
     sg.close()
 
