@@ -48,6 +48,13 @@ PHASES = frozenset(
     }
 )
 FIELDS = ("sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash")
+# The manifest's keys, each object's exactly: a key renamed, dropped or added is an error, so that
+# no part of the evidence (the log checkpoint, a saga's log proof) can silently drop out of the report.
+MANIFEST_KEYS = frozenset({"format", "checkpoint", "sagas"})
+SAGA_KEYS = frozenset({"sagaId", "file", "leafIndex", "count", "head", "inclusionProof"})
+LOG_KEYS = frozenset({"checkpoint", "since"})
+SINCE_KEYS = frozenset({"size", "root", "consistencyProof"})
+LOG_PROOF_KEYS = frozenset({"seq", "leafIndex", "inclusionProof"})
 EPOCH = datetime(1970, 1, 1)
 MICROSECOND = timedelta(microseconds=1)
 
@@ -404,6 +411,25 @@ def proof_list(value: object, what: str) -> list[bytes]:
     return hashes
 
 
+def check_keys(
+    value: object, required: frozenset[str], what: str, optional: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """``value``, an object holding every ``required`` key and nothing but those and ``optional``."""
+    if not isinstance(value, dict):
+        raise BundleError(f"{what} is not a JSON object")
+    missing, unknown = required - value.keys(), value.keys() - required - optional
+    if missing or unknown:
+        raise BundleError(
+            f"{what} is malformed: "
+            + "; ".join(
+                f"{label} key(s) {', '.join(map(repr, sorted(keys)))}"
+                for label, keys in (("missing", missing), ("unknown", unknown))
+                if keys
+            )
+        )
+    return value
+
+
 def number(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise BundleError(f"{what} is not a whole number")
@@ -441,8 +467,7 @@ class LogView:
         since: Sequence[str],
         tsa_root: bytes | None,
     ) -> None:
-        if not isinstance(section, dict):
-            raise BundleError("the manifest's log section is malformed")
+        section = check_keys(section, LOG_KEYS, "the manifest's log section", frozenset({"timestamp"}))
         try:
             note = inside(bundle, section.get("checkpoint")).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -468,7 +493,8 @@ class LogView:
             raise BundleError("the manifest's log section has no 'since' list")
         offered: dict[int, tuple[bytes, list[bytes]]] = {}
         for item in proofs:
-            if not isinstance(item, dict) or not isinstance(item.get("root"), str):
+            check_keys(item, SINCE_KEYS, "a consistency proof in the manifest")
+            if not isinstance(item.get("root"), str):
                 raise BundleError("a consistency proof in the manifest is malformed")
             size = number(item.get("size"), "a consistency proof's size")
             try:
@@ -492,8 +518,9 @@ class LogView:
             self.extends.append(size)
 
     def check_saga(self, saga_id: str, proof: object, hashes: list[str]) -> str:
-        if not isinstance(proof, dict):
+        if proof is None:
             raise BundleError(f"saga {saga_id!r}: no log proof in a bundle with a log checkpoint")
+        proof = check_keys(proof, LOG_PROOF_KEYS, f"saga {saga_id!r}: its log proof")
         seq = number(proof.get("seq"), "a log proof's seq")
         index = number(proof.get("leafIndex"), "a log proof's leafIndex")
         path = proof_list(proof.get("inclusionProof"), "a log inclusion proof")
@@ -535,6 +562,8 @@ def verify_bundle(
         manifest = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))
         if not isinstance(manifest, dict) or manifest.get("format") not in BUNDLE_FORMATS:
             raise BundleError(f"bundle.json is not a {' or '.join(BUNDLE_FORMATS)} manifest")
+        with_log = frozenset({"log"}) if manifest["format"] != BUNDLE_FORMATS[0] else frozenset()
+        check_keys(manifest, MANIFEST_KEYS, "bundle.json", with_log)
         note = inside(bundle, manifest.get("checkpoint")).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"cannot read the bundle: {exc}") from exc
@@ -561,6 +590,8 @@ def verify_bundle(
     if not isinstance(sagas, list) or not sagas:
         raise BundleError("the manifest lists no sagas")
     for saga in sagas:
+        with_proof = frozenset({"log"}) if log is not None else frozenset()
+        check_keys(saga, SAGA_KEYS | with_proof, "a saga entry in the manifest")
         try:
             saga_id, count, head = saga["sagaId"], saga["count"], saga["head"]
             index, proof = (
