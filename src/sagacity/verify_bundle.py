@@ -544,6 +544,22 @@ def inside(bundle: Path, relative: object) -> Path:
     return path
 
 
+def read_witnesses(texts: Sequence[str], quorum: int | None) -> tuple[list[tuple[str, bytes, bytes]], int]:
+    """The witness keys and the quorum (default: all of them). A quorum counts distinct witnesses,
+    so a witness given twice is refused: it must not turn k-of-n into 1-of-n."""
+    witnesses = [read_verifier_key(text, kind=4) for text in texts]
+    names = [witness[0] for witness in witnesses]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise BundleError(
+            f"witness {', '.join(twice)} is named more than once: a quorum counts distinct witnesses"
+        )
+    needed = len(witnesses) if quorum is None else quorum
+    if needed > len(witnesses):
+        raise BundleError(f"a quorum of {needed} needs {needed} witness keys")
+    return witnesses, needed
+
+
 def verify_bundle(
     bundle: Path,
     key_text: str,
@@ -554,10 +570,7 @@ def verify_bundle(
 ) -> list[str]:
     """Verify everything; the report lines. Raises ``BundleError`` on the first failure."""
     name, key_id, public_key = read_verifier_key(key_text)
-    witnesses = [read_verifier_key(text, kind=4) for text in witness_texts]
-    needed = len(witnesses) if quorum is None else quorum
-    if needed > len(witnesses):
-        raise BundleError(f"a quorum of {needed} needs {needed} witness keys")
+    witnesses, needed = read_witnesses(witness_texts, quorum)
     try:
         manifest = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))
         if not isinstance(manifest, dict) or manifest.get("format") not in BUNDLE_FORMATS:

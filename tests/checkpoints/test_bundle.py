@@ -230,7 +230,7 @@ def test_log_bundle_fails_on_every_changed_byte(
     ("old", "new", "complaint"),
     [
         ('\n  "log": {', '\n  "lof": {', "bundle.json is malformed: unknown key(s) 'lof'"),
-        ('"since": [', '"sinc": [', "log section is malformed: missing key(s) 'since'; unknown key(s) 'sinc'"),
+        ('"since": [', '"sinc": [', "section is malformed: missing key(s) 'since'; unknown key(s) 'sinc'"),
         ('"seq": ', '"note": 1, "seq": ', "its log proof is malformed: unknown key(s) 'note'"),
         ('"format": ', '"signed": true, "format": ', "bundle.json is malformed: unknown key(s) 'signed'"),
     ],
