@@ -389,6 +389,11 @@ def test_a_forged_log_of_the_kept_size_is_named_against_the_auditors_copy(
     forged = tmp_path / "forged"
     assert _checkpoint(journal_url, keys, forged).exit_code == 0
     kept_root = kept.read_text().split("\n")[2]
+    text = _run(
+        "verify", "--db", journal_url, "--checkpoint", str(forged), "--key", str(keys["acme.pub"]),
+        "--since", str(kept), "--witness-key", str(keys["w1.pub"]),
+    )  # fmt: skip
+    assert f"root {kept_root} cosigned by w1.example" in " ".join(text.output.split())
     caught = _run(
         "verify", "--db", journal_url, "--checkpoint", str(forged), "--key", str(keys["acme.pub"]),
         "--since", str(kept), "--witness-key", str(keys["w1.pub"]), "--json",
@@ -398,8 +403,3 @@ def test_a_forged_log_of_the_kept_size_is_named_against_the_auditors_copy(
     assert {f["finding"] for f in findings} == {"FORKED", "LOG_MISMATCH", "UNWITNESSED"}
     mismatch = next(f for f in findings if f["finding"] == "LOG_MISMATCH")
     assert f"size 15 (root {kept_root})" in mismatch["detail"]
-    text = _run(
-        "verify", "--db", journal_url, "--checkpoint", str(forged), "--key", str(keys["acme.pub"]),
-        "--since", str(kept), "--witness-key", str(keys["w1.pub"]),
-    )  # fmt: skip
-    assert f"root {kept_root} cosigned by w1.example" in " ".join(text.output.split())
