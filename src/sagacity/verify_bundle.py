@@ -48,6 +48,13 @@ PHASES = frozenset(
     }
 )
 FIELDS = ("sagaId", "seq", "toolName", "phase", "input", "payload", "timestamp", "hash")
+# The manifest's keys, each object's exactly: a key renamed, dropped or added is an error, so that
+# no part of the evidence (the log checkpoint, a saga's log proof) can silently drop out of the report.
+MANIFEST_KEYS = frozenset({"format", "checkpoint", "sagas"})
+SAGA_KEYS = frozenset({"sagaId", "file", "leafIndex", "count", "head", "inclusionProof"})
+LOG_KEYS = frozenset({"checkpoint", "since"})
+SINCE_KEYS = frozenset({"size", "root", "consistencyProof"})
+LOG_PROOF_KEYS = frozenset({"seq", "leafIndex", "inclusionProof"})
 EPOCH = datetime(1970, 1, 1)
 MICROSECOND = timedelta(microseconds=1)
 
@@ -404,6 +411,25 @@ def proof_list(value: object, what: str) -> list[bytes]:
     return hashes
 
 
+def check_keys(
+    value: object, required: frozenset[str], what: str, optional: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """``value``, an object holding every ``required`` key and nothing but those and ``optional``."""
+    if not isinstance(value, dict):
+        raise BundleError(f"{what} is not a JSON object")
+    missing, unknown = required - value.keys(), value.keys() - required - optional
+    if missing or unknown:
+        raise BundleError(
+            f"{what} is malformed: "
+            + "; ".join(
+                f"{label} key(s) {', '.join(map(repr, sorted(keys)))}"
+                for label, keys in (("missing", missing), ("unknown", unknown))
+                if keys
+            )
+        )
+    return value
+
+
 def number(value: object, what: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise BundleError(f"{what} is not a whole number")
@@ -441,8 +467,7 @@ class LogView:
         since: Sequence[str],
         tsa_root: bytes | None,
     ) -> None:
-        if not isinstance(section, dict):
-            raise BundleError("the manifest's log section is malformed")
+        section = check_keys(section, LOG_KEYS, "the manifest's log section", frozenset({"timestamp"}))
         try:
             note = inside(bundle, section.get("checkpoint")).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -468,7 +493,8 @@ class LogView:
             raise BundleError("the manifest's log section has no 'since' list")
         offered: dict[int, tuple[bytes, list[bytes]]] = {}
         for item in proofs:
-            if not isinstance(item, dict) or not isinstance(item.get("root"), str):
+            check_keys(item, SINCE_KEYS, "a consistency proof in the manifest")
+            if not isinstance(item.get("root"), str):
                 raise BundleError("a consistency proof in the manifest is malformed")
             size = number(item.get("size"), "a consistency proof's size")
             try:
@@ -492,8 +518,9 @@ class LogView:
             self.extends.append(size)
 
     def check_saga(self, saga_id: str, proof: object, hashes: list[str]) -> str:
-        if not isinstance(proof, dict):
+        if proof is None:
             raise BundleError(f"saga {saga_id!r}: no log proof in a bundle with a log checkpoint")
+        proof = check_keys(proof, LOG_PROOF_KEYS, f"saga {saga_id!r}: its log proof")
         seq = number(proof.get("seq"), "a log proof's seq")
         index = number(proof.get("leafIndex"), "a log proof's leafIndex")
         path = proof_list(proof.get("inclusionProof"), "a log inclusion proof")
@@ -517,6 +544,22 @@ def inside(bundle: Path, relative: object) -> Path:
     return path
 
 
+def read_witnesses(texts: Sequence[str], quorum: int | None) -> tuple[list[tuple[str, bytes, bytes]], int]:
+    """The witness keys and the quorum (default: all of them). A quorum counts distinct witnesses,
+    so a witness given twice is refused: it must not turn k-of-n into 1-of-n."""
+    witnesses = [read_verifier_key(text, kind=4) for text in texts]
+    names = [witness[0] for witness in witnesses]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise BundleError(
+            f"witness {', '.join(twice)} is named more than once: a quorum counts distinct witnesses"
+        )
+    needed = len(witnesses) if quorum is None else quorum
+    if needed > len(witnesses):
+        raise BundleError(f"a quorum of {needed} needs {needed} witness keys")
+    return witnesses, needed
+
+
 def verify_bundle(
     bundle: Path,
     key_text: str,
@@ -527,14 +570,13 @@ def verify_bundle(
 ) -> list[str]:
     """Verify everything; the report lines. Raises ``BundleError`` on the first failure."""
     name, key_id, public_key = read_verifier_key(key_text)
-    witnesses = [read_verifier_key(text, kind=4) for text in witness_texts]
-    needed = len(witnesses) if quorum is None else quorum
-    if needed > len(witnesses):
-        raise BundleError(f"a quorum of {needed} needs {needed} witness keys")
+    witnesses, needed = read_witnesses(witness_texts, quorum)
     try:
         manifest = json.loads((bundle / "bundle.json").read_text(encoding="utf-8"))
         if not isinstance(manifest, dict) or manifest.get("format") not in BUNDLE_FORMATS:
             raise BundleError(f"bundle.json is not a {' or '.join(BUNDLE_FORMATS)} manifest")
+        with_log = frozenset({"log"}) if manifest["format"] != BUNDLE_FORMATS[0] else frozenset()
+        check_keys(manifest, MANIFEST_KEYS, "bundle.json", with_log)
         note = inside(bundle, manifest.get("checkpoint")).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BundleError(f"cannot read the bundle: {exc}") from exc
@@ -561,6 +603,8 @@ def verify_bundle(
     if not isinstance(sagas, list) or not sagas:
         raise BundleError("the manifest lists no sagas")
     for saga in sagas:
+        with_proof = frozenset({"log"}) if log is not None else frozenset()
+        check_keys(saga, SAGA_KEYS | with_proof, "a saga entry in the manifest")
         try:
             saga_id, count, head = saga["sagaId"], saga["count"], saga["head"]
             index, proof = (

@@ -205,20 +205,51 @@ def test_log_bundle_verifies_inclusion_consistency_and_cosignatures(
 def test_log_bundle_fails_on_every_changed_byte(
     log_bundle: tuple[Path, Path, Path], pub: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A changed byte of the manifest fails with the log key alone too (a witness's cosignature can
+    only be checked with its key): a renamed ``"log"`` key must not drop the log out of the report."""
     bundle, kept, wpub = log_bundle
     # the saga files and checkpoint.txt are what test_every_changed_byte_fails flips already
     files = [bundle / "log-checkpoint.txt", bundle / "bundle.json"]
-    args = [str(bundle), "--key", str(pub), "--witness-key", str(wpub), "--since", str(kept)]
+    key_only = [str(bundle), "--key", str(pub)]
+    every = [*key_only, "--witness-key", str(wpub), "--since", str(kept)]
     for path in files:
         original = path.read_bytes()
         for offset in range(len(original)):
             altered = bytearray(original)
             altered[offset] ^= 0x01
             path.write_bytes(bytes(altered))
-            code, output = _verify_args(args, capsys)
-            assert code == 1, f"{path.name} byte {offset} changed, still verified: {output}"
+            for args in (every, key_only) if path.name == "bundle.json" else (every,):
+                code, output = _verify_args(args, capsys)
+                assert code == 1, f"{path.name} byte {offset} changed, still verified: {output}"
         path.write_bytes(original)
-    assert _verify_args(args, capsys)[0] == 0
+    assert _verify_args(every, capsys)[0] == 0
+    assert _verify_args(key_only, capsys)[0] == 0
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "complaint"),
+    [
+        ('\n  "log": {', '\n  "lof": {', "bundle.json is malformed: unknown key(s) 'lof'"),
+        ('"since": [', '"sinc": [', "section is malformed: missing key(s) 'since'; unknown key(s) 'sinc'"),
+        ('"seq": ', '"note": 1, "seq": ', "its log proof is malformed: unknown key(s) 'note'"),
+        ('"format": ', '"signed": true, "format": ', "bundle.json is malformed: unknown key(s) 'signed'"),
+    ],
+)
+def test_a_renamed_missing_or_unknown_manifest_key_fails(
+    log_bundle: tuple[Path, Path, Path],
+    pub: Path,
+    capsys: pytest.CaptureFixture[str],
+    old: str,
+    new: str,
+    complaint: str,
+) -> None:
+    bundle, _, _ = log_bundle
+    manifest = bundle / "bundle.json"
+    text = manifest.read_text(encoding="utf-8")
+    assert old in text
+    manifest.write_text(text.replace(old, new, 1), encoding="utf-8")
+    code, output = _verify_log(bundle, pub, capsys)
+    assert (code, complaint in output) == (1, True), output
 
 
 def test_log_bundle_refuses_a_fork_and_a_missing_quorum(

@@ -47,6 +47,17 @@ def test_keys_generate_writes_private_key_0600(keys: tuple[Path, Path]) -> None:
     assert "refusing to overwrite" in again.output
 
 
+def test_keys_generate_refuses_a_directory_for_out(tmp_path: Path) -> None:
+    """`--out keys/` names a directory, not DIR/NAME: it used to write keys.key beside it."""
+    (tmp_path / "existing").mkdir()
+    for out in (f"{tmp_path / 'keys'}/", str(tmp_path / "existing")):
+        refused = CliRunner().invoke(main, ["keys", "generate", "--out", out, "--name", "ops"])
+        assert refused.exit_code == 2
+        assert "is a directory; give DIR/NAME" in refused.output
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["existing"]
+    assert not any((tmp_path / "existing").iterdir())
+
+
 def test_checkpoint_then_verify_clean_then_tampered(
     sg: Sagacity, journal_url: str, keys: tuple[Path, Path], tmp_path: Path, raw_sql: RawSQL
 ) -> None:

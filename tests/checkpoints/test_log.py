@@ -141,6 +141,32 @@ def test_stolen_key_rewrite_is_refused_by_the_witness_and_found_by_the_verifier(
     assert not _merkle.verify_consistency(cosigned.size, forged.size, cosigned.root, forged.root, proof)
 
 
+def test_a_log_rebuilt_to_the_same_size_is_a_fork_and_a_mismatch_naming_the_root(
+    sg: Sagacity, key: SigningKey, journal_url: str, raw_sql: RawSQL
+) -> None:
+    """The operator rewrites saga b (same entry count), rebuilds the log and signs: the forged
+    checkpoint has the kept one's size. Both sides of the fork are folded, whichever is read first,
+    so the verifier says which root the journal no longer matches and which it does."""
+    kept = checkpoint_log(sg, key, ORIGIN)
+    entries = sg.entries("b")
+    entries[1] = dataclasses.replace(entries[1], payload="a different result")
+    for e in rechain(entries):
+        raw_sql(
+            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
+            "WHERE saga_id = %s AND seq = %s",
+            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
+        )
+    raw_sql("DELETE FROM sagacity_log", ())
+    forged = checkpoint_log(sg, key, ORIGIN)
+    assert (forged.size, forged.root != kept.root) == (kept.size, True)
+    for order in ([forged, kept], [kept, forged]):
+        findings = verify_log(sg, order)
+        assert sorted(f.kind for f in findings) == [FindingKind.FORKED, FindingKind.LOG_MISMATCH]
+        mismatch = next(f for f in findings if f.kind == FindingKind.LOG_MISMATCH)
+        assert f"size 15 (root {kept.root_base64})" in mismatch.detail
+        assert f"it folds to the other checkpoint of that size, root {forged.root_base64}" in mismatch.detail
+
+
 def witness_note(witness: WitnessState) -> str:
     kept = witness.latest(log_origin(ORIGIN))
     assert kept is not None

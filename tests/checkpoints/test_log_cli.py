@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import shutil
 import signal
 import subprocess
@@ -14,7 +16,17 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sagacity import Phase, Sagacity
+from sagacity.checkpoints import (
+    Witness,
+    _note,
+    checkpoint_log,
+    cosign_with_quorum,
+    load_signing_key,
+    load_witness_key,
+)
+from sagacity.checkpoints._tlog import sign_log_checkpoint
 from sagacity.cli import main
+from sagacity.errors import CheckpointError
 
 from .conftest import RawSQL, export_bundle, rechain, stored_timestamp, verify_offline
 from .tsa import LocalTSA, serve
@@ -261,3 +273,133 @@ def test_verify_checkpoint_checks_each_timestamp_token_against_the_tsa_root(
     assert missing.exit_code == 1
     assert "UNTIMESTAMPED" in missing.output
     assert "BAD_TIMESTAMP" not in missing.output
+
+
+# -- a witness named twice counts once (#33 item 19) ------------------------------------------------
+def test_one_witness_named_twice_is_an_error_not_a_second_cosignature(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], witness_url: str, tmp_path: Path
+) -> None:
+    """`--witness W --witness W --quorum 2` would publish W's one cosignature twice and pass a
+    2-of-n quorum; every command that takes witnesses refuses the repeat, and nothing is anchored."""
+    anchor = tmp_path / "anchor"
+    witness = f"{witness_url}={keys['w1.pub']}"
+    twice = _checkpoint(
+        journal_url, keys, anchor, "--witness", witness, "--witness", witness, "--quorum", "2"
+    )
+    assert twice.exit_code == 2, twice.output
+    assert "w1.example is named more than once" in twice.output
+    assert not anchor.exists()
+    with pytest.raises(CheckpointError, match="named more than once"):
+        cosign_with_quorum(
+            checkpoint_log(sg, load_signing_key(keys["acme.key"]), ORIGIN),
+            [Witness(witness_url, load_witness_key(keys["w1.pub"]))] * 2,
+            2,
+            0,
+            lambda old: [],
+        )
+
+    made = _checkpoint(journal_url, keys, anchor, "--witness", witness)
+    assert made.exit_code == 0, made.output
+    w1 = str(keys["w1.pub"])
+    verify = ["verify", "--db", journal_url, "--checkpoint", str(anchor), "--key", str(keys["acme.pub"])]
+    doctor = ["doctor", "--db", journal_url, "--anchor", str(anchor), "--key", str(keys["acme.pub"])]
+    for command in (verify, doctor):
+        refused = _run(*command, "--witness-key", w1, "--witness-key", w1, "--quorum", "2")
+        assert refused.exit_code == 2, refused.output
+        assert "w1.example is named more than once" in refused.output
+
+    bundle = tmp_path / "bundle"
+    assert export_bundle(journal_url, ["b"], bundle, anchor, keys["acme.pub"]).exit_code == 0
+    offline = verify_offline(
+        bundle, keys["acme.pub"], "--witness-key", w1, "--witness-key", w1, "--quorum", "2"
+    )
+    assert offline.returncode == 1, offline.stdout
+    assert "w1.example is named more than once" in offline.stderr
+    assert verify_offline(bundle, keys["acme.pub"], "--witness-key", w1).returncode == 0
+
+
+def test_a_repeated_cosignature_line_is_kept_once(keys: dict[str, Path]) -> None:
+    key = load_signing_key(keys["acme.key"])
+    witness = load_signing_key(keys["w1.key"])
+    made = sign_log_checkpoint(f"{ORIGIN}/log", 0, hashlib.sha256().digest(), key)
+    line = _note.cosign(made.text, witness, 1_800_000_000)
+    assert made.with_signatures([line, line]).note.count("\N{EM DASH} w1.example ") == 1
+
+
+# -- a refused run leaves the anchor as it was (#33 item 20) ----------------------------------------
+def _anchor_state(anchor: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in sorted(anchor.iterdir())} if anchor.exists() else {}
+
+
+def test_a_refused_checkpoint_run_publishes_nothing(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], tmp_path: Path, raw_sql: RawSQL
+) -> None:
+    """A run that exits 1 (quorum missed, the log table re-ordered) or 2 (the TSA did not answer)
+    anchors neither checkpoint and leaves `latest` and `log-latest` where they were."""
+    anchor = tmp_path / "anchor"
+    down = "http://127.0.0.1:9"  # nothing listens on the discard port
+    missed = _checkpoint(journal_url, keys, anchor, "--witness", f"{down}={keys['w1.pub']}")
+    assert missed.exit_code == 1, missed.output
+    assert "log checkpoint not published" in missed.output
+    assert _anchor_state(anchor) == {}
+
+    assert _checkpoint(journal_url, keys, anchor).exit_code == 0
+    before = _anchor_state(anchor)
+    sg.journal.append("a", "tool", Phase.INTENT, "{}")
+    missed = _checkpoint(journal_url, keys, anchor, "--witness", f"{down}={keys['w1.pub']}")
+    assert missed.exit_code == 1, missed.output
+    no_tsa = _checkpoint(journal_url, keys, anchor, "--tsa", f"{down}/")
+    assert no_tsa.exit_code == 2, no_tsa.output
+    assert "did not answer" in no_tsa.output
+    assert _anchor_state(anchor) == before
+
+    for frontier in anchor.glob("*.frontier"):
+        frontier.unlink()  # without it the run re-folds every logged entry and sees the new order
+    before = _anchor_state(anchor)
+    raw_sql("UPDATE sagacity_log SET log_index = -1 WHERE log_index = 0")
+    raw_sql("UPDATE sagacity_log SET log_index = 0 WHERE log_index = 1")
+    raw_sql("UPDATE sagacity_log SET log_index = 1 WHERE log_index = -1")
+    reordered = _checkpoint(journal_url, keys, anchor)
+    assert reordered.exit_code == 1, reordered.output
+    assert "re-ordered or re-hashed" in reordered.output
+    assert _anchor_state(anchor) == before
+
+
+# -- both sides of a fork are checked (#33 item 18) ---------------------------------------------------
+def test_a_forged_log_of_the_kept_size_is_named_against_the_auditors_copy(
+    sg: Sagacity, journal_url: str, keys: dict[str, Path], witness_url: str, tmp_path: Path, raw_sql: RawSQL
+) -> None:
+    """`verify --checkpoint forged --since copy`, the forged log rebuilt to the copy's size: besides
+    FORKED, LOG_MISMATCH names the copy's root, and the copy's cosignature is reported."""
+    anchor = tmp_path / "anchor"
+    assert (
+        _checkpoint(journal_url, keys, anchor, "--witness", f"{witness_url}={keys['w1.pub']}").exit_code == 0
+    )
+    kept = tmp_path / "auditor-copy.txt"
+    shutil.copy(anchor / (anchor / "log-latest").read_text().strip(), kept)
+    entries = sg.entries("b")
+    entries[1] = dataclasses.replace(entries[1], payload="a different result")
+    for e in rechain(entries):
+        raw_sql(
+            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
+            "WHERE saga_id = %s AND seq = %s",
+            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
+        )
+    raw_sql("DELETE FROM sagacity_log", ())
+    forged = tmp_path / "forged"
+    assert _checkpoint(journal_url, keys, forged).exit_code == 0
+    kept_root = kept.read_text().split("\n")[2]
+    text = _run(
+        "verify", "--db", journal_url, "--checkpoint", str(forged), "--key", str(keys["acme.pub"]),
+        "--since", str(kept), "--witness-key", str(keys["w1.pub"]),
+    )  # fmt: skip
+    assert f"root {kept_root} cosigned by w1.example" in " ".join(text.output.split())
+    caught = _run(
+        "verify", "--db", journal_url, "--checkpoint", str(forged), "--key", str(keys["acme.pub"]),
+        "--since", str(kept), "--witness-key", str(keys["w1.pub"]), "--json",
+    )  # fmt: skip
+    assert caught.exit_code == 1
+    findings = json.loads(caught.output)["findings"]
+    assert {f["finding"] for f in findings} == {"FORKED", "LOG_MISMATCH", "UNWITNESSED"}
+    mismatch = next(f for f in findings if f["finding"] == "LOG_MISMATCH")
+    assert f"size 15 (root {kept_root})" in mismatch["detail"]

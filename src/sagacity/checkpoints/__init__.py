@@ -41,6 +41,7 @@ from sagacity.checkpoints._sinks import DirectorySink, GitSink, Sink
 from sagacity.checkpoints._timestamp import request_timestamp
 from sagacity.checkpoints._tlog import (
     LogCheckpoint,
+    check_witnesses,
     checkpoint_log,
     journal_entries,
     last_cosigned,
@@ -78,6 +79,7 @@ __all__ = [
     "Witness",
     "WitnessRefused",
     "WitnessState",
+    "check_witnesses",
     "checkpoint_log",
     "cosign_with_quorum",
     "create_checkpoint",

@@ -78,7 +78,11 @@ class LogCheckpoint:
         """The same checkpoint with more signature lines (a repeated key's line is kept once)."""
         text, present = _note.split_note(self.note)
         seen = {(sig.name, sig.key_id) for sig in present}
-        added = [sig for sig in lines if (sig.name, sig.key_id) not in seen]
+        added = []
+        for sig in lines:
+            if (sig.name, sig.key_id) not in seen:
+                seen.add((sig.name, sig.key_id))
+                added.append(sig)
         return replace(self, note=_note.join_note(text, [*present, *added]))
 
     def cosigners(self, witnesses: Sequence[VerifierKey]) -> dict[str, int]:
@@ -94,8 +98,7 @@ class LogCheckpoint:
 
     def check_quorum(self, witnesses: Sequence[VerifierKey], quorum: int) -> dict[str, int]:
         """The cosigners, or ``CheckpointError`` when fewer than ``quorum`` of ``witnesses`` cosigned."""
-        if quorum > len(witnesses):
-            raise CheckpointError(f"a quorum of {quorum} needs at least {quorum} witness keys")
+        check_witnesses(witnesses, quorum)
         found = self.cosigners(witnesses)
         if len(found) < quorum:
             named = ", ".join(sorted(found)) or "none"
@@ -104,6 +107,21 @@ class LogCheckpoint:
                 f"({named}), the quorum is {quorum} of {len(witnesses)}"
             )
         return found
+
+
+def check_witnesses(witnesses: Sequence[VerifierKey], quorum: int) -> None:
+    """Refuse (``CheckpointError``) a witness named twice, or a quorum larger than the witnesses.
+
+    A quorum counts distinct witnesses: one witness given twice would otherwise make k-of-n 1-of-n.
+    """
+    names = [key.name for key in witnesses]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise CheckpointError(
+            f"witness {', '.join(twice)} is named more than once: a quorum counts distinct witnesses"
+        )
+    if quorum > len(witnesses):
+        raise CheckpointError(f"a quorum of {quorum} needs at least {quorum} witness keys")
 
 
 def sign_log_checkpoint(origin: str, size: int, root: bytes, key: SigningKey) -> LogCheckpoint:
@@ -241,10 +259,13 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
     checkpoints of the same size with different roots are a fork.
     """
     findings: list[Finding] = []
-    by_size: dict[int, LogCheckpoint] = {}
+    # every distinct root of each size is folded: a fork's two sides are each checked (and the one
+    # the journal no longer folds to is named), not just whichever was read first
+    by_size: dict[int, dict[bytes, LogCheckpoint]] = {}
     for cp in checkpoints:
-        other = by_size.setdefault(cp.size, cp)
-        if other.root != cp.root:
+        roots = by_size.setdefault(cp.size, {})
+        if roots and cp.root not in roots:
+            other = next(iter(roots.values()))
             findings.append(
                 Finding(
                     "",
@@ -256,6 +277,7 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
                     f"and {cp.root_base64}): the log was forked",
                 )
             )
+        roots.setdefault(cp.root, cp)
     if not by_size:
         return findings
     log = _log.entry_log(journal_of(source).store)
@@ -274,25 +296,39 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
         )
     heads = _log.roots_at(log, set(by_size), min(top, size), as_journal=True)
     first_bad = next((leaf for leaf in log.leaves(0, min(top, size)) if not leaf.intact), None)
-    for cp_size, cp in sorted(by_size.items()):
-        if cp_size <= size and heads.get(cp_size) != cp.root:
-            where = (
-                f"; the first entry that differs is #{first_bad.seq} of saga {first_bad.saga_id!r} "
-                f"(log index {first_bad.index})"
-                if first_bad is not None and first_bad.index < cp_size
-                else "; the log table itself was re-ordered or re-hashed"
-            )
-            findings.append(
-                Finding(
-                    first_bad.saga_id if first_bad is not None and first_bad.index < cp_size else "",
-                    FindingKind.LOG_MISMATCH,
-                    first_bad.index if first_bad is not None and first_bad.index < cp_size else -1,
-                    cp_size,
-                    size,
-                    f"the journal no longer folds to the log checkpoint of size {cp_size}{where}",
-                )
-            )
+    for cp_size, roots in sorted(by_size.items()):
+        head = heads.get(cp_size)
+        if cp_size > size:
+            continue
+        for root, cp in roots.items():
+            if head != root:
+                findings.append(_mismatch(cp, head if head in roots else None, first_bad, size))
     return findings
+
+
+def _mismatch(cp: LogCheckpoint, other: bytes | None, first_bad: _log.LogLeaf | None, size: int) -> Finding:
+    """LOG_MISMATCH: the journal does not fold to ``cp``'s root; ``other`` is the root of another
+    checkpoint of that size that it does fold to, if any."""
+    named = first_bad if first_bad is not None and first_bad.index < cp.size else None
+    where = (
+        f"; the first entry that differs is #{named.seq} of saga {named.saga_id!r} (log index {named.index})"
+        if named is not None
+        else "; the log table itself was re-ordered or re-hashed"
+    )
+    matched = (
+        f"; it folds to the other checkpoint of that size, root {base64.b64encode(other).decode('ascii')}"
+        if other is not None
+        else ""
+    )
+    return Finding(
+        named.saga_id if named is not None else "",
+        FindingKind.LOG_MISMATCH,
+        named.index if named is not None else -1,
+        cp.size,
+        size,
+        f"the journal no longer folds to the log checkpoint of size {cp.size} (root {cp.root_base64})"
+        f"{where}{matched}",
+    )
 
 
 def verify_log_timestamps(
@@ -343,6 +379,7 @@ def last_cosigned(
     checkpoints: Sequence[LogCheckpoint], witnesses: Sequence[VerifierKey], quorum: int
 ) -> LogCheckpoint | None:
     """The largest of ``checkpoints`` with ``quorum`` valid cosignatures by ``witnesses``."""
+    check_witnesses(witnesses, quorum)
     for cp in sorted(checkpoints, key=lambda cp: cp.size, reverse=True):
         if len(cp.cosigners(witnesses)) >= quorum:
             return cp

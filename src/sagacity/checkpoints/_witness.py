@@ -38,7 +38,7 @@ from pathlib import Path
 
 from sagacity.checkpoints import _merkle, _note
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
-from sagacity.checkpoints._tlog import LogCheckpoint, parse_log_text
+from sagacity.checkpoints._tlog import LogCheckpoint, check_witnesses, parse_log_text
 from sagacity.errors import CheckpointError, SignatureError
 
 SIZE_CONTENT_TYPE = "text/x.tlog.size"
@@ -297,8 +297,10 @@ def cosign_with_quorum(
     """Ask every witness; the checkpoint with the cosignatures gathered, and the refusals.
 
     Raises ``WitnessRefused`` (naming each refusal) when fewer than ``quorum`` cosigned: such a
-    checkpoint does not count, and is not published.
+    checkpoint does not count, and is not published. A witness named twice is refused up front
+    (``CheckpointError``): its one cosignature cannot count twice towards the quorum.
     """
+    check_witnesses([witness.key for witness in witnesses], quorum)
     lines: list[_note.SignatureLine] = []
     refusals: list[str] = []
     for witness in witnesses:

@@ -3,7 +3,8 @@
 :class:`sagacity.cli._lazy.LazyGroup` attaches them (as click epilogs) when it loads a command,
 so ``--help`` of any command ends with a few lines a person can copy. ``tests/cli/test_examples.py``
 checks that every command has some, that each names the command it is under, and that every
-option an example uses is one of that command's.
+option an example uses is one of that command's; ``tests/cli/test_examples_run.py`` runs every
+one as written, so an example must work when pasted into a directory holding the files it names.
 """
 
 from __future__ import annotations
@@ -68,17 +69,17 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sagacity doctor",
         "sagacity doctor --older-than 10m --json",
         "sagacity doctor --full --ignore expired_approval",
-        "sagacity doctor --anchor anchor/ --key ops.pub --max-lag 1h",
+        "sagacity doctor --anchor anchor/ --key ops.pub --max-lag 1000",
     ),
     "export": (
         "sagacity export order-123 > order-123.jsonl",
         "sagacity export order-123 order-124 -o orders.jsonl",
         "sagacity export order-123 --bundle evidence/ --checkpoint anchor/ --key ops.pub",
     ),
-    "keys": ("sagacity keys generate --out keys/ --name ops",),
+    "keys": ("sagacity keys generate --out keys/ops",),
     "keys generate": (
-        "sagacity keys generate --out keys/ --name ops",
-        "sagacity keys generate --out keys/ --name witness-1 --witness",
+        "sagacity keys generate --out keys/ops",
+        "sagacity keys generate --out keys/witness-1 --name witness.example/w1 --witness",
     ),
     "mcp": (
         "sagacity mcp check --policy payments.toml -- npx -y @acme/payments-mcp",
@@ -149,7 +150,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sagacity verify --export order-123.jsonl",
         "sagacity verify --checkpoint anchor/ --key ops.pub",
     ),
-    "witness": ("sagacity witness --key witness-1.key --log ops.pub --state witness-state/ --port 8800",),
+    "witness": (
+        "sagacity witness --key witness-1.key --log acme.example/orders/log ops.pub --state witness-state/ "
+        "--port 8800",
+    ),
     "workflows approve": (
         "sagacity workflows approve article-42 publish --as lawyer@example.com --import myapp.flows",
         "sagacity workflows approve article-42 publish --continue --import myapp.flows",

@@ -9,6 +9,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
         DirectorySink,
         LogCheckpoint,
         SigningKey,
+        VerifierKey,
         Witness,
     )
     from sagacity.checkpoints import Progress as ProgressCallback
@@ -75,6 +77,16 @@ def findings_table(report: CheckpointReport) -> Table:
             escape(finding.detail),
         )
     return table
+
+
+def distinct_witnesses(keys: list[VerifierKey], quorum: int, option: str) -> None:
+    """A usage error (exit 2) when ``option`` names one witness twice: a quorum counts distinct ones."""
+    from sagacity.checkpoints import check_witnesses
+
+    try:
+        check_witnesses(keys, quorum)
+    except SagacityError as exc:
+        raise click.UsageError(f"{option}: {exc}") from exc
 
 
 def _optional_duration(ctx: click.Context, param: click.Parameter, value: str | None) -> timedelta | None:
@@ -162,7 +174,10 @@ def checkpoint(
     every entry, which the witnesses cosign only if it extends what they cosigned before. Both
     are signed with Ed25519. Refused (exit 1, with the findings) if a chain is broken, the journal
     does not extend the newest checkpoints in the anchor, or fewer than --quorum witnesses
-    cosign: signing would launder the tampering. Run it from cron, or as a sidecar with --every.
+    cosign: signing would launder the tampering. Both checkpoints are anchored only once both are
+    made (cosigned, and timestamped with --tsa): a refused run (exit 1 or 2) leaves the anchor and
+    its latest pointers as they were. One witness named twice is an error: a quorum counts distinct
+    witnesses. Run it from cron, or as a sidecar with --every.
     On a terminal a progress bar shows the sagas verified (on stderr; nothing in a pipe).
     """
     from sagacity.checkpoints import load_signing_key
@@ -173,6 +188,7 @@ def checkpoint(
     needed = len(witnesses) if quorum is None else quorum
     if needed > len(witnesses):
         raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness")
+    distinct_witnesses([witness.key for witness in witnesses], needed, "--witness")
     try:
         key = load_signing_key(key_path)
     except SagacityError as exc:
@@ -182,8 +198,11 @@ def checkpoint(
     with open_sagacity(db_url) as sg:
         try:
             while True:
-                _checkpoint_once(sg, key, origin, sink, max_skew)
-                _log_checkpoint_once(sg, key, origin, sink, witnesses, needed, tsa_url)
+                # Both checkpoints are made (verified, signed, cosigned, timestamped) before either
+                # is published: a run that refuses (exit 1 or 2) leaves the anchor as it was.
+                saga_checkpoint = _checkpoint_once(sg, key, origin, sink, max_skew)
+                log_checkpoint = _log_checkpoint_once(sg, key, origin, sink, witnesses, needed, tsa_url)
+                _publish(sink, saga_checkpoint, log_checkpoint)
                 made += 1
                 if every is None or (count is not None and made >= count):
                     return
@@ -204,6 +223,16 @@ def _witness(spec: str) -> Witness:
         raise CommandError(f"--witness {spec!r}: {exc}") from exc
 
 
+@dataclass(frozen=True)
+class _ReadyLog:
+    """A log checkpoint made and not yet published: its cosignatures, token and what to report."""
+
+    checkpoint: LogCheckpoint
+    token: bytes | None
+    cosigned: int
+    asked: int
+
+
 def _log_checkpoint_once(
     sg: Sagacity,
     key: SigningKey,
@@ -212,7 +241,8 @@ def _log_checkpoint_once(
     witnesses: list[Witness],
     quorum: int,
     tsa_url: str | None,
-) -> LogCheckpoint:
+) -> _ReadyLog:
+    """Sign, cosign and timestamp the log checkpoint; exit 1 (refused) or 2 (an error) otherwise."""
     from rich.markup import escape
 
     from sagacity.checkpoints import (
@@ -248,21 +278,37 @@ def _log_checkpoint_once(
         console(stderr=True).print(f"[yellow]{escape(refusal)}[/]")
     try:
         token = request_timestamp(tsa_url, made.text.encode("utf-8")) if tsa_url is not None else None
-        where = sink.publish_log(made, token)
+    except SagacityError as exc:
+        raise CommandError(f"{exc}; nothing was published") from exc
+    return _ReadyLog(made, token, len(witnesses) - len(refusals), len(witnesses))
+
+
+def _publish(sink: DirectorySink, checkpoint: Checkpoint, log: _ReadyLog) -> None:
+    """Anchor the saga checkpoint, then the log checkpoint, and say where each went."""
+    from rich.markup import escape
+
+    try:
+        where = sink.publish(checkpoint)
+        log_where = sink.publish_log(log.checkpoint, log.token)
     except SagacityError as exc:
         raise CommandError(str(exc)) from exc
-    cosigned = len(witnesses) - len(refusals)
     console().print(
-        f"{escape(where)}: log of {made.size} entries, root {made.root_base64}, "
-        f"cosigned by {cosigned} of {len(witnesses)} witness(es)" + (", timestamped" if tsa_url else ""),
+        f"{escape(where)}: {checkpoint.size} sagas, {checkpoint.entries} entries, "
+        f"root {checkpoint.root_base64}",
         soft_wrap=True,
     )
-    return made
+    made = log.checkpoint
+    console().print(
+        f"{escape(log_where)}: log of {made.size} entries, root {made.root_base64}, "
+        f"cosigned by {log.cosigned} of {log.asked} witness(es)" + (", timestamped" if log.token else ""),
+        soft_wrap=True,
+    )
 
 
 def _checkpoint_once(
     sg: Sagacity, key: SigningKey, origin: str, sink: DirectorySink, max_skew: timedelta
 ) -> Checkpoint:
+    """Verify every chain and sign the saga checkpoint; exit 1 with the findings otherwise."""
     from rich.markup import escape
 
     from sagacity.checkpoints import create_checkpoint
@@ -282,11 +328,4 @@ def _checkpoint_once(
             console().print(findings_table(exc.report))
         console(stderr=True).print(f"[red]{escape(str(exc))}[/]")
         sys.exit(EXIT_FINDINGS)
-    try:
-        where = sink.publish(made)
-    except SagacityError as exc:
-        raise CommandError(str(exc)) from exc
-    console().print(
-        f"{escape(where)}: {made.size} sagas, {made.entries} entries, root {made.root_base64}", soft_wrap=True
-    )
     return made

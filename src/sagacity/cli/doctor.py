@@ -168,6 +168,7 @@ def _lag(
         load_verifier_key,
         load_witness_key,
     )
+    from sagacity.cli.checkpoint import distinct_witnesses
 
     try:
         key = load_verifier_key(key_path)
@@ -175,6 +176,7 @@ def _lag(
         needed = len(witnesses) if quorum is None else quorum
         if needed > len(witnesses):
             raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
+        distinct_witnesses(witnesses, needed, "--witness-key")
         cosigned = last_cosigned(DirectorySink(anchor).log_checkpoints(key), witnesses, needed)
     except SagacityError as exc:
         raise CommandError(f"{type(exc).__name__}: {exc}") from exc

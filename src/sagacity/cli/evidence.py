@@ -139,6 +139,7 @@ def verify(
     Exit status 0 when every chain is intact, 1 when any is broken (or any finding), 2 on errors
     (e.g. an unknown saga, a checkpoint not signed by the key).
     """
+    from sagacity.cli.checkpoint import distinct_witnesses
     from sagacity.export import verify_sagas
 
     as_json = output == JSON
@@ -151,6 +152,7 @@ def verify(
         needed = len(witness_keys) if quorum is None else quorum
         if needed > len(witness_keys):
             raise click.UsageError(f"--quorum {needed} needs at least {needed} --witness-key")
+        distinct_witnesses(witness_keys, needed, "--witness-key")
         trust = _read_trust(tsa_cert_path) if tsa_cert_path is not None else None
         log_policy = LogPolicy(since_paths, witness_keys, needed, trust)
         _verify_checkpoint(db_url, checkpoint_path, key_path, max_skew, log_policy, as_json=as_json)
@@ -285,13 +287,7 @@ def _verify_checkpoint(
             f"{len(report.added)} were added since the checkpoint"
         )
         if logs:
-            newest = max(logs, key=lambda cp: cp.size)
-            cosigners = ", ".join(sorted(newest.cosigners(policy.witnesses))) or "no known witness"
-            out.print(
-                f"log: {len(logs)} log checkpoint(s) checked against the journal, the largest of "
-                f"{newest.size} entries cosigned by {cosigners}",
-                markup=False,
-            )
+            out.print(_largest_cosigned(logs, policy.witnesses), markup=False)
         if policy.tsa_trust is not None:
             for size, moment in sorted(times.items()):
                 out.print(
@@ -305,6 +301,26 @@ def _verify_checkpoint(
             out.print(f"[red]{len(report.findings)} finding(s)[/]")
     if not report.ok:
         sys.exit(EXIT_FINDINGS)
+
+
+def _largest_cosigned(logs: list[LogCheckpoint], witnesses: list[VerifierKey]) -> str:
+    """Who cosigned the largest log checkpoint: per root when two of that size differ (a fork),
+    each root's cosigners gathered from every copy of it (the anchor's, the auditor's)."""
+    largest = max(cp.size for cp in logs)
+    by_root: dict[str, set[str]] = {}
+    for cp in logs:
+        if cp.size == largest:
+            by_root.setdefault(cp.root_base64, set()).update(cp.cosigners(witnesses))
+    said = [(root, ", ".join(sorted(names)) or "no known witness") for root, names in by_root.items()]
+    cosigned = (
+        f" cosigned by {said[0][1]}"
+        if len(said) == 1
+        else ": " + "; ".join(f"root {root} cosigned by {names}" for root, names in said)
+    )
+    return (
+        f"log: {len(logs)} log checkpoint(s) checked against the journal, the largest of "
+        f"{largest} entries{cosigned}"
+    )
 
 
 def _report_json(

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import click
 
 from sagacity.cli._common import CommandError, console
@@ -36,6 +39,11 @@ def generate(stem: str, name: str | None, witness: bool) -> None:
     """
     from sagacity.checkpoints import write_key_pair
 
+    if stem.endswith(("/", os.sep)) or Path(stem).is_dir():
+        raise click.BadParameter(
+            f"{stem!r} is a directory; give DIR/NAME, e.g. {stem.rstrip('/' + os.sep) or '.'}/ops",
+            param_hint="'--out'",
+        )
     try:
         key_path, pub_path = write_key_pair(stem, name, witness=witness)
     except SagacityError as exc:
