@@ -560,9 +560,9 @@ def claim(
         why = (
             f"the policy refused the approved call when it was to run (rule {verdict.rule}): {verdict.reason}"
         )
-        _, run = yield from _close_gate(
-            engine, state, request, decision_payload("", why), f"resume of seq {seq} refused: {why}"
-        )
+        # The REJECTED carries the verdict's lines too: which policy text refused it, and why.
+        refusal = f"{decision_payload('', why)}\n{verdict.lines}"
+        _, run = yield from _close_gate(engine, state, request, refusal, f"resume of seq {seq} refused: {why}")
         return Claim(request, spec, refused=why, run=run, denied=True)
     if verdict is not None:
         extra = verdict.lines

@@ -207,6 +207,12 @@ class Guard:
             if decided is not None and not dry:
                 self._give_back_all(debits, saga_id, "the call was not allowed")
                 debits = ()
+        elif decided is not None and decided.action is Action.HOLD and judgement.history:
+            # The budgets are judged with the other rules now, not only once a human approved:
+            # a call already over a deny budget is denied, never held (the strictest wins). A
+            # held call takes nothing yet; its resume debits (and is judged again).
+            over, _ = self._take_budgets(judgement, facts, force=False, dry=True)
+            decided = strictest([decided, *over]) or decided
         if decided is None:
             decided = judgement.allowed_by or default_finding(policy)
         return Verdict(
