@@ -124,3 +124,36 @@ def test_a_resume_refused_by_a_budget_journals_its_verdict(durable_url: str, tmp
     assert "\n" not in reason
     assert sg.verify("big").valid
     sg.close()
+
+
+def test_a_debit_refuses_a_meter_whose_tail_was_rewritten(
+    durable_url: str, tmp_path: Path, behind_the_library: Callable[[str, str], int]
+) -> None:
+    """Another program zeroes the meter's sums by SQL: the next debit, in another process, does
+    not trust them (the budget does not reopen); it is denied, saying the meter is broken."""
+    sg, policy, _undone, send_wire = _open(durable_url, tmp_path)
+    with acting_as("team-0"):  # the whole budget is spent
+        assert (
+            sg.run("spend", lambda: [send_wire("1000.00"), send_wire("1000.00")]).status
+            is SagaStatus.COMPLETED
+        )
+    _first, tail = sg.entries(METER)
+    assert "total=2000.00" in tail.payload
+    edit = (
+        "UPDATE side_effect_journal SET payload = REPLACE(payload, '2000.00', '0.00') "
+        f"WHERE saga_id = '{METER}' AND seq = 2"
+    )
+    assert behind_the_library(durable_url, edit) == 1
+
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    (sync / "go-0").touch()
+    subprocess.run(
+        [sys.executable, str(WORKER), durable_url, str(policy), str(sync), "a", "1"], check=True, timeout=120
+    )
+    answer = (sync / "done-0-a").read_text(encoding="utf-8")
+    assert answer.startswith("[DENIED] send_wire did not run")
+    assert f"meter {METER!r} is broken at seq 2" in answer
+    assert len(sg.entries(METER)) == 2  # nothing was debited on the rewritten sums
+    assert not sg.verify(METER).valid
+    sg.close()
