@@ -77,6 +77,7 @@ def test_a_call_already_over_a_deny_budget_is_denied_not_held(durable_url: str, 
         capture_output=True,
         text=True,
         timeout=120,
+        check=False,
     )
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.startswith("send_wire would be denied, decided by rule wire-budget: ")
@@ -102,7 +103,7 @@ def test_a_call_already_over_a_deny_budget_is_denied_not_held(durable_url: str, 
 
 
 def test_a_resume_refused_by_a_budget_journals_its_verdict(durable_url: str, tmp_path: Path) -> None:
-    sg, policy, undone, send_wire = _open(durable_url, tmp_path)
+    sg, policy, _undone, send_wire = _open(durable_url, tmp_path)
     with acting_as("team-0"):
         held = sg.run("big", lambda: send_wire("1500.00"))
     assert held.status is SagaStatus.AWAITING_APPROVAL

@@ -19,7 +19,7 @@ from sagacity.guardrails._meter import METER_PREFIX
 from sagacity.guardrails._parse import GATEWAY_TABLES, load_policy, parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Requires, Rule, Scope
 from sagacity.guardrails._switch import SWITCH_SAGA, KillSwitch, Setting, SwitchState
-from sagacity.guardrails._verdict import DENIED_MARK, Debit, Finding, Verdict, parse_verdict
+from sagacity.guardrails._verdict import DENIED_MARK, Debit, Denied, Finding, Verdict, parse_verdict
 
 __all__ = [
     "DENIED_MARK",
@@ -30,6 +30,7 @@ __all__ = [
     "Action",
     "Budget",
     "Debit",
+    "Denied",
     "Finding",
     "Guard",
     "HaltedError",
