@@ -164,6 +164,7 @@ def test_a_resume_the_kill_switch_refuses_is_journaled(durable_url: str, tmp_pat
     assert (intent.phase, intent.input) == ("INTENT", request.input)
     assert (failed.phase, failed.payload.split(": ")[0]) == ("FAILED", "denied by policy")
     assert sg.pending_approvals("k1") == [request]
+    assert sg.status("k1") is SagaStatus.AWAITING_APPROVAL  # nothing compensated, nothing ended
     assert _cli("switch", "lift", "--as", "ops", "--db", durable_url).returncode == 0
     resumed = sg.resume("k1", request.journal_seq, request.input)
     assert (resumed.status, resumed.value) == (SagaStatus.COMPLETED, "wired 5.00")
