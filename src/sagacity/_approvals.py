@@ -46,6 +46,7 @@ from sagacity.errors import (
     SagaStateError,
     UnknownToolError,
 )
+from sagacity.guardrails._deny import REFUSED_RESUME, deny_call
 from sagacity.guardrails._rules import Action
 from sagacity.model import ApprovalDecision, ApprovalRequest, Entry, Phase
 from sagacity.tools import ToolSpec
@@ -486,6 +487,24 @@ class Claim:
     started: str | None = None
 
 
+def _refused_by_policy(
+    engine: Engine, state: SagaState, request: ApprovalRequest, spec: ToolSpec, verdict: Verdict, by: str
+) -> Operation[Claim]:
+    """Journal the policy's refusal of an approved call about to run. A halt: like any call the
+    switch refuses (INTENT + FAILED ``denied by policy``, under a first line naming the gate,
+    which stays open to resume once lifted), then ``HaltedError``. Otherwise REJECTED, carrying
+    the verdict's lines (which policy text refused it, and why), and the saga compensates."""
+    seq = request.journal_seq
+    if verdict.halts:
+        first = f"{REFUSED_RESUME}{seq}{by}"
+        deny_call(engine, state.saga_id, spec.name, request.input, verdict, first=first)
+        raise HaltedError(f"saga {state.saga_id!r} seq {seq}: resume refused: {verdict.reason}")
+    why = f"the policy refused the approved call when it was to run (rule {verdict.rule}): {verdict.reason}"
+    refusal = f"{decision_payload('', why)}\n{verdict.lines}"
+    _, run = yield from _close_gate(engine, state, request, refusal, f"resume of seq {seq} refused: {why}")
+    return Claim(request, spec, refused=why, run=run, denied=True)
+
+
 def _start_of(state: SagaState) -> str | None:
     return state.start.input if state.start is not None else None
 
@@ -555,15 +574,7 @@ def claim(
     if guard is not None:  # the call is made for whoever asked for it, as its gate journaled
         verdict = guard.judge_resume(saga_id, spec.name, payload, state.gates[seq].requester)
     if verdict is not None and verdict.action is not Action.ALLOW:
-        if verdict.halts:
-            raise HaltedError(f"{where}: resume refused: {verdict.reason}")
-        why = (
-            f"the policy refused the approved call when it was to run (rule {verdict.rule}): {verdict.reason}"
-        )
-        _, run = yield from _close_gate(
-            engine, state, request, decision_payload("", why), f"resume of seq {seq} refused: {why}"
-        )
-        return Claim(request, spec, refused=why, run=run, denied=True)
+        return (yield from _refused_by_policy(engine, state, request, spec, verdict, by))
     if verdict is not None:
         extra = verdict.lines
         base = choose

@@ -152,7 +152,7 @@ class Sagacity:
         self.on_abandon = require_on_abandon(on_abandon)
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
         if policy is not None:
-            self.engine.guard = Guard(self.journal, policy, poll=switch_poll)
+            self.engine.guard = Guard(self.journal, policy, poll=switch_poll, known=self.registry.names)
         #: The kill switch (``sagacity.guardrails``): halt or drain every agent, one agent or one
         #: tool. Every ``Sagacity`` opened with a ``policy`` honours it.
         self.kill_switch = (
@@ -177,7 +177,9 @@ class Sagacity:
         reads the policy itself, as the MCP gateway reloading its file does."""
         guard = self.engine.guard
         if guard is None:
-            guard = self.engine.guard = Guard(self.journal, policy, switch=self.kill_switch)
+            guard = self.engine.guard = Guard(
+                self.journal, policy, switch=self.kill_switch, known=self.registry.names
+            )
         else:
             guard.use(policy)
         return guard

@@ -150,6 +150,7 @@ def resolution_input(seq: int, outcome: Phase) -> str:
 NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _APPROVER = "approver="
 _REASON = "reason="
+_VERDICT_LINES = "\npolicy="  # a policy verdict's first line, after a refused resume's reason
 
 
 def one_line(field: str, text: str) -> str:
@@ -279,6 +280,7 @@ def parse_decision_payload(payload: str) -> tuple[str, str]:
     are part of the reason. An escaped reason is unescaped.
     """
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
+    rest = rest.partition(_VERDICT_LINES)[0]  # a policy's refusal: its verdict follows the reason
     return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import tomllib
 
-__all__ = ["LineIndex", "duration_seconds"]
+__all__ = ["LineIndex", "duration_seconds", "toml_syntax_error"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -19,6 +19,22 @@ def duration_seconds(text: str) -> float | None:
     """Seconds in a duration such as ``"90"``, ``"30s"``, ``"15m"``, ``"2h"``, ``"1d"`` (else None)."""
     match = _DURATION.match(text)
     return float(match.group(1)) * _UNIT[match.group(2)] if match is not None else None
+
+
+_AT = re.compile(r"\s*\((?:at line (?P<line>\d+), column (?P<column>\d+)|at end of document)\)$")
+
+
+def toml_syntax_error(source: str, text: str, error: tomllib.TOMLDecodeError) -> str:
+    """A TOML syntax error in the form of every other config error, ``<source> line <n>: ...``
+    (tomllib puts the position at the end of its message, or says "at end of document")."""
+    message = str(error)
+    match = _AT.search(message)
+    if match is None:
+        return f"{source}: {message}"
+    what = message[: match.start()]
+    if match.group("line") is None:
+        return f"{source} line {max(1, len(text.splitlines()))}: {what} (at the end of the file)"
+    return f"{source} line {match.group('line')}: {what} (column {match.group('column')})"
 
 
 _BARE = r"[A-Za-z0-9_-]+"

@@ -18,7 +18,7 @@ import re
 
 from sagacity._json import kind_of, require_storable
 from sagacity._state import one_line, required_reason
-from sagacity._toml_lines import LineIndex, duration_seconds
+from sagacity._toml_lines import LineIndex, duration_seconds, toml_syntax_error
 from sagacity.errors import InvalidValueError
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "require_identity",
     "require_storable",
     "required_reason",
+    "toml_syntax_error",
 ]
 
 _IDENTITY = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,256}\Z")

@@ -25,22 +25,47 @@ def policy() -> None:
 
 @policy.command()
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-def check(file: Path) -> None:
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse (exit 2) a rule naming a tool that no known tool is called, instead of warning.",
+)
+@import_option
+def check(file: Path, strict: bool) -> None:
     """Validate FILE; a problem is reported as `FILE line N: ...` and exits 2.
 
     A file that also holds the MCP gateway's tables ([upstream], [tools.NAME], ...) is checked
-    as the gateway would read it too.
+    as the gateway would read it too. The tools its rules name are checked against the tools
+    known here (those --import registers, and the file's [tools.NAME] tables): each one unknown
+    is a warning, or with --strict an error.
     """
-    from sagacity.guardrails import GATEWAY_TABLES, load_policy
+    from sagacity.guardrails import GATEWAY_TABLES, load_policy, unknown_tools
+    from sagacity.tools import registry
 
     try:
         parsed = load_policy(file)
-        if GATEWAY_TABLES & set(tomllib.loads(parsed.text)):
+        tables = tomllib.loads(parsed.text)
+        if GATEWAY_TABLES & set(tables):
             from sagacity.mcp import load_policy as load_gateway_policy
 
             load_gateway_policy(file)
     except PolicyError as exc:
         raise CommandError(str(exc)) from exc
+    known = {*registry.names(), *tables.get("tools", {})}
+    named = any(r.tools is not None or r.requires is not None for r in parsed.rules)
+    if named and not known:
+        if strict:
+            raise CommandError(
+                f"{file}: no tool is known to check the rules' tool names against (--import MODULE)"
+            )
+        click.echo(
+            f"{file}: the rules' tool names are not checked: no tool is known (--import MODULE)", err=True
+        )
+    unknown = unknown_tools(parsed, known) if known else []
+    if unknown and strict:
+        raise CommandError("\n".join(unknown))
+    for message in unknown:
+        click.echo(f"Warning: {message}", err=True)
     history = sum(1 for r in parsed.rules if r.history)
     shadow = sum(1 for r in parsed.rules if r.mode == "shadow")
     click.echo(

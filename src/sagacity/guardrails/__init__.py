@@ -16,10 +16,11 @@ from sagacity.guardrails._build import allow, budget, build_policy, deny, failur
 from sagacity.guardrails._evaluate import decide
 from sagacity.guardrails._guard import POLICY_SAGA, Guard, file_stamp
 from sagacity.guardrails._meter import METER_PREFIX
+from sagacity.guardrails._names import unknown_tools
 from sagacity.guardrails._parse import GATEWAY_TABLES, load_policy, parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Requires, Rule, Scope
 from sagacity.guardrails._switch import SWITCH_SAGA, KillSwitch, Setting, SwitchState
-from sagacity.guardrails._verdict import DENIED_MARK, Debit, Finding, Verdict, parse_verdict
+from sagacity.guardrails._verdict import DENIED_MARK, Debit, Denied, Finding, Verdict, parse_verdict
 
 __all__ = [
     "DENIED_MARK",
@@ -30,6 +31,7 @@ __all__ = [
     "Action",
     "Budget",
     "Debit",
+    "Denied",
     "Finding",
     "Guard",
     "HaltedError",
@@ -58,4 +60,5 @@ __all__ = [
     "parse_verdict",
     "read_policy_text",
     "requires",
+    "unknown_tools",
 ]

@@ -14,7 +14,10 @@ from sagacity.errors import AppendConflictError, SagaClosedError, SagaExistsErro
 from sagacity.guardrails._verdict import Verdict
 from sagacity.model import Entry, Phase
 
-__all__ = ["denied_rows", "deny_call"]
+__all__ = ["REFUSED_RESUME", "denied_rows", "deny_call"]
+
+#: The first line of the denied INTENT journaled for a resume the kill switch refused.
+REFUSED_RESUME = "refused resume seq="
 
 
 def denied_rows(
@@ -26,11 +29,19 @@ def denied_rows(
 
 
 def deny_call(
-    engine: Engine, saga_id: str, tool: str, input: str, verdict: Verdict, *, new_saga: bool = False
+    engine: Engine,
+    saga_id: str,
+    tool: str,
+    input: str,
+    verdict: Verdict,
+    *,
+    new_saga: bool = False,
+    first: str = "",
 ) -> list[Entry]:
-    """``new_saga``: the denial must be the saga's first entries (``SagaExistsError`` otherwise)."""
+    """``new_saga``: the denial must be the saga's first entries (``SagaExistsError`` otherwise).
+    ``first``: a line before the verdict in the INTENT (``refused resume seq=<n>``)."""
     journal = engine.journal
-    rows = denied_rows(tool, input, verdict)
+    rows = denied_rows(tool, input, verdict, first)
     for _ in range(journal.max_append_attempts):
         if journal.is_closed(saga_id):
             raise SagaClosedError(

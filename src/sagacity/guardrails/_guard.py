@@ -21,6 +21,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -41,6 +42,7 @@ from sagacity.guardrails._evaluate import (
     strictest,
 )
 from sagacity.guardrails._meter import Meter, Streaks, meter_id, streak_id
+from sagacity.guardrails._names import unknown_tools
 from sagacity.guardrails._parse import parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Mode, Policy, Rule
 from sagacity.guardrails._switch import KillSwitch, SwitchState
@@ -65,8 +67,11 @@ class Guard:
         poll: float = 1.0,
         record: bool = True,
         switch: KillSwitch | None = None,
+        known: Callable[[], Iterable[str]] | None = None,
     ) -> None:
         self.journal = journal
+        #: The tool names known here (the registry's): a rule naming another is warned of.
+        self.known = known
         self.record = record  # False: explain only, journal nothing (``sagacity policy explain``)
         self.poll = poll
         self.switch = switch if switch is not None else KillSwitch(journal, poll)
@@ -81,6 +86,7 @@ class Guard:
         if isinstance(policy, Policy):
             self._policy: Policy | None = policy
             self._journal_policy(policy)
+            self._warn_unknown(policy)
         else:
             self._path = Path(policy)
             self._policy = None
@@ -123,6 +129,7 @@ class Guard:
                 return
             if self._policy is None or policy.sha256 != self._policy.sha256:
                 self._journal_policy(policy)
+                self._warn_unknown(policy)
             self._policy, self._error = policy, ""
 
     def use(self, policy: Policy) -> None:
@@ -133,7 +140,15 @@ class Guard:
         with self._lock:
             if self._policy is None or policy.sha256 != self._policy.sha256:
                 self._journal_policy(policy)
+                self._warn_unknown(policy)
             self._policy, self._error = policy, ""
+
+    def _warn_unknown(self, policy: Policy) -> None:
+        """Warn of each tool a rule names that no tool known here is called (a typo switches the
+        rule off); the policy is used all the same (``sagacity policy check --strict`` refuses)."""
+        if self.known is not None:
+            for message in unknown_tools(policy, self.known()):
+                _log.warning("guardrails policy: %s", message)
 
     def refuse(self, reason: str, text: str) -> None:
         """A new policy text cannot be used: journal its refusal and deny every call (fail closed)
@@ -207,6 +222,12 @@ class Guard:
             if decided is not None and not dry:
                 self._give_back_all(debits, saga_id, "the call was not allowed")
                 debits = ()
+        elif decided is not None and decided.action is Action.HOLD and judgement.history:
+            # The budgets are judged with the other rules now, not only once a human approved:
+            # a call already over a deny budget is denied, never held (the strictest wins). A
+            # held call takes nothing yet; its resume debits (and is judged again).
+            over, _ = self._take_budgets(judgement, facts, force=False, dry=True)
+            decided = strictest([decided, *over]) or decided
         if decided is None:
             decided = judgement.allowed_by or default_finding(policy)
         return Verdict(

@@ -6,7 +6,8 @@ entry in that chain (tool ``saga``, phase EXECUTED), appended only right after t
 was decided on — the compare-and-append on ``(saga_id, seq)`` that decisions use
 (``Journal.commit``). Two processes or machines racing for the last of a budget both read the
 same tail; one lands, the other finds the tail moved, reads it again and is refused on the new
-sum. A budget is never overspent.
+sum. A budget is never overspent. The tail is checked against its predecessor before anything
+is decided on its sums, so a tail rewritten behind the library (its budget reopened) is refused.
 
 Each entry carries the meter's sums by slice of the window (60 slices), so a decision reads one
 entry, the tail, whatever the journal's size. The window sum counts the current slice and the 60
@@ -31,7 +32,7 @@ from decimal import Decimal
 
 from sagacity._journal import Journal
 from sagacity._state import SAGA_TOOL, payload_attribute
-from sagacity.chain import GENESIS_HASH
+from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.errors import AppendConflictError, SagacityError
 from sagacity.guardrails._rules import Budget, Rule, Scope
 from sagacity.guardrails._verdict import DEBIT, Debit, parse_verdict
@@ -149,8 +150,36 @@ class Meter:
         self._clock = clock
 
     def reading(self, meter: str) -> MeterReading:
-        """The meter's tail (one read); raises ``StoreError`` when it cannot be read."""
-        return read_meter(self.journal.read(self.journal.store.tail, meter))
+        """The meter's tail, checked against its predecessor (two reads); raises ``StoreError``
+        when it cannot be read and ``SagacityError`` when the chain is broken there."""
+        tail = self.journal.read(self.journal.store.tail, meter)
+        if tail is not None:
+            self._check(tail)
+        return read_meter(tail)
+
+    def _check(self, tail: Entry) -> None:
+        """Refuse a tail whose hash does not follow from its predecessor's: its sums may have been
+        rewritten (a budget reopened behind the library), and a debit is decided on them."""
+        before = (
+            self.journal.read(self.journal.store.get_entry, tail.saga_id, tail.seq - 1)
+            if tail.seq > 1
+            else None
+        )
+        prev = before.hash if before is not None else GENESIS_HASH
+        fields = (
+            tail.saga_id,
+            tail.seq,
+            tail.tool_name,
+            tail.phase,
+            tail.input,
+            tail.payload,
+            tail.timestamp,
+        )
+        if (tail.seq > 1 and before is None) or entry_hash(prev, *fields) != tail.hash:
+            raise SagacityError(
+                f"meter {tail.saga_id!r} is broken at seq {tail.seq} (its hash does not follow from its "
+                "predecessor's): nothing is decided on it until it is repaired (see sagacity verify)"
+            )
 
     def total(self, meter: str, budget: Budget) -> Decimal:
         """The window's sum right now."""

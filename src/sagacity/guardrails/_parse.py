@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from sagacity._json import kind_of
-from sagacity._toml_lines import LineIndex, duration_seconds
+from sagacity._toml_lines import LineIndex, duration_seconds, toml_syntax_error
 from sagacity.errors import PolicyError
 from sagacity.guardrails._cel import RESULT_VARIABLES, ConditionError, compile_condition
 from sagacity.guardrails._rules import Action, Budget, Failures, Mode, Policy, Requires, Rule, Scope
@@ -73,7 +73,7 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"{source}: {exc}") from exc
+        raise PolicyError(toml_syntax_error(source, text, exc)) from exc
     return _Parser(source, LineIndex(text)).policy(data, text)
 
 
@@ -128,7 +128,8 @@ class _Parser:
     def choice(self, value: Any, path: tuple[str, ...], allowed: list[str]) -> str:
         text = self.string(value, path)
         if text not in allowed:
-            raise self.fail(path, f"{path[-1]} must be one of {', '.join(map(repr, allowed))}, not {text!r}")
+            words = ", ".join(repr(str(word)) for word in allowed)  # as the file spells them, not enums
+            raise self.fail(path, f"{path[-1]} must be one of {words}, not {text!r}")
         return text
 
     def decimal(self, value: Any, path: tuple[str, ...]) -> Decimal:

@@ -5,8 +5,8 @@ call runs), AWAITING_APPROVAL (held) or the INTENT of a denied call, which is cl
 commit by a FAILED ``denied by policy: <reason>`` (it never ran, and it is not a failure)::
 
     policy=<sha256 of the policy text>
-    verdict=<allow|hold|deny> rule=<id>[ approvals=<n>] reason=<one line>
-    shadow=<allow|hold|deny> rule=<id> reason=<one line>        (each shadow rule that decided)
+    verdict=<allow|hold|deny> rule=<id>[ approvals=<n>][ reason=<one line>]
+    shadow=<allow|hold|deny> rule=<id>[ approvals=<n>][ reason=<one line>]   (each shadow rule)
     debit=<meter saga id> seq=<n> amount=<decimal>              (each meter the call took from)
     principal=<who>                                             (when known)
     agent=<which agent>                                         (when known)
@@ -25,7 +25,7 @@ from decimal import Decimal
 from sagacity._state import as_line, unescaped
 from sagacity.guardrails._rules import Action
 
-__all__ = ["Debit", "Finding", "Verdict", "parse_verdict"]
+__all__ = ["Debit", "Denied", "Finding", "Verdict", "parse_verdict"]
 
 POLICY = "policy="
 VERDICT = "verdict="
@@ -117,12 +117,33 @@ class Verdict:
     def reason(self) -> str:
         return self.decision.reason
 
-    def model_message(self, tool: str) -> str:
-        """What the model reads instead of a result when the call is denied."""
-        return (
-            f"{DENIED_MARK}{tool} did not run: the policy denied it (rule {self.rule}): "
-            f"{self.reason or 'no reason given'}. Do not retry it; tell the user."
+    def model_message(self, tool: str) -> Denied:
+        """What the call returns instead of a result when it is denied (see :class:`Denied`)."""
+        return Denied(tool, self.rule, self.reason, self.policy)
+
+
+class Denied(str):
+    """What a call the policy denied returns: the text the model reads (it is a ``str``, so an
+    agent framework hands it on as the call's answer), and for the program the verdict's parts,
+    so that it tests ``isinstance(value, Denied)`` instead of parsing text."""
+
+    __slots__ = ("policy", "reason", "rule", "tool")
+    tool: str
+    rule: str
+    reason: str
+    policy: str  # the SHA-256 of the policy text that denied it
+
+    def __new__(cls, tool: str, rule: str, reason: str, policy: str) -> Denied:
+        text = (
+            f"{DENIED_MARK}{tool} did not run: the policy denied it (rule {rule}): "
+            f"{reason or 'no reason given'}. Do not retry it; tell the user."
         )
+        made = super().__new__(cls, text)
+        made.tool, made.rule, made.reason, made.policy = tool, rule, reason, policy
+        return made
+
+    def __reduce__(self) -> tuple[type[Denied], tuple[str, str, str, str]]:
+        return (Denied, (self.tool, self.rule, self.reason, self.policy))
 
 
 @dataclass(frozen=True, slots=True)

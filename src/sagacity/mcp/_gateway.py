@@ -41,7 +41,7 @@ from sagacity.errors import (
     SagaNotFoundError,
     SagaStateError,
 )
-from sagacity.guardrails import DENIED_MARK
+from sagacity.guardrails import Denied
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
@@ -346,7 +346,7 @@ class Gateway:
                 decision.name, _describe(outcome.error), result, new_saga=book.origin is not SagaOrigin.META
             )
         value = outcome.value
-        if isinstance(value, str) and value.startswith(DENIED_MARK):
+        if isinstance(value, Denied):
             return answers.refused(value)  # the guardrails policy denied it: the upstream was not called
         if isinstance(value, str):  # held: irreversible, or by the guardrails policy
             held = [r for r in result.awaiting if r.tool_name == decision.name and r.input == canonical]

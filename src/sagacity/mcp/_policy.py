@@ -24,7 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sagacity.checks import LineIndex, duration_seconds, kind_of
+from sagacity.checks import LineIndex, duration_seconds, kind_of, toml_syntax_error
 from sagacity.errors import PolicyError
 from sagacity.guardrails import Policy as GuardrailsPolicy
 from sagacity.guardrails import parse_policy as parse_guardrails
@@ -227,7 +227,7 @@ def parse_policy(text: str, *, source: str = "policy", environ: Mapping[str, str
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(f"{source}: {exc}") from exc
+        raise PolicyError(toml_syntax_error(source, text, exc)) from exc
     policy = _Parser(source, LineIndex(text), os.environ if environ is None else environ).policy(data)
     if "rules" in data or "guardrails" in data:
         policy = replace(policy, guardrails=parse_guardrails(text, source=source))
