@@ -78,6 +78,21 @@ def stored_timestamp(url: str, moment: datetime) -> Any:
     return moment.strftime("%Y-%m-%d %H:%M:%S.%f") if url.startswith("sqlite:") else moment
 
 
+def rewrite_saga_b(sg: Sagacity, raw_sql: RawSQL, journal_url: str) -> None:
+    """What an operator holding the database does: saga b's second entry gets another result, the
+    chain is recomputed over it (same entry count, valid hashes), and the log table is emptied so a
+    rebuilt log folds the forged history."""
+    entries = sg.entries("b")
+    entries[1] = dataclasses.replace(entries[1], payload="a different result")
+    for e in rechain(entries):
+        raw_sql(
+            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
+            "WHERE saga_id = %s AND seq = %s",
+            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
+        )
+    raw_sql("DELETE FROM sagacity_log", ())
+
+
 @pytest.fixture
 def raw_sql(journal_url: str) -> RawSQL:
     """Execute SQL on the journal directly, bypassing Sagacity.

@@ -32,7 +32,7 @@ from sagacity.checkpoints import (
 from sagacity.checkpoints._log import entry_log
 from sagacity.errors import JournalIntegrityError, SignatureError
 
-from .conftest import ALL_SQL_STORES, RawSQL, rechain, stored_timestamp
+from .conftest import ALL_SQL_STORES, RawSQL, rewrite_saga_b
 
 ORIGIN = "test.example/journal"
 
@@ -117,15 +117,7 @@ def test_stolen_key_rewrite_is_refused_by_the_witness_and_found_by_the_verifier(
     cosigned = cosigned.with_signatures([_note.parse_signature_line(line)])
     assert cosigned.check_quorum([witness_keys[0].verifier], 1)
 
-    entries = sg.entries("b")
-    entries[1] = dataclasses.replace(entries[1], payload="a different result")
-    for e in rechain(entries):
-        raw_sql(
-            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
-            "WHERE saga_id = %s AND seq = %s",
-            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
-        )
-    raw_sql("DELETE FROM sagacity_log", ())
+    rewrite_saga_b(sg, raw_sql, journal_url)
     _grow(sg)
     forged = checkpoint_log(sg, key, ORIGIN)  # the stolen key signs the rewritten history
     assert forged.size == 17
@@ -148,15 +140,7 @@ def test_a_log_rebuilt_to_the_same_size_is_a_fork_and_a_mismatch_naming_the_root
     checkpoint has the kept one's size. Both sides of the fork are folded, whichever is read first,
     so the verifier says which root the journal no longer matches and which it does."""
     kept = checkpoint_log(sg, key, ORIGIN)
-    entries = sg.entries("b")
-    entries[1] = dataclasses.replace(entries[1], payload="a different result")
-    for e in rechain(entries):
-        raw_sql(
-            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
-            "WHERE saga_id = %s AND seq = %s",
-            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
-        )
-    raw_sql("DELETE FROM sagacity_log", ())
+    rewrite_saga_b(sg, raw_sql, journal_url)
     forged = checkpoint_log(sg, key, ORIGIN)
     assert (forged.size, forged.root != kept.root) == (kept.size, True)
     for order in ([forged, kept], [kept, forged]):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shutil
@@ -28,7 +27,7 @@ from sagacity.checkpoints._tlog import sign_log_checkpoint
 from sagacity.cli import main
 from sagacity.errors import CheckpointError
 
-from .conftest import RawSQL, export_bundle, rechain, stored_timestamp, verify_offline
+from .conftest import RawSQL, export_bundle, rewrite_saga_b, verify_offline
 from .tsa import LocalTSA, serve
 
 ORIGIN = "test.example/journal"
@@ -136,15 +135,7 @@ def test_a_stolen_key_rewrite_is_refused_by_the_witness_and_caught_by_the_audito
     assert "extends your log checkpoint(s) of size 15" in offline.stdout
 
     # The operator, holding the database, the anchor and the stolen signing key, rewrites saga b.
-    entries = sg.entries("b")
-    entries[1] = dataclasses.replace(entries[1], payload="a different result")
-    for e in rechain(entries):
-        raw_sql(
-            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
-            "WHERE saga_id = %s AND seq = %s",
-            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
-        )
-    raw_sql("DELETE FROM sagacity_log", ())
+    rewrite_saga_b(sg, raw_sql, journal_url)
     shutil.rmtree(anchor)
     refused = _checkpoint(journal_url, keys, anchor, "--witness", witness)
     assert refused.exit_code == 1
@@ -377,15 +368,7 @@ def test_a_forged_log_of_the_kept_size_is_named_against_the_auditors_copy(
     )
     kept = tmp_path / "auditor-copy.txt"
     shutil.copy(anchor / (anchor / "log-latest").read_text().strip(), kept)
-    entries = sg.entries("b")
-    entries[1] = dataclasses.replace(entries[1], payload="a different result")
-    for e in rechain(entries):
-        raw_sql(
-            "UPDATE side_effect_journal SET payload = %s, hash = %s, timestamp = %s "
-            "WHERE saga_id = %s AND seq = %s",
-            (e.payload, e.hash, stored_timestamp(journal_url, e.timestamp), e.saga_id, e.seq),
-        )
-    raw_sql("DELETE FROM sagacity_log", ())
+    rewrite_saga_b(sg, raw_sql, journal_url)
     forged = tmp_path / "forged"
     assert _checkpoint(journal_url, keys, forged).exit_code == 0
     kept_root = kept.read_text().split("\n")[2]
