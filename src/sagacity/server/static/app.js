@@ -159,6 +159,7 @@ async function api(path, options) {
   if (!response.ok) throw new ApiError(response.status, body);
   const total = response.headers.get("X-Total-Count");
   if (Array.isArray(body) && total !== null) body.total = Number(total); // a list's full length
+  if (Array.isArray(body)) body.next = response.headers.get("X-Next-Cursor"); // null on the last page
   return body;
 }
 const enc = encodeURIComponent;
@@ -923,4 +924,5 @@ const onUrl = () => { if (location.href !== lastRouted) route(); };
 window.addEventListener("hashchange", onUrl);
 window.addEventListener("popstate", () => route());
 setInterval(tick, REFRESH_MS);
-route();
+// After every deferred script ran: a route read between app.js and queue.js would find no view.
+document.addEventListener("DOMContentLoaded", () => route());
