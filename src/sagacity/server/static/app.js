@@ -22,7 +22,7 @@ const STATUSES = [
   ["COMPENSATED", "Compensated"], ["REJECTED", "Rejected"], ["COMPLETED", "Completed"], ["RUNNING", "Running"],
 ];
 const PAGE = 25; // sagas a page
-const CARDS = 50; // approval cards shown at once: the oldest, GET /approvals?limit=
+const CARDS = 50; // approval requests a page of the queue shows: GET /approvals?limit=
 const REFRESH_MS = 5000;
 let me = null;
 let view = null; // the current view: { load(): re-read its data and patch the page, keys(key): bool }
