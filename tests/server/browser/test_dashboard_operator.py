@@ -413,11 +413,11 @@ def test_a_long_queue_shows_a_page_of_50_and_how_many_wait(
     expect = playwright_api.expect
     sign_in(page, url)
     expect(page.locator("tr.request")).to_have_count(50)
-    expect(page.locator("#approvals-count")).to_have_text("(1–50 of 52)")
+    expect(page.locator("#approvals-count")).to_have_text("(1\N{EN DASH}50 of 52)")
     shown = page.locator("tr.request").evaluate_all("cards => cards.map(c => c.dataset.saga)")
     assert shown == [f"wire-{n:02d}" for n in range(50)]
     page.click("#page-next")
-    expect(page.locator("#approvals-count")).to_have_text("(51–52 of 52)")
+    expect(page.locator("#approvals-count")).to_have_text("(51\N{EN DASH}52 of 52)")
     expect(page.locator("tr.request")).to_have_count(2)
 
 

@@ -45,7 +45,7 @@ def test_500_pending_are_all_reachable_sorted_filtered_and_counted(
     sign_in(page, url, APPROVER_ONLY)
     count = page.locator("#approvals-count")
     rows = page.locator("tr.request")
-    expect(count).to_have_text("(1–50 of 500)")
+    expect(count).to_have_text("(1\N{EN DASH}50 of 500)")
     expect(rows).to_have_count(50)
     assert shown(page)[0] == "bulk-000"
 
@@ -56,18 +56,18 @@ def test_500_pending_are_all_reachable_sorted_filtered_and_counted(
         expect(page.locator("#page-range")).to_have_text(f"page {number} of 10")
         expect(rows.first).not_to_have_attribute("data-saga", seen[-50])
         seen += shown(page)
-    expect(count).to_have_text("(451–500 of 500)")
+    expect(count).to_have_text("(451\N{EN DASH}500 of 500)")
     expect(page.locator("#page-next")).to_be_disabled()
     assert len(seen) == len(set(seen)) == 500
     assert seen[-3:] == ["payout-a", "payout-b", "late-1"]
     page.click("#page-prev")
-    expect(count).to_have_text("(401–450 of 500)")
+    expect(count).to_have_text("(401\N{EN DASH}450 of 500)")
 
     # Sorting orders the whole queue and starts again at its first page: the saga ids in
     # reverse put the three newest first, which no page of the 50 oldest holds.
     page.click('th[data-sort="saga"] button')
     expect(page.locator('th[data-sort="saga"]')).to_have_attribute("aria-sort", "ascending")
-    expect(count).to_have_text("(1–50 of 500)")
+    expect(count).to_have_text("(1\N{EN DASH}50 of 500)")
     page.click('th[data-sort="saga"] button')
     expect(rows.first).to_have_attribute("data-saga", "payout-b")
     assert shown(page)[:4] == ["payout-b", "payout-a", "late-1", "bulk-496"]
@@ -81,7 +81,7 @@ def test_500_pending_are_all_reachable_sorted_filtered_and_counted(
     assert shown(page) == ["payout-a", "payout-b"]
     expect(page.locator('tr.request[data-saga="payout-a"] td.approvals-count')).to_have_text("0/2")
     page.click("#filter-clear")
-    expect(count).to_have_text("(1–50 of 500)")
+    expect(count).to_have_text("(1\N{EN DASH}50 of 500)")
     page.fill("#filter-prefix", "late")
     page.press("#filter-prefix", "Enter")
     expect(count).to_have_text("(1 matching)")

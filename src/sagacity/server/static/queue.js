@@ -287,6 +287,7 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 const hourMinute = (iso) => (iso ? iso.slice(11, 16) : "");
+const dayHourMinute = (iso) => (iso ? `${iso.slice(0, 10)} ${hourMinute(iso)}` : ""); // the axis spans two dates
 
 function activityChart() {
   const caption = h("figcaption", { id: "activity-summary" }, "Loading decisions and pending approvals…");
@@ -324,7 +325,7 @@ function activityChart() {
     const y = (v) => top + (H - top - bottom) * (1 - v / most);
     const bars = buckets.map((b, i) => {
       const x = left + i * width;
-      const title = `${hourMinute(b.start)}–${hourMinute(buckets[i + 1] ? buckets[i + 1].start : body.until)} UTC: `
+      const title = `${dayHourMinute(b.start)}–${hourMinute(buckets[i + 1] ? buckets[i + 1].start : body.until)} UTC: `
         + `${b.approved} approved, ${b.rejected} rejected, ${b.pending} pending at the end`;
       return svg("g", { class: "bucket", "data-index": i, "data-approved": b.approved, "data-rejected": b.rejected, "data-pending": b.pending },
         svg("title", {}, title),
@@ -337,8 +338,8 @@ function activityChart() {
       svg("line", { class: "axis", x1: left, y1: y(0), x2: W - 4, y2: y(0) }),
       svg("text", { class: "tick", x: left - 4, y: y(most) + 4, "text-anchor": "end" }, most),
       svg("text", { class: "tick", x: left - 4, y: y(0) + 4, "text-anchor": "end" }, 0),
-      svg("text", { class: "tick", x: left, y: H - 4 }, `${hourMinute(body.from)} UTC`),
-      svg("text", { class: "tick", x: W - 4, y: H - 4, "text-anchor": "end" }, "now"),
+      svg("text", { class: "tick from", x: left, y: H - 4 }, `${dayHourMinute(body.from)} UTC`),
+      svg("text", { class: "tick until", x: W - 4, y: H - 4, "text-anchor": "end" }, `now, ${dayHourMinute(body.until)} UTC`),
       bars,
       buckets.length ? svg("polyline", { class: "pending", points: `${left},${y(buckets[0].pending).toFixed(1)} ${line}` }) : null));
   }
