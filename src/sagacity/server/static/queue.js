@@ -241,10 +241,11 @@ function approvalsView(fresh) {
     if (key === "N") return turn(-1);
     return nav.keys(key);
   }
+  let reads = 0; // loads asked for: only the latest may draw (a refresh can overtake a new order)
   async function load() {
-    const after = starts[starts.length - 1];
-    const page = await api(queueQuery(sort, filters, after));
-    if (!fresh() || after !== starts[starts.length - 1]) return; // another page was asked for meanwhile
+    const read = ++reads;
+    const page = await api(queueQuery(sort, filters, starts[starts.length - 1]));
+    if (!fresh() || read !== reads) return; // another order, filter or page was asked for meanwhile
     if (!page.length && starts.length > 1) { // its requests were decided: the page before
       starts.pop();
       return load();
