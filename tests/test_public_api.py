@@ -12,6 +12,7 @@ import sagacity
 EXPECTED_ALL = [
     "ApprovalDecision",
     "ApprovalGate",
+    "ApprovalPage",
     "ApprovalRequest",
     "CallStatus",
     "CallView",

@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 __all__ = [
     "ApprovalDecision",
     "ApprovalGate",
+    "ApprovalPage",
     "ApprovalRequest",
     "CallStatus",
     "CallView",
@@ -80,6 +81,7 @@ _WHERE = {
     "Entry": "sagacity.model",
     "InDoubtCall": "sagacity.model",
     "JournaledDecision": "sagacity.model",
+    "ApprovalPage": "sagacity.model",
     "PendingApproval": "sagacity.model",
     "Phase": "sagacity.model",
     "Reversibility": "sagacity.model",
@@ -103,6 +105,7 @@ if _typing.TYPE_CHECKING:
     from sagacity.model import (
         ApprovalDecision,
         ApprovalGate,
+        ApprovalPage,
         ApprovalRequest,
         CallStatus,
         CallView,

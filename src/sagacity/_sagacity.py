@@ -26,6 +26,7 @@ from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, s
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor, decode_request_cursor
+from sagacity._queue import arrange, past, queue_order
 from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
 from sagacity._state import (
@@ -39,6 +40,7 @@ from sagacity._state import (
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification
+from sagacity.checks import require_identity
 from sagacity.doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity.errors import (
     ApprovalNotFoundError,
@@ -54,6 +56,7 @@ from sagacity.export import export_lines
 from sagacity.guardrails import Guard, KillSwitch, Policy
 from sagacity.model import (
     ApprovalDecision,
+    ApprovalPage,
     ApprovalRequest,
     Entry,
     InDoubtCall,
@@ -664,18 +667,24 @@ class Sagacity:
         tool: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        requester: str | None = None,
+        awaiting: str | None = None,
+        sort: str = "created",
+        descending: bool = False,
     ) -> list[PendingApproval]:
         """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first; at most ``limit``; filtered as :meth:`pending_approvals`. Read-only:
-        the request table, then the journal of each saga shown, once (so a queue page costs
-        ``limit`` folds however long the queue).
-
-        Paged like :meth:`sagas`: pass the last request's ``cursor`` as ``after`` for the requests
-        made after it. A request decided while you page leaves the queue; none is shown twice.
-        """
+        now), oldest first; at most ``limit``. Read-only. :meth:`approval_page` says more."""
         _refuse_in_loop("approvals")
-        where = saga_filter(prefix, tool, since, until)
-        return self._approvals(saga_id, limit=limit, after=after, where=where)
+        return self._approval_page(
+            saga_id,
+            limit,
+            after,
+            saga_filter(prefix, tool, since, until),
+            requester,
+            awaiting,
+            sort,
+            descending,
+        ).items
 
     async def approvals_async(
         self,
@@ -687,30 +696,90 @@ class Sagacity:
         tool: str | None = None,
         since: datetime | None = None,
         until: datetime | None = None,
+        requester: str | None = None,
+        awaiting: str | None = None,
+        sort: str = "created",
+        descending: bool = False,
     ) -> list[PendingApproval]:
         where = saga_filter(prefix, tool, since, until)
-        return await asyncio.to_thread(
-            partial(self._approvals, saga_id, limit=limit, after=after, where=where)
-        )
+        args = (saga_id, limit, after, where, requester, awaiting, sort, descending)
+        return (await asyncio.to_thread(self._approval_page, *args)).items
 
-    def _approvals(
+    def approval_page(
         self,
-        saga_id: str | None,
+        saga_id: str | None = None,
         *,
         limit: int | None = None,
         after: str | None = None,
-        where: SagaFilter = ANY_SAGA,
-    ) -> list[PendingApproval]:
+        prefix: str | None = None,
+        tool: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        requester: str | None = None,
+        awaiting: str | None = None,
+        sort: str = "created",
+        descending: bool = False,
+    ) -> ApprovalPage:
+        """A page of the approval queue with how many requests the filters keep in all, so every
+        pending request can be reached. Read-only.
+
+        Filters as :meth:`pending_approvals`, and two read from the journal: ``requester``, who
+        asked for the call is exactly this principal; ``awaiting``, the request wants this
+        approver's approval now (:meth:`PendingApproval.awaits`). ``sort`` is ``"created"``
+        (oldest first), ``"expires"`` (soonest first, never-expiring last), ``"saga"`` or
+        ``"tool"``; ``descending`` reverses it. ``after`` is the ``next`` of the previous page (any
+        request's ``cursor``): a request decided while you page leaves the queue, none is shown
+        twice. Costs one read of the request table, and a fold of each saga shown (of each
+        candidate's saga when ``requester`` or ``awaiting`` is given).
+        """
+        _refuse_in_loop("approval_page")
+        where = saga_filter(prefix, tool, since, until)
+        return self._approval_page(saga_id, limit, after, where, requester, awaiting, sort, descending)
+
+    def _approval_page(
+        self,
+        saga_id: str | None,
+        limit: int | None,
+        after: str | None,
+        where: SagaFilter,
+        requester: str | None,
+        awaiting: str | None,
+        sort: str,
+        descending: bool,
+    ) -> ApprovalPage:
         _require_limit(limit)
+        if requester is not None and not isinstance(requester, str):
+            raise InvalidValueError(f"requester must be a string, not {type(requester).__name__}")
+        awaiting = require_identity(awaiting) if awaiting is not None else None
+        queue_order(sort, descending)
         position = decode_request_cursor(after) if after is not None else None
-        requests = self._pending(saga_id, where)
-        if position is not None:  # the queue's order key, oldest first
-            requests = [r for r in requests if (r.created_at, r.saga_id, r.journal_seq) > position]
-        requests = requests[:limit]
-        states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in requests}}
+        requests = arrange(self._pending(saga_id, where), sort, descending)
         now = utc_now()
         required = _view.required_in(self.registry)
-        return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in requests]
+
+        def views(rows: list[ApprovalRequest]) -> list[PendingApproval]:
+            states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in rows}}
+            return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in rows]
+
+        if requester is None and awaiting is None:  # fold only the page's sagas
+            total = len(requests)
+            rest = [r for r in requests if position is None or past(r.queue_key, position, sort, descending)]
+            items = views(rest[:limit])
+        else:
+            kept = [
+                p
+                for p in views(requests)
+                if (requester is None or p.requester == requester)
+                and (awaiting is None or p.awaits(awaiting))
+            ]
+            total = len(kept)
+            tail = [
+                p for p in kept if position is None or past(p.request.queue_key, position, sort, descending)
+            ]
+            items = tail[:limit]
+        # As the saga list's: a full page names where the next starts (which may be empty).
+        full = limit is not None and len(items) == limit
+        return ApprovalPage(items, total, items[-1].cursor if full else None)
 
     @operation("approve")
     def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:

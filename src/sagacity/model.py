@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Any
 
 from sagacity._json import unescape_text
-from sagacity._paging import encode_cursor, encode_request_cursor
+from sagacity._paging import ApprovalRequestKey, encode_cursor, encode_request_cursor
 from sagacity.chain import Verification
 
 __all__ = [
@@ -222,6 +222,13 @@ class ApprovalRequest:
     created_at: datetime
     expires_at: datetime | None = None
 
+    @property
+    def queue_key(self) -> ApprovalRequestKey:
+        """What places it in the approval queue, whatever the order (and a cursor keeps)."""
+        return ApprovalRequestKey(
+            self.created_at, self.saga_id, self.journal_seq, self.expires_at, self.tool_name
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class CompensationStep:
@@ -366,8 +373,28 @@ class PendingApproval:
     def cursor(self) -> str:
         """Where a queue page ending with this request ends: ``Sagacity.approvals(after=...)``
         goes on from it."""
-        r = self.request
-        return encode_request_cursor(r.created_at, r.saga_id, r.journal_seq)
+        return encode_request_cursor(self.request.queue_key)
+
+    def awaits(self, approver: str) -> bool:
+        """Whether ``approver``'s approval is wanted now: not expired, agreeing with the journal,
+        short of approvals, not yet approved by them, and not theirs to refuse as its requester."""
+        return (
+            not self.expired
+            and self.matches_journal
+            and len(self.approvers) < self.approvals_required
+            and approver not in self.approvers
+            and not (self.requester_may_not_approve and self.requester == approver)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalPage:
+    """A page of the approval queue: its requests, how many the filters keep in all, and, when
+    the page is full, the cursor the next page starts after (that page may be empty)."""
+
+    items: list[PendingApproval]
+    total: int
+    next: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -644,6 +644,40 @@ async def test_approvals_are_filtered_and_paged_like_the_saga_list(
     assert "X-Next-Cursor" not in (await listed(limit="5")).headers  # not a full page
 
 
+async def test_approvals_are_sorted_paged_and_filtered_over_the_whole_queue(
+    client: httpx.AsyncClient, sg: Sagacity, gate: Callable[..., Any], tools: ModuleType
+) -> None:
+    """GET /approvals sorts the whole queue (sort, desc) before paging it, keeps what a requester
+    asked for (requester) and what wants the caller's approval now (needsMe=true), and
+    X-Total-Count counts what is kept, so every request is reachable (#33 item 22)."""
+    for saga_id in ("c-0", "a-1", "b-2"):
+        await gate(saga_id)
+
+    def asked_by_carol() -> None:
+        with acting_as("carol@example.com"):
+            sg.run("d-3", tools.four_eyes)
+
+    await anyio.to_thread.run_sync(asked_by_carol)
+    (b2,) = await sg.approvals_async(prefix="b-2")
+    await sg.approve_async("b-2", b2.request.journal_seq, "alice@example.com")
+
+    async def listed(**params: str) -> tuple[list[str], str, str | None]:
+        response = await client.get("/sagacity/approvals", params=params, headers=ALICE)
+        assert response.status_code == 200, response.text
+        ids = [a["sagaId"] for a in response.json()]
+        return ids, response.headers["X-Total-Count"], response.headers.get("X-Next-Cursor")
+
+    ids, total, cursor = await listed(sort="saga", desc="true", limit="2")
+    assert (ids, total) == (["d-3", "c-0"], "4")
+    assert cursor is not None
+    assert (await listed(sort="saga", desc="true", limit="2", after=cursor))[:2] == (["b-2", "a-1"], "4")
+    assert (await listed(sort="saga"))[0] == ["a-1", "b-2", "c-0", "d-3"]
+    assert (await listed(requester="carol@example.com"))[:2] == (["d-3"], "1")
+    assert (await listed(needsMe="true"))[:2] == (["c-0", "a-1", "d-3"], "3")  # alice approved b-2
+    bob = await client.get("/sagacity/approvals", params={"needsMe": "true"}, headers=BOB)
+    assert [a["sagaId"] for a in bob.json()] == ["c-0", "a-1", "d-3"]  # b-2 is approved: ready
+
+
 @pytest.mark.parametrize(
     "params",
     [
@@ -655,6 +689,10 @@ async def test_approvals_are_filtered_and_paged_like_the_saga_list(
         {"until": "2026-13-01"},
         {"prefix": "x" * 513},
         {"tool": "x" * 513},
+        {"requester": "x" * 513},
+        {"sort": "waiting"},
+        {"desc": "yes"},
+        {"needsMe": "1"},
     ],
 )
 async def test_bad_approval_list_parameters_are_400(

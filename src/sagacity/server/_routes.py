@@ -13,7 +13,7 @@ import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -94,6 +94,7 @@ def _true_or_false(value: object) -> object:
 
 
 TrueOrFalse = BeforeValidator(_true_or_false)
+QueueSort = Literal["created", "expires", "saga", "tool"]
 SagaIdParam = Annotated[str, PathParam(description="The saga id (may contain '/').")]
 SeqParam = Annotated[
     int, PathParam(ge=1, le=MAX_SEQ, description="The seq of the AWAITING_APPROVAL entry."), Digits
@@ -199,7 +200,7 @@ def list_approvals(
     sg: SagacityDep,
     response: Response,
     limit: Annotated[
-        int | None, Query(ge=1, le=1000, description="At most this many, the oldest (default: all)."), Digits
+        int | None, Query(ge=1, le=1000, description="At most this many, the first (default: all)."), Digits
     ] = None,
     after: Annotated[
         str | None,
@@ -214,15 +215,37 @@ def list_approvals(
     until: Annotated[
         datetime | None, Query(description="Only requests made before this ISO 8601 time.")
     ] = None,
+    requester: Annotated[
+        str | None, Query(max_length=512, description="Only requests this principal asked for (exactly).")
+    ] = None,
+    needsMe: Annotated[
+        bool,
+        Query(description="true: only requests that want the authenticated principal's approval now."),
+        TrueOrFalse,
+    ] = False,
+    sort: Annotated[
+        QueueSort, Query(description="created (oldest first), expires (soonest first), saga or tool.")
+    ] = "created",
+    desc: Annotated[bool, Query(description="true: the order reversed."), TrueOrFalse] = False,
 ) -> list[dict[str, Any]]:
     # The Java starter's body (a bare list), so the paging rides in headers: how many requests
-    # the filters keep in all, and under a full page the cursor of the next one.
-    filters: dict[str, Any] = {"prefix": prefix, "tool": tool, "since": since, "until": until}
-    page = sg.approvals(limit=limit, after=after, **filters)
-    response.headers["X-Total-Count"] = str(len(sg.pending_approvals(**filters)))
-    if limit is not None and len(page) == limit:
-        response.headers["X-Next-Cursor"] = page[-1].cursor
-    return [approval_json(p) for p in page]
+    # the filters keep in all, and when more follow the cursor of the next page.
+    page = sg.approval_page(
+        limit=limit,
+        after=after,
+        prefix=prefix,
+        tool=tool,
+        since=since,
+        until=until,
+        requester=requester,
+        awaiting=who.name if needsMe else None,
+        sort=sort,
+        descending=desc,
+    )
+    response.headers["X-Total-Count"] = str(page.total)
+    if page.next is not None:
+        response.headers["X-Next-Cursor"] = page.next
+    return [approval_json(p) for p in page.items]
 
 
 @router.get(

@@ -74,7 +74,9 @@ def test_statuses_and_a_broken_chain_on_the_dashboard(
         expect(page.locator(f'tr[data-saga="{saga_id}"] .pill').first).to_have_text(status)
     expect(page.locator('tr[data-saga="crashed"] .pill').first).to_have_text("ABANDONED")
     forged = page.locator('tr[data-saga="forged"]')
-    expect(forged.locator("td.chain")).to_have_text("BROKEN at 2")
+    expect(forged.locator("td.chain")).to_have_text(
+        "BROKEN at seq 3"
+    )  # the seq edited, as the journal numbers it
     expect(forged).to_have_class("broken-chain")
     expect(page.locator('tr[data-saga="done"] td.chain')).to_have_text("ok")
 
@@ -90,7 +92,7 @@ def test_statuses_and_a_broken_chain_on_the_dashboard(
     assert "chain=broken" not in page.url
 
     page.goto(f"{url}#/saga/forged")
-    expect(page.locator("#saga-head")).to_contain_text("chain BROKEN at index 2")
+    expect(page.locator("#saga-head")).to_contain_text("chain BROKEN at seq 3")
     page.goto(f"{url}#/saga/crashed")
     expect(page.locator(".saga-status")).to_contain_text("ABANDONED")
     assert off_loop(sg.status, "crashed") is SagaStatus.ABANDONED

@@ -22,7 +22,7 @@ const STATUSES = [
   ["COMPENSATED", "Compensated"], ["REJECTED", "Rejected"], ["COMPLETED", "Completed"], ["RUNNING", "Running"],
 ];
 const PAGE = 25; // sagas a page
-const CARDS = 50; // approval cards shown at once: the oldest, GET /approvals?limit=
+const CARDS = 50; // approval requests a page of the queue shows: GET /approvals?limit=
 const REFRESH_MS = 5000;
 let me = null;
 let view = null; // the current view: { load(): re-read its data and patch the page, keys(key): bool }
@@ -159,6 +159,7 @@ async function api(path, options) {
   if (!response.ok) throw new ApiError(response.status, body);
   const total = response.headers.get("X-Total-Count");
   if (Array.isArray(body) && total !== null) body.total = Number(total); // a list's full length
+  if (Array.isArray(body)) body.next = response.headers.get("X-Next-Cursor"); // null on the last page
   return body;
 }
 const enc = encodeURIComponent;
@@ -713,15 +714,15 @@ function sagasView(params, fresh) {
       reconcile(rows, page.sagas.map((s) => keyed(s.sagaId, s, h("tr", {
         class: [s.inDoubt ? "in-doubt" : "", s.chainValid ? "" : "broken-chain"].join(" ").trim(), "data-saga": s.sagaId,
       },
-        h("td", {}, h("a", { href: `#/saga/${enc(s.sagaId)}`, "data-focus": `saga:${s.sagaId}` }, s.sagaId)),
-        h("td", {}, pill(s.status)),
-        h("td", {}, s.entryCount),
-        h("td", {}, s.awaitingApproval || ""),
-        h("td", {}, s.inDoubt ? h("span", { class: "doubt-label" }, s.inDoubt) : ""),
-        h("td", { class: "chain" }, s.chainValid ? h("span", { class: "muted" }, "ok")
-          : pill(`BROKEN at ${s.chainBrokenAt}`, "broken")),
-        h("td", { class: "mono" }, when(s.startedAt)),
-        h("td", { class: "mono" }, when(s.updatedAt))))));
+        h("td", { class: "saga-id", "data-label": "saga" }, h("a", { href: `#/saga/${enc(s.sagaId)}`, "data-focus": `saga:${s.sagaId}` }, s.sagaId)),
+        h("td", { "data-label": "status" }, pill(s.status)),
+        h("td", { "data-label": "entries" }, s.entryCount),
+        h("td", { "data-label": "awaiting" }, s.awaitingApproval || ""),
+        h("td", { "data-label": "in doubt" }, s.inDoubt ? h("span", { class: "doubt-label" }, s.inDoubt) : ""),
+        h("td", { class: "chain", "data-label": "chain" }, s.chainValid ? h("span", { class: "muted" }, "ok")
+          : pill(`BROKEN at seq ${s.chainBrokenAt + 1}`, "broken")),
+        h("td", { class: "mono", "data-label": "started" }, when(s.startedAt)),
+        h("td", { class: "mono", "data-label": "updated" }, when(s.updatedAt))))));
     });
   }
   return { load, keys: () => false };
@@ -764,7 +765,8 @@ function sagaView(sagaId, fresh) {
 
 function sagaHead(saga) {
   const v = saga.verification;
-  const badge = v.valid ? pill("chain verified", "valid") : pill(`chain BROKEN at index ${v.breakAtIndex}`, "broken");
+  // The journal numbers entries by seq, from 1; breakAtIndex (SPEC §7) counts them from 0.
+  const badge = v.valid ? pill("chain verified", "valid") : pill(`chain BROKEN at seq ${v.breakAtIndex + 1}`, "broken");
   const pending = saga.pendingApprovals;
   return h("div", {},
     h("div", { class: "card-head" }, h("h1", {}, saga.sagaId), copyButton(saga.sagaId, "saga id"),
@@ -923,4 +925,5 @@ const onUrl = () => { if (location.href !== lastRouted) route(); };
 window.addEventListener("hashchange", onUrl);
 window.addEventListener("popstate", () => route());
 setInterval(tick, REFRESH_MS);
-route();
+// After every deferred script ran: a route read between app.js and queue.js would find no view.
+document.addEventListener("DOMContentLoaded", () => route());

@@ -9,34 +9,51 @@
 const SORT_KEY = "sagacity.queueSort";
 const CHART_MS = 60000; // the chart is re-read at most once a minute (it reads many sagas)
 
-// The queue's columns: [id, header, sort value, default direction]. "waiting" sorts by the
-// request's time, so descending (the default) is the longest waiting first: the API's order.
+// The queue's columns: [id, header, server order (null: not sortable), default direction]. The
+// server sorts and pages (GET /approvals?sort=&desc=), so an order covers every pending request,
+// not just the page shown. "waiting" is the request's age: descending (the default) is the
+// longest waiting first, the oldest requests, so the API's created order ascending.
 const QUEUE_COLUMNS = [
-  ["saga", "saga", (i) => i.sagaId, "asc"],
-  ["tool", "tool", (i) => i.toolName, "asc"],
-  ["waiting", "waiting", (i) => -Date.parse(i.createdAt), "desc"],
-  ["approvals", "approvals", (i) => i.approvers.length / i.approvalsRequired, "desc"],
-  ["expires", "expires", (i) => (i.expiresAt ? Date.parse(i.expiresAt) : Infinity), "asc"],
+  ["saga", "saga", "saga", "asc"],
+  ["tool", "tool", "tool", "asc"],
+  ["waiting", "waiting", "created", "desc"],
+  ["approvals", "approvals", null, null],
+  ["expires", "expires", "expires", "asc"],
 ];
+const SORTABLE = QUEUE_COLUMNS.filter(([, , order]) => order);
 const DEFAULT_SORT = { column: "waiting", dir: "desc" };
+const FILTER_KEY = "sagacity.queueFilters";
+const NO_FILTERS = { tool: "", prefix: "", requester: "", needsMe: false };
 const openRequests = new Set(); // rows shown expanded: kept across refreshes and a return to the list
 
 function readSort() {
   try {
     const saved = JSON.parse(sessionStorage.getItem(SORT_KEY));
-    if (saved && QUEUE_COLUMNS.some(([id]) => id === saved.column) && ["asc", "desc"].includes(saved.dir)) return saved;
+    if (saved && SORTABLE.some(([id]) => id === saved.column) && ["asc", "desc"].includes(saved.dir)) return saved;
   } catch (_) { /* the default */ }
   return { ...DEFAULT_SORT };
 }
 
-// The items in the order `sort` asks for; ties keep the API's order (oldest first).
-function sortedQueue(items, sort) {
-  const [, , value] = QUEUE_COLUMNS.find(([id]) => id === sort.column);
-  const sign = sort.dir === "asc" ? 1 : -1;
-  return items.map((item, index) => ({ item, index, v: value(item) })).sort((a, b) => {
-    const order = typeof a.v === "string" ? a.v.localeCompare(b.v) : (a.v > b.v) - (a.v < b.v);
-    return order * sign || a.index - b.index;
-  }).map((x) => x.item);
+function readFilters() {
+  try {
+    const saved = JSON.parse(sessionStorage.getItem(FILTER_KEY));
+    if (saved && typeof saved === "object") {
+      return { tool: String(saved.tool || ""), prefix: String(saved.prefix || ""),
+        requester: String(saved.requester || ""), needsMe: saved.needsMe === true };
+    }
+  } catch (_) { /* none */ }
+  return { ...NO_FILTERS };
+}
+
+// GET /approvals's query for a page: the order, the filters and where the page starts.
+function queueQuery(sort, filters, after) {
+  const [, , order] = QUEUE_COLUMNS.find(([id]) => id === sort.column);
+  const reversed = sort.column === "waiting" ? sort.dir === "asc" : sort.dir === "desc";
+  const query = new URLSearchParams({ limit: String(CARDS), sort: order, desc: String(reversed) });
+  for (const name of ["tool", "prefix", "requester"]) if (filters[name]) query.set(name, filters[name]);
+  if (filters.needsMe) query.set("needsMe", "true");
+  if (after) query.set("after", after);
+  return `approvals?${query}`;
 }
 
 // Compact clocks for a row: "3m 12s", "in 23h 59m", "never", "expired".
@@ -83,13 +100,36 @@ function queueGroup(item, state) {
 
 function approvalsView(fresh) {
   const count = h("span", { class: "muted", id: "approvals-count" });
-  const empty = h("div", { class: "empty", hidden: true }, "Nothing is waiting for a human.");
+  const empty = h("div", { class: "empty", hidden: true });
   let sort = readSort();
-  const headers = QUEUE_COLUMNS.map(([id, label]) => {
+  let filters = readFilters();
+  let starts = [null]; // the cursor each page read so far starts after (null: the first page)
+  let next = null; // the X-Next-Cursor of the page shown
+  const headers = QUEUE_COLUMNS.map(([id, label, order]) => {
+    if (!order) return h("th", { scope: "col", "data-col": id }, h("span", { class: "sort" }, label));
     const button = h("button", { type: "button", class: "sort", "data-sort": id, "data-focus": `sort:${id}`,
       onclick: () => sortBy(id) }, label, h("span", { class: "arrow", "aria-hidden": "true" }));
     return h("th", { scope: "col", "data-sort": id }, button);
   });
+  const field = (name, label, hint) => h("label", {}, `${label} `, h("input", { type: "search", name, id: `filter-${name}`,
+    autocomplete: "off", spellcheck: "false", placeholder: hint, value: filters[name] }));
+  const mine = h("input", { type: "checkbox", name: "needsMe", id: "filter-needs-me", checked: filters.needsMe });
+  const filterForm = h("form", { class: "filters queue-filters", id: "queue-filters", role: "search",
+    "aria-label": "Filter pending requests", onsubmit: (event) => { event.preventDefault(); applyFilters(); },
+    onchange: () => applyFilters() },
+  field("tool", "Tool", "exact name"), field("prefix", "Saga", "id starts with"),
+  field("requester", "Requester", "exact principal"),
+  h("label", { title: "Requests that want your approval now: not expired, short of approvals, not approved by you, and not yours to refuse as their requester" },
+    mine, " Needs me"),
+  h("button", { type: "button", class: "btn small", id: "filter-clear", onclick: () => {
+    for (const input of filterForm.querySelectorAll("input[type=search]")) input.value = "";
+    mine.checked = false;
+    applyFilters();
+  } }, "Clear"));
+  const prev = h("button", { type: "button", class: "btn small", id: "page-prev", onclick: () => turn(-1) }, "← Previous");
+  const more = h("button", { type: "button", class: "btn small", id: "page-next", onclick: () => turn(1) }, "Next →");
+  const range = h("span", { class: "muted", id: "page-range" });
+  const pager = h("nav", { class: "pager", id: "queue-pager", "aria-label": "Pages of the queue" }, prev, range, more);
   const thead = keyed("head", "head", h("thead", {}, h("tr", {}, headers)));
   const table = h("table", { class: "queue", id: "queue", "aria-label": "Pending approval requests" }, thead);
   const expandAll = h("button", { type: "button", class: "btn small", id: "expand-all", onclick: () => {
@@ -102,8 +142,8 @@ function approvalsView(fresh) {
   const chart = activityChart();
   main(h("div", { class: "queue-head" }, h("h1", {}, "Pending approvals ", count), expandAll),
     h("p", { class: "muted keys" }, "j/k or ↓/↑ select · Enter or o open/close · a approve… · r reject… · s sort by the next column, ",
-      "S reverse · Enter confirms · Esc cancels · / open a saga"),
-    chart.node, empty, table);
+      "S reverse · n / N next / previous page · Enter confirms · Esc cancels · / open a saga"),
+    chart.node, filterForm, empty, table, pager);
   const items = new Map();
   const details = new Map(); // key -> { sig, detail }: a request's GET /requests, read when expanded
   let shown = [];
@@ -112,7 +152,7 @@ function approvalsView(fresh) {
     confirmDecision(item, kind, kind === "approve" ? state.outcomes.approved : state.outcomes.rejected));
 
   function showSort() {
-    for (const th of headers) {
+    for (const th of headers.filter((x) => x.dataset.sort)) {
       const on = th.dataset.sort === sort.column;
       th.setAttribute("aria-sort", on ? (sort.dir === "asc" ? "ascending" : "descending") : "none");
       th.querySelector(".arrow").textContent = on ? (sort.dir === "asc" ? " ▲" : " ▼") : "";
@@ -122,12 +162,31 @@ function approvalsView(fresh) {
     const [, , , first] = QUEUE_COLUMNS.find(([id]) => id === column);
     sort = { column, dir: dir || (sort.column === column ? (sort.dir === "asc" ? "desc" : "asc") : first) };
     sessionStorage.setItem(SORT_KEY, JSON.stringify(sort));
-    draw();
+    showSort();
+    starts = [null]; // another order: from its first page
+    load();
+  }
+  function applyFilters() {
+    const form = new FormData(filterForm);
+    const text = (name) => String(form.get(name) || "").trim();
+    const chosen = { tool: text("tool"), prefix: text("prefix"), requester: text("requester"), needsMe: mine.checked };
+    if (JSON.stringify(chosen) === JSON.stringify(filters)) return;
+    filters = chosen;
+    sessionStorage.setItem(FILTER_KEY, JSON.stringify(filters));
+    starts = [null];
+    load();
+  }
+  function turn(step) {
+    if (step > 0 && next) starts.push(next);
+    else if (step < 0 && starts.length > 1) starts.pop();
+    else return false;
+    load();
+    return true;
   }
   function draw() {
     keepingPlace(() => {
       showSort();
-      reconcile(table, [thead, ...sortedQueue(shown, sort).map((item) => queueGroup(item, state))]);
+      reconcile(table, [thead, ...shown.map((item) => queueGroup(item, state))]);
       redrawQueueClocks(table);
       redrawClocks(table);
       nav.reselect();
@@ -172,24 +231,44 @@ function approvalsView(fresh) {
       return !!row;
     }
     if (key === "s" || key === "S") {
-      const at = QUEUE_COLUMNS.findIndex(([id]) => id === sort.column);
-      if (key === "s") sortBy(QUEUE_COLUMNS[(at + 1) % QUEUE_COLUMNS.length][0], QUEUE_COLUMNS[(at + 1) % QUEUE_COLUMNS.length][3]);
+      const at = SORTABLE.findIndex(([id]) => id === sort.column);
+      const [column, , , first] = SORTABLE[(at + 1) % SORTABLE.length];
+      if (key === "s") sortBy(column, first);
       else sortBy(sort.column, sort.dir === "asc" ? "desc" : "asc");
       return true;
     }
+    if (key === "n") return turn(1);
+    if (key === "N") return turn(-1);
     return nav.keys(key);
   }
+  let reads = 0; // loads asked for: only the latest may draw (a refresh can overtake a new order)
   async function load() {
-    const page = await api(`approvals?limit=${CARDS}`);
-    if (!fresh()) return;
+    const read = ++reads;
+    const page = await api(queueQuery(sort, filters, starts[starts.length - 1]));
+    if (!fresh() || read !== reads) return; // another order, filter or page was asked for meanwhile
+    if (!page.length && starts.length > 1) { // its requests were decided: the page before
+      starts.pop();
+      return load();
+    }
     const total = page.total ?? page.length;
+    const first = (starts.length - 1) * CARDS;
+    next = page.next;
     items.clear();
     for (const item of page) items.set(cardKey(item), item);
     shown = page;
-    count.textContent = total > page.length ? `(${page.length} oldest of ${total})` : `(${total})`;
-    empty.hidden = total > 0;
+    const filtered = filters.tool || filters.prefix || filters.requester || filters.needsMe;
+    const matching = filtered ? " matching" : "";
+    count.textContent = total > page.length || first
+      ? `(${(first + 1).toLocaleString("en")}–${(first + page.length).toLocaleString("en")} of ${total.toLocaleString("en")}${matching})`
+      : `(${total.toLocaleString("en")}${matching})`;
+    empty.textContent = filtered ? "No pending request matches these filters." : "Nothing is waiting for a human.";
+    empty.hidden = page.length > 0;
     table.hidden = !page.length;
     expandAll.hidden = !page.length;
+    pager.hidden = starts.length === 1 && !(next && first + page.length < total);
+    prev.disabled = starts.length === 1;
+    more.disabled = !(next && first + page.length < total);
+    range.textContent = `page ${starts.length} of ${Math.max(1, Math.ceil(total / CARDS))}`;
     draw();
     for (const key of openRequests) if (items.has(key)) readDetail(key);
     chart.load(fresh).catch(() => {}); // the chart says itself why it could not be drawn
@@ -209,6 +288,7 @@ function svg(tag, attrs, ...children) {
   return el;
 }
 const hourMinute = (iso) => (iso ? iso.slice(11, 16) : "");
+const dayHourMinute = (iso) => (iso ? `${iso.slice(0, 10)} ${hourMinute(iso)}` : ""); // the axis spans two dates
 
 function activityChart() {
   const caption = h("figcaption", { id: "activity-summary" }, "Loading decisions and pending approvals…");
@@ -246,7 +326,7 @@ function activityChart() {
     const y = (v) => top + (H - top - bottom) * (1 - v / most);
     const bars = buckets.map((b, i) => {
       const x = left + i * width;
-      const title = `${hourMinute(b.start)}–${hourMinute(buckets[i + 1] ? buckets[i + 1].start : body.until)} UTC: `
+      const title = `${dayHourMinute(b.start)}–${hourMinute(buckets[i + 1] ? buckets[i + 1].start : body.until)} UTC: `
         + `${b.approved} approved, ${b.rejected} rejected, ${b.pending} pending at the end`;
       return svg("g", { class: "bucket", "data-index": i, "data-approved": b.approved, "data-rejected": b.rejected, "data-pending": b.pending },
         svg("title", {}, title),
@@ -259,8 +339,8 @@ function activityChart() {
       svg("line", { class: "axis", x1: left, y1: y(0), x2: W - 4, y2: y(0) }),
       svg("text", { class: "tick", x: left - 4, y: y(most) + 4, "text-anchor": "end" }, most),
       svg("text", { class: "tick", x: left - 4, y: y(0) + 4, "text-anchor": "end" }, 0),
-      svg("text", { class: "tick", x: left, y: H - 4 }, `${hourMinute(body.from)} UTC`),
-      svg("text", { class: "tick", x: W - 4, y: H - 4, "text-anchor": "end" }, "now"),
+      svg("text", { class: "tick from", x: left, y: H - 4 }, `${dayHourMinute(body.from)} UTC`),
+      svg("text", { class: "tick until", x: W - 4, y: H - 4, "text-anchor": "end" }, `now, ${dayHourMinute(body.until)} UTC`),
       bars,
       buckets.length ? svg("polyline", { class: "pending", points: `${left},${y(buckets[0].pending).toFixed(1)} ${line}` }) : null));
   }
