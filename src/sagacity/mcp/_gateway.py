@@ -259,23 +259,27 @@ class Gateway:
         missing = caller.missing(_SCOPES.get(name, SCOPE_CALL))
         if missing is not None:
             return answers.refused(missing)
-        if not await self._belongs(book, caller):
-            return answers.refused(
-                f"no such saga {book.saga_id!r} for this client: nothing was done; name a saga of "
-                "your own (or none, to start a new one)"
-            )
+        if not await self._visible(book, caller, own_tool=name in PROXY_TOOLS):
+            return _no_such_saga(book)
         with _acting(caller):
-            return await self._dispatch(book, name, arguments)
+            return await self._dispatch(book, name, arguments, caller)
 
-    async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
-        """Whether ``caller`` may act on the saga: it is theirs (the principal whose call this
-        proxy saw first for it), it has no principal, or they are admin. Held in this process: see
-        docs/mcp.md "Limits" for what a restart forgets."""
+    async def _visible(self, book: SagaBook, caller: Caller, *, own_tool: bool) -> bool:
+        """Whether ``caller`` may see and act on the saga, decided from the journal on every call
+        (the START's principal; no process remembers an owner): it is theirs, it names no
+        principal, or they are admin. A saga named in ``_meta`` with nothing journaled has nothing
+        to show: the proxy's own tools answer as for another principal's saga, so that answer
+        tells nobody whether the id is taken; an upstream call starts it."""
+        view = await self._view(book.saga_id)
+        if view is None:
+            return not (own_tool and book.origin is SagaOrigin.META)
         if caller.admin or caller.principal is None:
             return True
-        return book.owner is None or book.owner == caller.principal
+        return view.principal is None or view.principal == caller.principal
 
-    async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _dispatch(
+        self, book: SagaBook, name: str, arguments: dict[str, Any], caller: Caller
+    ) -> types.CallToolResult:
         if name == STATUS_TOOL:
             return await self.status(book)
         if name == COMMIT_TOOL:
@@ -283,25 +287,28 @@ class Gateway:
         if name == ROLLBACK_TOOL:
             reason = arguments.get("reason")
             return await self.rollback(
-                book, reason if isinstance(reason, str) and reason else "no reason given"
+                book, reason if isinstance(reason, str) and reason else "no reason given", caller.principal
             )
         decision = self.tools.decision(name)
         if decision is None:
             await self.list_tools()  # a tool the upstream added since
             decision = self.tools.decision(name)
-        if decision is None:
-            return answers.refused(f"the upstream server has no tool named {name!r}")
-        if decision.kind is ToolKind.HIDDEN:
+        if decision is not None and decision.kind is ToolKind.HIDDEN:
             return answers.refused(f"{name} is not available through this proxy (policy: hidden)")
-        if name in self.tools.changed:
+        if name in self.tools.changed:  # changed, or added, since the tools were pinned
             why = self.tools.changed[name]
             log.warning("refused a call of %s: %s", name, why)
             return answers.refused(f"{name} was not run: {why}; the proxy serves the tools it pinned")
+        if decision is None:
+            return answers.refused(f"the upstream server has no tool named {name!r}")
         try:
             canonical = canonical_json(arguments)
         except InvalidValueError as exc:
             return answers.refused(str(exc))
         async with book.lock:
+            # An unused id may have been started by another principal while this call waited.
+            if not await self._visible(book, caller, own_tool=False):
+                return _no_such_saga(book)
             # Past this point the call is journaled and may reach the upstream: an agent that goes
             # away mid-call must not cut the journaling (or a compensation) short.
             with anyio.CancelScope(shield=True):
@@ -324,6 +331,8 @@ class Gateway:
         try:
             async with self.sagacity.saga(book.saga_id, continue_existing=True) as scope:
                 outcome = await run_in_thread(partial(wrapped.call_json, canonical), input=canonical)
+        except SagaNotFoundError:  # another principal started it first (the core read its START)
+            return _no_such_saga(book)
         except SagaStateError as exc:
             book.end()
             return answers.refused(str(exc))
@@ -546,8 +555,13 @@ class Gateway:
         note = f" {len(waiting)} call(s) still wait for approval; they run once approved." if waiting else ""
         return answers.text(f"Saga {book.saga_id!r} committed.{note}", structured=report.structured_content)
 
-    async def rollback(self, book: SagaBook, reason: str) -> types.CallToolResult:
-        """``sagacity_rollback``: compensate the saga's executed calls, newest first."""
+    async def rollback(
+        self, book: SagaBook, reason: str, asked_by: str | None = None
+    ) -> types.CallToolResult:
+        """``sagacity_rollback``: compensate the saga's executed calls, newest first. The journal's
+        saga-level FAILED names ``asked_by`` (the caller's principal) before the reason."""
+        if asked_by is not None:
+            reason = f"asked by {asked_by}: {reason}"
         async with book.lock:
             with anyio.CancelScope(shield=True):
                 answer = await self._rollback(book, reason)
@@ -567,6 +581,8 @@ class Gateway:
                 raise RollbackRequested(reason)
         except RollbackRequested:
             pass
+        except SagaNotFoundError:  # another principal's saga: the core read its START
+            return _no_such_saga(book)
         except SagaStateError as exc:
             return answers.refused(str(exc))
         book.end()
@@ -608,6 +624,15 @@ class Gateway:
             ):
                 return True
         return False
+
+
+def _no_such_saga(book: SagaBook) -> types.CallToolResult:
+    """The one answer for a saga this caller may not see: another principal's, or (for the proxy's
+    own tools) one with nothing journaled, word for word the same."""
+    return answers.refused(
+        f"no such saga {book.saga_id!r} for this client: nothing was done; name a saga of "
+        "your own (or none, to start a new one)"
+    )
 
 
 def _gate_for(gates: Iterable[ApprovalGate], tool_name: str, canonical: str) -> ApprovalGate | None:

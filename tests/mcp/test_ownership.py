@@ -1,0 +1,138 @@
+"""Whose saga it is, decided from the journal by every proxy process on every call: the START's
+principal. Another principal's saga answers exactly as a saga that does not exist, through a
+second proxy on the same journal and after a restart, on every store several processes share;
+an admin's rollback journals who asked. Real proxy processes, driven by the MCP SDK's client."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp", reason="the MCP gateway tests need the mcp extra: pip install 'sagacity[mcp]'")
+
+from mcp_tools import Agent, Setup, agent, http_proxy, make_setup, stdio_params, text_of
+
+from sagacity import Sagacity
+
+pytestmark = pytest.mark.timeout(300)
+
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdefgh"
+ROOT = "root-token-0123456789abcdefg"
+OWN = ["sagacity:call", "sagacity:commit", "sagacity:rollback"]
+PROXY_TOOLS = [("sagacity_status", {}), ("sagacity_commit", {}), ("sagacity_rollback", {"reason": "mine"})]
+
+
+@pytest.fixture
+def setup(durable_url: str, tmp_path: Path) -> Setup:
+    """The tests' payments policy on a store several processes share, and agent tokens for
+    alice, bob (every scope but admin) and root (admin)."""
+    made = make_setup(tmp_path, durable_url)
+    made.agent_tokens.write_text(
+        json.dumps(
+            {
+                "tokens": {
+                    ALICE: {"name": "alice@example.com", "scopes": OWN},
+                    BOB: {"name": "bob@example.com", "scopes": OWN},
+                    ROOT: {"name": "root@example.com", "scopes": ["sagacity:admin"]},
+                }
+            }
+        )
+    )
+    return made
+
+
+def _entries(setup: Setup, saga: str) -> list[Any]:
+    with Sagacity(setup.db_url) as sg:
+        return sg.entries(saga)
+
+
+def _alice_starts(a: Agent, saga: str) -> None:
+    """Alice's saga: a charge (undone by a refund) and a held payout to her IBAN."""
+    charged = a.call("charge", {"customer": "cus-alice", "amount": 100}, saga=saga)
+    assert not charged.is_error, text_of(charged)
+    held = a.call("send_payout", {"to": "DE89370400440532013000", "amount": 900}, saga=saga)
+    assert "AWAITING_APPROVAL" in text_of(held), text_of(held)
+
+
+def _looks_unknown(b: Agent, saga: str) -> None:
+    """Every call ``b`` makes in ``saga`` is refused as "no such saga", and the proxy's own tools
+    answer word for word as for an id nobody used (a status that said NEW there would tell that
+    the id is taken)."""
+    unused = f"unused-{uuid.uuid4().hex[:8]}"
+    for name, args in [*PROXY_TOOLS, ("charge", {"customer": "cus-bob", "amount": 5})]:
+        answer = b.call(name, args, saga=saga)
+        assert answer.is_error, (name, text_of(answer))
+        assert text_of(answer).startswith("[NOT RUN]"), (name, text_of(answer))
+        assert "no such saga" in text_of(answer), (name, text_of(answer))
+        assert "DE89" not in text_of(answer)
+        if name.startswith("sagacity_"):
+            other = b.call(name, args, saga=unused)
+            assert text_of(other).replace(unused, saga) == text_of(answer), name
+            assert other.is_error == answer.is_error
+
+
+def test_a_second_stdio_proxy_with_another_principal_cannot_touch_the_saga(setup: Setup) -> None:
+    """Two stdio proxies on one journal, ``--principal alice`` and ``--principal bob``: bob's
+    naming alice's saga reads nothing, journals nothing, refunds nothing."""
+    saga = f"order-{uuid.uuid4().hex[:8]}"
+    with agent(stdio_params(setup, "--principal", "alice@example.com"), "auto") as alice:
+        _alice_starts(alice, saga)
+        before = _entries(setup, saga)
+        with agent(stdio_params(setup, "--principal", "bob@example.com"), "auto") as bob:
+            _looks_unknown(bob, saga)
+        assert _entries(setup, saga) == before
+        assert setup.ledger.events("refund") == []
+        status = alice.call("sagacity_status", {}, saga=saga)
+        assert not status.is_error, text_of(status)
+        assert status.structured_content["requests"][0]["input"] == json.dumps(
+            {"amount": 900, "to": "DE89370400440532013000"}, separators=(",", ":")
+        )
+
+
+@pytest.fixture
+def restarted(setup: Setup) -> Iterator[tuple[Setup, str, str]]:
+    """Alice's saga made through one proxy process, which then stops; a new one serves on: its
+    URL."""
+    saga = f"order-{uuid.uuid4().hex[:8]}"
+    auth = ("--agent-tokens-file", str(setup.agent_tokens))
+    with (
+        http_proxy(setup, "--settle-interval", "0", agent_auth=auth) as (url, _port),
+        agent(url, "auto", token=ALICE) as alice,
+    ):
+        _alice_starts(alice, saga)
+    with http_proxy(setup, "--settle-interval", "0", agent_auth=auth) as (url, _port):
+        yield setup, saga, url
+
+
+def test_after_a_restart_the_first_to_name_a_saga_does_not_get_it(restarted: tuple[Setup, str, str]) -> None:
+    """After a restart bob names alice's saga first: every call, the rollback included, is the
+    documented "[NOT RUN] ... no such saga" (never a protocol error); alice still has her saga."""
+    setup, saga, url = restarted
+    before = _entries(setup, saga)
+    with agent(url, "auto", token=BOB) as bob:
+        _looks_unknown(bob, saga)
+    assert _entries(setup, saga) == before
+    with agent(url, "auto", token=ALICE) as alice:
+        status = alice.call("sagacity_status", {}, saga=saga)
+        assert not status.is_error, text_of(status)
+        assert status.structured_content["status"] == "AWAITING_APPROVAL"
+        more = alice.call("charge", {"customer": "cus-alice", "amount": 7}, saga=saga)
+        assert not more.is_error, text_of(more)
+
+
+def test_an_admins_rollback_journals_who_asked(restarted: tuple[Setup, str, str]) -> None:
+    """Root (``sagacity:admin``) rolls back alice's saga: it is undone, and the saga-level FAILED
+    that starts the compensation names root before the reason."""
+    setup, saga, url = restarted
+    with agent(url, "auto", token=ROOT) as root:
+        answer = root.call("sagacity_rollback", {"reason": "fraud suspected"}, saga=saga)
+        assert not answer.is_error, text_of(answer)
+    [started] = [e for e in _entries(setup, saga) if e.tool_name == "saga" and e.phase == "FAILED"]
+    assert started.payload == "RollbackRequested: asked by root@example.com: fraud suspected"
+    assert len(setup.ledger.events("refund")) == 1
