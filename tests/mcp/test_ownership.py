@@ -136,3 +136,16 @@ def test_an_admins_rollback_journals_who_asked(restarted: tuple[Setup, str, str]
     [started] = [e for e in _entries(setup, saga) if e.tool_name == "saga" and e.phase == "FAILED"]
     assert started.payload == "RollbackRequested: asked by root@example.com: fraud suspected"
     assert len(setup.ledger.events("refund")) == 1
+
+
+@pytest.mark.parametrize("saga", ["order-1\n", "order-1\r\n", "order\u2028x", "order\x85x"])
+def test_a_saga_id_that_ends_a_line_is_refused(tmp_path: Path, saga: str) -> None:
+    """A ``_meta`` saga id holding a line break, at the end too, is refused as the message says
+    ("without control characters"), and nothing is journaled."""
+    setup = make_setup(tmp_path)
+    with agent(stdio_params(setup, "--principal", "alice@example.com"), "auto") as a:
+        answer = a.call("get_balance", {"account": "acct_1"}, saga=saga)
+        assert answer.is_error
+        assert "without control characters" in text_of(answer), text_of(answer)
+    with Sagacity(setup.db_url) as sg:
+        assert sg.saga_ids() == []
