@@ -216,6 +216,13 @@ def _read_jwks(path: Path) -> jwt.PyJWKSet:
     return keys
 
 
+#: Said when an agent tokens file looks like the approval API's (``--tokens-file``): easy to mix up.
+_NOT_API_TOKENS = (
+    "an agents' tokens file (--agent-tokens-file) is JSON naming scopes; the approval API's "
+    "tokens with roles (TOML or JSON) go in --tokens-file, with --api"
+)
+
+
 class StaticTokens:
     """Bearer tokens from a file, each with its principal and scopes (the SDK's ``TokenVerifier``).
 
@@ -245,6 +252,8 @@ class StaticTokens:
                 digest = hashlib.sha256(key.encode("utf-8")).digest()
             if not isinstance(value, Mapping):
                 raise ConfigurationError(f"{where}: expected {{name, scopes}}")
+            if "roles" in value and "scopes" not in value:
+                raise ConfigurationError(f"{where}: has roles, not scopes: {_NOT_API_TOKENS}")
             name = value.get("name")
             if not isinstance(name, str) or not _NAME.match(name) or not name.strip():
                 raise ConfigurationError(f"{where}: name must be a one-line principal name, got {name!r}")
@@ -262,7 +271,9 @@ class StaticTokens:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ConfigurationError(f"cannot read the agent tokens file {str(path)!r}: {exc}") from exc
+            raise ConfigurationError(
+                f"cannot read the agent tokens file {str(path)!r} (JSON): {exc}; {_NOT_API_TOKENS}"
+            ) from exc
         if not isinstance(document, Mapping) or not isinstance(document.get("tokens"), Mapping):
             raise ConfigurationError(
                 f'{str(path)!r}: expected {{"tokens": {{"<token>": {{"name", "scopes"}}}}}}'
