@@ -342,3 +342,18 @@ def test_a_key_rotated_in_behind_a_jwks_url_is_used_at_once(tmp_path: Path) -> N
             assert len(fetched) == seen + 1  # fetched once more for the new key, then cached
     with Sagacity(setup.db_url) as sg:
         assert json.loads(sg.entries(saga)[0].input)["principal"] == "frank@example.com"
+
+
+def test_static_agent_tokens_publish_no_resource_metadata(tmp_path: Path) -> None:
+    """As mcp.md says for static tokens (no authorization server to name): a request without a
+    valid token gets 401 ``Bearer`` without ``resource_metadata``, and no metadata is served."""
+    setup = make_setup(tmp_path)
+    with http_proxy(setup, "--settle-interval", "0") as (url, _port):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        raw = httpx.post(url, json=body, headers={**headers, "Authorization": "Bearer nope"}, timeout=30)
+        assert raw.status_code == 401
+        assert raw.headers["www-authenticate"].startswith("Bearer ")
+        assert "resource_metadata" not in raw.headers["www-authenticate"]
+        base = url.removesuffix("/mcp")
+        assert httpx.get(f"{base}/.well-known/oauth-protected-resource/mcp", timeout=30).status_code == 404
