@@ -6,6 +6,7 @@ an admin's rollback journals who asked. Real proxy processes, driven by the MCP 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -149,3 +150,38 @@ def test_a_saga_id_that_ends_a_line_is_refused(tmp_path: Path, saga: str) -> Non
         assert "without control characters" in text_of(answer), text_of(answer)
     with Sagacity(setup.db_url) as sg:
         assert sg.saga_ids() == []
+
+
+def test_two_principals_racing_for_an_unused_id_through_two_proxies(setup: Setup) -> None:
+    """Alice and bob, each through their own stdio proxy, name the same unused saga ids at the
+    same moment: each saga is the one whose START landed first, and the other principal's call is
+    "no such saga" with nothing of it journaled (the read that finds nothing is no claim: the first
+    append is the fence)."""
+    sagas = [f"race-{uuid.uuid4().hex[:8]}" for _ in range(12)]
+    answers: dict[str, dict[str, Any]] = {"alice": {}, "bob": {}}
+    with (
+        agent(stdio_params(setup, "--principal", "alice"), "auto") as alice,
+        agent(stdio_params(setup, "--principal", "bob"), "auto") as bob,
+    ):
+        barrier = threading.Barrier(2)
+
+        def drive(name: str, client: Agent) -> None:
+            for saga in sagas:
+                barrier.wait(timeout=60)
+                charge = {"customer": f"cus-{name}", "amount": 3}
+                answers[name][saga] = client.call("charge", charge, saga=saga)
+
+        threads = [threading.Thread(target=drive, args=(n, c)) for n, c in [("alice", alice), ("bob", bob)]]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=240)
+    for saga in sagas:
+        entries = _entries(setup, saga)
+        owner = json.loads(entries[0].input)["principal"]
+        loser = "bob" if owner == "alice" else "alice"
+        assert not answers[owner][saga].is_error, text_of(answers[owner][saga])
+        assert "no such saga" in text_of(answers[loser][saga]), text_of(answers[loser][saga])
+        customers = {json.loads(e.input)["customer"] for e in entries if e.tool_name == "charge"}
+        assert customers == {f"cus-{owner}"}, (saga, [(e.seq, e.tool_name, e.input) for e in entries])
+        assert [e.seq for e in entries if e.tool_name == "sagacity:saga" and e.phase == "INTENT"] == [1]

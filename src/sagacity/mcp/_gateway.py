@@ -38,6 +38,7 @@ from sagacity.errors import (
     ApprovalError,
     DefinitionChangedError,
     InvalidValueError,
+    SagaExistsError,
     SagaNotFoundError,
     SagaStateError,
 )
@@ -266,16 +267,8 @@ class Gateway:
 
     async def _visible(self, book: SagaBook, caller: Caller, *, own_tool: bool) -> bool:
         """Whether ``caller`` may see and act on the saga, decided from the journal on every call
-        (the START's principal; no process remembers an owner): it is theirs, it names no
-        principal, or they are admin. A saga named in ``_meta`` with nothing journaled has nothing
-        to show: the proxy's own tools answer as for another principal's saga, so that answer
-        tells nobody whether the id is taken; an upstream call starts it."""
-        view = await self._view(book.saga_id)
-        if view is None:
-            return not (own_tool and book.origin is SagaOrigin.META)
-        if caller.admin or caller.principal is None:
-            return True
-        return view.principal is None or view.principal == caller.principal
+        (the START's principal; no process remembers an owner): see :func:`_may_see`."""
+        return _may_see(await self._view(book.saga_id), book, caller, own_tool=own_tool)
 
     async def _dispatch(
         self, book: SagaBook, name: str, arguments: dict[str, Any], caller: Caller
@@ -307,15 +300,28 @@ class Gateway:
             return answers.refused(str(exc))
         async with book.lock:
             # An unused id may have been started by another principal while this call waited.
-            if not await self._visible(book, caller, own_tool=False):
+            view = await self._view(book.saga_id)
+            if not _may_see(view, book, caller, own_tool=False):
                 return _no_such_saga(book)
             # Past this point the call is journaled and may reach the upstream: an agent that goes
             # away mid-call must not cut the journaling (or a compensation) short.
             with anyio.CancelScope(shield=True):
-                answer = await self._call(book, decision, canonical)
+                answer = await self._call(book, decision, canonical, caller, fresh=view is None)
         return answer
 
-    async def _call(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
+    async def _call(
+        self, book: SagaBook, decision: Decision, canonical: str, caller: Caller, *, fresh: bool
+    ) -> types.CallToolResult:
+        """``fresh``: the journal had nothing of the saga when this call looked (so nothing is
+        closed and no gate waits): the call starts it, and its first append lands only as seq 1.
+        If another process's START landed first, whose that START names decides, before this
+        call reads anything of the saga."""
+        if fresh:
+            try:
+                return await self._run(book, decision, canonical, fresh=True)
+            except SagaExistsError:  # started elsewhere meanwhile; nothing was journaled or sent
+                if not _may_see(await self._view(book.saga_id), book, caller, own_tool=False):
+                    return _no_such_saga(book)
         closed = await self._closed(book)
         if closed is not None:
             return closed
@@ -326,12 +332,18 @@ class Gateway:
                 return await self._resend(book, gate, decision)
         return await self._run(book, decision, canonical)
 
-    async def _run(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
+    async def _run(
+        self, book: SagaBook, decision: Decision, canonical: str, *, fresh: bool = False
+    ) -> types.CallToolResult:
+        """Run the call in its saga, a new one when ``fresh`` (``SagaExistsError`` when the id
+        was taken meanwhile)."""
         wrapped = self.tools.sagacity_tool(decision.name)
         try:
-            async with self.sagacity.saga(book.saga_id, continue_existing=True) as scope:
+            async with self.sagacity.saga(book.saga_id, continue_existing=not fresh) as scope:
                 outcome = await run_in_thread(partial(wrapped.call_json, canonical), input=canonical)
-        except SagaNotFoundError:  # another principal started it first (the core read its START)
+        except SagaExistsError:
+            raise
+        except SagaNotFoundError:  # another principal's START landed first (the core read it)
             return _no_such_saga(book)
         except SagaStateError as exc:
             book.end()
@@ -624,6 +636,20 @@ class Gateway:
             ):
                 return True
         return False
+
+
+def _may_see(view: SagaView | None, book: SagaBook, caller: Caller, *, own_tool: bool) -> bool:
+    """Whether ``caller`` may see and act on the saga as ``view`` shows it: it is theirs, its
+    START names no principal, or they are admin (or act for nobody: the operator's own process).
+
+    A saga named in ``_meta`` with nothing journaled has nothing to show: the proxy's own tools
+    answer as for another principal's saga, so that answer tells nobody whether the id is taken;
+    an upstream call starts it."""
+    if view is None:
+        return not (own_tool and book.origin is SagaOrigin.META)
+    if caller.admin or caller.principal is None:
+        return True
+    return view.principal is None or view.principal == caller.principal
 
 
 def _no_such_saga(book: SagaBook) -> types.CallToolResult:
