@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -185,3 +186,22 @@ def test_two_principals_racing_for_an_unused_id_through_two_proxies(setup: Setup
         customers = {json.loads(e.input)["customer"] for e in entries if e.tool_name == "charge"}
         assert customers == {f"cus-{owner}"}, (saga, [(e.seq, e.tool_name, e.input) for e in entries])
         assert [e.seq for e in entries if e.tool_name == "sagacity:saga" and e.phase == "INTENT"] == [1]
+
+
+def test_naming_another_principals_saga_does_not_make_this_proxy_sweep_it(setup: Setup) -> None:
+    """Bob's proxy, told alice's saga id in vain, does not take it up: when alice's payout is
+    approved, bob's proxy's sweep (every 0.2 s here) leaves it alone, and it runs where alice
+    asks for it, once."""
+    saga = f"order-{uuid.uuid4().hex[:8]}"
+    with agent(stdio_params(setup, "--principal", "alice", "--settle-interval", "0"), "auto") as alice:
+        _alice_starts(alice, saga)
+        with agent(stdio_params(setup, "--principal", "bob", "--settle-interval", "0.2"), "auto") as bob:
+            assert "no such saga" in text_of(bob.call("sagacity_status", {}, saga=saga))
+            with Sagacity(setup.db_url) as sg:
+                [request] = sg.pending_approvals(saga)
+                sg.approve(saga, request.journal_seq, "carol@example.com")
+            time.sleep(2)  # ten of bob's sweeps
+            assert setup.ledger.events("payout") == []
+        status = alice.call("sagacity_status", {}, saga=saga)
+        assert not status.is_error, text_of(status)
+    assert len(setup.ledger.events("payout")) == 1

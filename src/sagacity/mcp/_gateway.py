@@ -262,6 +262,7 @@ class Gateway:
             return answers.refused(missing)
         if not await self._visible(book, caller, own_tool=name in PROXY_TOOLS):
             return _no_such_saga(book)
+        book.driven = True
         with _acting(caller):
             return await self._dispatch(book, name, arguments, caller)
 
@@ -483,7 +484,7 @@ class Gateway:
                 pending = await asyncio.to_thread(self.sagacity.pending_approvals)
                 for saga_id in sorted({r.saga_id for r in pending}):
                     book = self.router.books.get(saga_id)
-                    if book is None or book.parked:
+                    if book is None or not book.driven or book.parked:
                         continue
                     async with book.lock:
                         with anyio.CancelScope(shield=True):

@@ -66,6 +66,9 @@ class SagaBook:
     committed: bool = False
     #: seq of a call of this saga whose thread is parked in doubt (the saga is stuck RUNNING here).
     parked: set[int] = field(default_factory=set)
+    #: A call of this saga got past the ownership check here: the sweep runs its approved calls
+    #: (never those of a saga another principal named in vain, perhaps driven by another proxy).
+    driven: bool = False
 
     def end(self) -> None:
         """The saga is over for its session: the session's next call starts a new saga."""
