@@ -260,9 +260,11 @@ class Gateway:
         missing = caller.missing(_SCOPES.get(name, SCOPE_CALL))
         if missing is not None:
             return answers.refused(missing)
-        if not await self._visible(book, caller, own_tool=name in PROXY_TOOLS):
-            return _no_such_saga(book)
-        book.driven = True
+        # An upstream call is checked under the saga's lock, where it reads the saga anyway.
+        if name in PROXY_TOOLS:
+            if not await self._visible(book, caller, own_tool=True):
+                return _no_such_saga(book)
+            book.driven = True
         with _acting(caller):
             return await self._dispatch(book, name, arguments, caller)
 
@@ -300,10 +302,12 @@ class Gateway:
         except InvalidValueError as exc:
             return answers.refused(str(exc))
         async with book.lock:
-            # An unused id may have been started by another principal while this call waited.
+            # Whose saga it is, read from the journal under the lock: no call here changes it now,
+            # and a saga another process starts meanwhile is fenced by the first append (_call).
             view = await self._view(book.saga_id)
             if not _may_see(view, book, caller, own_tool=False):
                 return _no_such_saga(book)
+            book.driven = True
             # Past this point the call is journaled and may reach the upstream: an agent that goes
             # away mid-call must not cut the journaling (or a compensation) short.
             with anyio.CancelScope(shield=True):
