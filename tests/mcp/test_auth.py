@@ -6,10 +6,13 @@ own client over streamable HTTP against the proxy as a real process."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +271,89 @@ def test_the_docs_setup_runs_as_written(tmp_path: Path, monkeypatch: pytest.Monk
             ("get_balance", "INTENT"),
             ("get_balance", "EXECUTED"),
         ]
+
+
+def test_a_token_expired_within_the_clock_skew_is_accepted(gateway: Gateway) -> None:
+    """mcp.md promises 30 s of clock skew on ``exp``: a token that expired 10 s ago by this
+    clock is accepted (the SDK's middleware checks the expiry again, and must use the same skew);
+    one that expired 60 s ago is not."""
+    saga = _saga("skew")
+    with agent(gateway.url, "auto", token=gateway.token("erin@example.com", expires_in=-10)) as a:
+        answer = a.call("get_balance", {"account": "acct_1"}, saga=saga)
+        assert not answer.is_error, text_of(answer)
+    error, statuses = _call_with(gateway, gateway.token("erin@example.com", expires_in=-60), _saga("late"))
+    assert error is not None
+    assert set(statuses) == {401}, statuses
+
+
+@contextmanager
+def jwks_server(path: Path) -> Iterator[tuple[str, list[str]]]:
+    """An authorization server's JWKS endpoint serving ``path`` as it is now; every request's
+    path is noted."""
+    fetched: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetched.append(self.path)
+            body = path.read_bytes()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json", fetched
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_key_rotated_in_behind_a_jwks_url_is_used_at_once(tmp_path: Path) -> None:
+    """``--jwks-url``: the proxy fetched the key set for the first token; the issuer then adds a
+    new key and signs with it. The first token naming it makes the proxy fetch the set again at
+    once and is accepted (no refusal while a refetch guard runs out)."""
+    setup = make_setup(tmp_path)
+    old = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    new = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    jwks = tmp_path / "jwks.json"
+    jwks.write_text(json.dumps(_jwks(old, "2026-11")))
+    with jwks_server(jwks) as (jwks_url, fetched):
+        auth = ("--jwks-url", jwks_url, "--issuer", ISSUER)
+        with http_proxy(setup, "--settle-interval", "0", agent_auth=auth) as (url, _port):
+            first = Issuer(old, "2026-11").mint("frank@example.com", url)
+            with agent(url, "auto", token=first) as a:
+                assert not a.call("get_balance", {"account": "acct_1"}, saga=_saga("old")).is_error
+            seen = len(fetched)
+            assert seen >= 1
+            both = {"keys": _jwks(old, "2026-11")["keys"] + _jwks(new, "2026-12")["keys"]}
+            jwks.write_text(json.dumps(both))
+            rotated = Issuer(new, "2026-12").mint("frank@example.com", url)
+            saga = _saga("rotated")
+            with agent(url, "auto", token=rotated) as a:
+                answer = a.call("get_balance", {"account": "acct_1"}, saga=saga)
+                assert not answer.is_error, text_of(answer)
+            assert len(fetched) == seen + 1  # fetched once more for the new key, then cached
+    with Sagacity(setup.db_url) as sg:
+        assert json.loads(sg.entries(saga)[0].input)["principal"] == "frank@example.com"
+
+
+def test_static_agent_tokens_publish_no_resource_metadata(tmp_path: Path) -> None:
+    """As mcp.md says for static tokens (no authorization server to name): a request without a
+    valid token gets 401 ``Bearer`` without ``resource_metadata``, and no metadata is served."""
+    setup = make_setup(tmp_path)
+    with http_proxy(setup, "--settle-interval", "0") as (url, _port):
+        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+        raw = httpx.post(url, json=body, headers={**headers, "Authorization": "Bearer nope"}, timeout=30)
+        assert raw.status_code == 401
+        assert raw.headers["www-authenticate"].startswith("Bearer ")
+        assert "resource_metadata" not in raw.headers["www-authenticate"]
+        base = url.removesuffix("/mcp")
+        assert httpx.get(f"{base}/.well-known/oauth-protected-resource/mcp", timeout=30).status_code == 404

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,8 +15,9 @@ import pytest
 pytest.importorskip("mcp", reason="the MCP gateway tests need the mcp extra: pip install 'sagacity[mcp]'")
 
 from click.testing import CliRunner
-from mcp_tools import PAYMENTS, POLICY, make_setup
+from mcp_tools import PAYMENTS, POLICY, SAGACITY, agent, free_port, make_setup, wait_for_port
 
+from mcp import StdioServerParameters
 from sagacity.cli import main
 
 pytestmark = pytest.mark.timeout(120)
@@ -109,3 +114,95 @@ def test_check_fails_on_an_undo_the_upstream_lacks(tmp_path: Path) -> None:
     code, output = invoke("mcp", "check", "--policy", str(setup.policy), *UPSTREAM, env=setup.env)
     assert code == 2
     assert "'send_payout' is undone by 'claw_back', which the upstream does not list" in output
+
+
+API_TOKENS_TOML = '[tokens."approver-token-0123456789"]\nname = "alice@example.com"\nroles = ["approver"]\n'
+
+
+@pytest.mark.parametrize(
+    ("args", "messages"),
+    [
+        (
+            ["--listen", "8765", "--tokens-file", "tokens.toml"],
+            ["--tokens-file is for --api", "--agent-tokens-file"],
+        ),
+        (
+            ["--listen", "8765", "--api", "--tokens-file", "tokens.toml"],
+            [
+                "--listen needs agent authentication",
+                "agents' bearer tokens (with scopes) go in --agent-tokens-file",
+            ],
+        ),
+        (["--listen", "8765", "--agent-tokens-file", "tokens.toml"], ["go in --tokens-file, with --api"]),
+        (["--tokens-file", "tokens.toml"], ["--tokens-file is for --api"]),
+    ],
+)
+def test_the_two_tokens_files_are_not_mixed_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], messages: list[str]
+) -> None:
+    """The approval API's tokens file where the agents' is meant (or without --api, where it does
+    nothing), or the other way round: exit 2 with a message that says which option takes which."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tokens.toml").write_text(API_TOKENS_TOML)
+    policy = tmp_path / "policy.toml"
+    policy.write_text("")
+    code, output = invoke("mcp", "proxy", "--policy", str(policy), *args, *UPSTREAM)
+    assert code == 2, output
+    flat = " ".join(output.split())
+    for message in messages:
+        assert message in flat, flat
+
+
+def _help_examples() -> list[str]:
+    code, text = invoke("mcp", "proxy", "--help")
+    assert code == 0
+    return [line.strip() for line in text.split("\n  Examples:\n", 1)[1].splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("example", _help_examples())
+def test_every_proxy_example_in_the_help_starts(tmp_path: Path, example: str) -> None:
+    """Each `mcp proxy --help` example (as docs/cli.md prints it) starts and serves, with the
+    files it names made as the docs describe them, its upstream replaced by the tests' payments
+    server (a command, or the same server over HTTP) and its ports by free ones."""
+    setup = make_setup(tmp_path)
+    (tmp_path / "payments.toml").write_text(POLICY)
+    (tmp_path / "tokens.toml").write_text(API_TOKENS_TOML)
+    (tmp_path / "agent-tokens.json").write_text(setup.agent_tokens.read_text())
+    words = shlex.split(example)
+    assert words[:3] == ["sagacity", "mcp", "proxy"]
+    env = {**os.environ, **setup.env}
+    env.pop("SAGACITY_TOKENS", None)
+    env.pop("SAGACITY_TOKENS_FILE", None)
+    args = words[3 : words.index("--")] if "--" in words else words[3:]
+    args += ["--db", setup.db_url]
+    upstream = None
+    if "--upstream-url" in args:
+        port = free_port()
+        upstream = subprocess.Popen([sys.executable, str(PAYMENTS), "--http", str(port)], env=env)
+        wait_for_port(port, upstream)
+        args[args.index("--upstream-url") + 1] = f"http://127.0.0.1:{port}/mcp"
+    ports = []
+    if "--listen" in args:
+        ports.append(free_port())
+        args[args.index("--listen") + 1] = f"127.0.0.1:{ports[-1]}"
+    elif "--api" in args:
+        ports.append(free_port())
+        args += ["--api-listen", f"127.0.0.1:{ports[-1]}"]
+    command = [*args, *([] if upstream is not None else UPSTREAM)]
+    try:
+        if ports:
+            proc = subprocess.Popen([SAGACITY, "mcp", "proxy", *command], env=env, cwd=tmp_path)
+            try:
+                wait_for_port(ports[0], proc)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(timeout=30)
+        else:
+            proxy = ["mcp", "proxy", *command]
+            params = StdioServerParameters(command=SAGACITY, args=proxy, env=setup.env, cwd=tmp_path)
+            with agent(params, "auto") as a:
+                assert "get_balance" in {t.name for t in a.list_tools()}
+    finally:
+        if upstream is not None:
+            upstream.send_signal(signal.SIGTERM)
+            upstream.wait(timeout=30)

@@ -5,6 +5,7 @@ in this process, reached through the SDK's in-memory client, in front of the rea
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -82,6 +83,25 @@ async def test_a_rug_pull_is_refused_when_the_tools_are_pinned(tmp_path: Path) -
         entries = await anyio.to_thread.run_sync(gw.sagacity.entries, "rug")
     assert [e.tool_name for e in entries if e.tool_name != "sagacity:saga"] == ["get_balance", "get_balance"]
     assert setup.ledger.events("payout") == []
+
+
+async def test_a_tool_added_after_the_pin_is_refused_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The upstream lists a new tool after the proxy pinned its list: calling it is refused as a
+    changed tool is (nothing journaled, nothing sent), and the log says why, as for a changed one."""
+    async with opened(tmp_path, pin_tools=True) as (gw, setup), Client(build_server(gw)) as client:
+        pull_the_rug(setup)
+        with caplog.at_level(logging.WARNING, logger="sagacity.mcp"):
+            refused = await call(client, "export_cards", {"to": "acct_attacker"}, "added")
+        assert refused.is_error
+        assert "added 'export_cards' after the proxy pinned its tools" in text_of(refused)
+        assert "export_cards" not in {t.name for t in (await client.list_tools()).tools}
+        entries = await anyio.to_thread.run_sync(gw.sagacity.entries, "added")
+    warned = [r.getMessage() for r in caplog.records if r.name == "sagacity.mcp"]
+    assert any("refused a call of export_cards" in m and "added" in m for m in warned), warned
+    assert entries == []
+    assert setup.ledger.events("unknown") == []
 
 
 async def test_a_held_call_whose_tool_changed_since_approval_is_held_again(tmp_path: Path) -> None:

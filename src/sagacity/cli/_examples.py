@@ -83,16 +83,18 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "mcp": (
         "sagacity mcp check --policy payments.toml -- npx -y @acme/payments-mcp",
-        "sagacity mcp proxy --policy payments.toml --tokens-file tokens.toml -- npx -y @acme/payments-mcp",
+        "sagacity mcp proxy --policy payments.toml -- npx -y @acme/payments-mcp",
     ),
     "mcp check": (
         "sagacity mcp check --policy payments.toml -- npx -y @acme/payments-mcp",
         "sagacity mcp check --policy payments.toml --upstream-url https://mcp.acme.example/mcp",
     ),
     "mcp proxy": (
-        "sagacity mcp proxy --policy payments.toml --tokens-file tokens.toml -- npx -y @acme/payments-mcp",
+        "sagacity mcp proxy --policy payments.toml -- npx -y @acme/payments-mcp",
+        "sagacity mcp proxy --policy payments.toml --api --tokens-file tokens.toml "
+        "-- npx -y @acme/payments-mcp",
         "sagacity mcp proxy --policy payments.toml --upstream-url https://mcp.acme.example/mcp "
-        "--listen 127.0.0.1:8765 --tokens-file tokens.toml",
+        "--listen 127.0.0.1:8765 --agent-tokens-file agent-tokens.json --api --tokens-file tokens.toml",
     ),
     "policy": (
         "sagacity policy check payments.toml",

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 EXTRA_HINT = "pip install 'sagacity[mcp]'"
 #: The flag that serves agents on --listen without authentication (named to be noticed).
 AGENTS_INSECURE_FLAG = "--insecure-unauthenticated-agents-i-know-what-i-am-doing"
+#: What tells the two tokens files apart, for the errors of a command line that mixed them up.
+_WHICH_TOKENS = (
+    "agents' bearer tokens (with scopes) go in --agent-tokens-file; --tokens-file holds the tokens "
+    "of the approval API and dashboard that --api serves"
+)
 _ADDRESS = re.compile(r"^(?:(?P<host>\[[0-9a-fA-F:.]+\]|[^:\[\]]+):)?(?P<port>\d{1,5})$")
 
 
@@ -142,7 +147,8 @@ def mcp() -> None:
     "--tokens-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     envvar="SAGACITY_TOKENS_FILE",
-    help="Bearer tokens for --api, as for `sagacity serve` (env SAGACITY_TOKENS_FILE or SAGACITY_TOKENS).",
+    help="Bearer tokens of the people using --api, as for `sagacity serve` (env SAGACITY_TOKENS_FILE or "
+    "SAGACITY_TOKENS); agents' tokens go in --agent-tokens-file.",
 )
 @click.option(INSECURE_FLAG, "insecure", is_flag=True, help="Serve --api WITHOUT authentication.")
 @click.option(
@@ -181,7 +187,8 @@ def mcp() -> None:
 @click.option(
     "--agent-tokens-file",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="With --listen: static bearer tokens for agents, each with its principal and scopes (JSON).",
+    help="With --listen: static bearer tokens for agents, each with its principal and scopes (JSON; not "
+    "--tokens-file, which is --api's).",
 )
 @click.option(
     AGENTS_INSECURE_FLAG,
@@ -254,6 +261,9 @@ def proxy(
     from sagacity.cli.serve import authenticator, warn_insecure
 
     policy, target = _load(policy_path, command, upstream_url)
+    given = click.get_current_context().get_parameter_source("tokens_file")
+    if tokens_file is not None and not api and given is click.core.ParameterSource.COMMANDLINE:
+        raise CommandError(f"--tokens-file is for --api (approvers' tokens, with roles); {_WHICH_TOKENS}")
     agent_auth = None
     if listen is not None:
         agent_auth = _agent_auth(
@@ -267,6 +277,7 @@ def proxy(
             authorization_server=authorization_server,
             tokens_file=agent_tokens_file,
             insecure=agents_insecure,
+            api_tokens_file=tokens_file if api else None,
         )
     elif jwks_file or jwks_url or agent_tokens_file or agents_insecure:
         raise CommandError(
@@ -399,16 +410,18 @@ def _agent_auth(
     authorization_server: str | None,
     tokens_file: Path | None,
     insecure: bool,
+    api_tokens_file: Path | None = None,
 ) -> Any:
     """How --listen authenticates agents (None: the loud insecure flag), or a CommandError."""
     from sagacity.mcp import AgentAuth, JwtVerifier, StaticTokens
 
     chosen = [bool(jwks_file or jwks_url), tokens_file is not None, insecure]
     if sum(chosen) != 1:
+        mixed = f" ({_WHICH_TOKENS})" if api_tokens_file is not None and not any(chosen) else ""
         raise CommandError(
             "--listen needs agent authentication: --jwks-file or --jwks-url with --issuer (bearer JWTs), "
             "or --agent-tokens-file (static tokens); or, to serve agents unauthenticated, "
-            f"{AGENTS_INSECURE_FLAG} (exactly one of these)"
+            f"{AGENTS_INSECURE_FLAG} (exactly one of these){mixed}"
         )
     if insecure:
         click.secho(

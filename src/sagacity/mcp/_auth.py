@@ -28,6 +28,8 @@ import hashlib
 import hmac
 import json
 import re
+import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ from sagacity.errors import ConfigurationError
 
 __all__ = [
     "ALL_SCOPES",
+    "OWN_SCOPES",
     "SCOPE_ADMIN",
     "SCOPE_CALL",
     "SCOPE_COMMIT",
@@ -56,6 +59,8 @@ SCOPE_COMMIT = "sagacity:commit"
 SCOPE_ROLLBACK = "sagacity:rollback"
 SCOPE_ADMIN = "sagacity:admin"
 ALL_SCOPES = (SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, SCOPE_ADMIN)
+#: What a caller without a token may do (stdio): everything on its own sagas, nothing on others'.
+OWN_SCOPES = (SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK)
 
 #: Signature algorithms a JWKS (public keys) can verify. No ``HS*``, no ``none``.
 ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
@@ -63,6 +68,10 @@ ASYMMETRIC = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES
 _NAME = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,256}\Z")
 _HASHED = re.compile(r"^sha256:([0-9a-f]{64})$")
 MIN_TOKEN_LENGTH = 16
+#: Seconds between two fetches of a JWKS URL that tokens naming unknown keys may force: a key
+#: rotated in is fetched for the first token that names it; a flood of made-up ``kid``s costs the
+#: key server one request a second.
+REFETCH_INTERVAL = 1.0
 
 
 def principal_of(token: AccessToken) -> str:
@@ -82,11 +91,13 @@ def _scopes(value: Any, where: str) -> list[str]:
 class JwtVerifier:
     """Bearer JWTs signed by a key of a JWKS, for one issuer and audience (the SDK's ``TokenVerifier``).
 
-    ``jwks_file`` (a JSON Web Key Set document) or ``jwks_url`` (fetched when a token names a key
-    not seen yet, cached ``cache_seconds``). ``issuer`` must equal the token's ``iss``,
-    ``audience`` be in its ``aud`` (the resource URL clients ask tokens for, RFC 8707), and
-    ``exp`` must be present and in the future (``leeway`` seconds of clock skew). The ``sub``
-    claim names the principal and must be one line of text.
+    ``jwks_file`` (a JSON Web Key Set document) or ``jwks_url`` (cached ``cache_seconds``, and
+    fetched again at once when a token names a key not seen yet, at most every
+    :data:`REFETCH_INTERVAL`). ``issuer`` must equal the token's ``iss``, ``audience`` be in its
+    ``aud`` (the resource URL clients ask tokens for, RFC 8707), and ``exp`` must be present and
+    in the future (``leeway`` seconds of clock skew; the access token's ``expires_at`` includes
+    them, as the SDK's middleware checks it again). The ``sub`` claim names the principal and
+    must be one line of text.
     """
 
     def __init__(
@@ -116,13 +127,19 @@ class JwtVerifier:
         self.leeway = leeway
         self._keys: jwt.PyJWKSet | None = None
         self._client: jwt.PyJWKClient | None = None
+        self._refetch_lock = threading.Lock()
+        self._refetched = float("-inf")  # when a token naming an unknown key last forced a fetch
         if jwks_file is not None:
             self._keys = _read_jwks(Path(jwks_file))
         else:
             assert jwks_url is not None
             if not jwks_url.startswith(("https://", "http://")):
                 raise ConfigurationError(f"the JWKS URL must be http(s)://, not {jwks_url!r}")
-            self._client = jwt.PyJWKClient(jwks_url, cache_jwk_set=True, lifespan=cache_seconds, timeout=10)
+            # No cooldown of PyJWT's own: it starts at every fetch, the first included, so a key
+            # rotated in would be refused for its length; ``_signing_key`` limits forced fetches.
+            self._client = jwt.PyJWKClient(
+                jwks_url, cache_jwk_set=True, lifespan=cache_seconds, timeout=10, cooldown_duration=0
+            )
 
     async def verify_token(self, token: str) -> AccessToken | None:
         """The token's access, or None (answered 401) when it is not a valid token for us."""
@@ -134,14 +151,19 @@ class JwtVerifier:
             return None
 
     def _signing_key(self, token: str) -> Any:
-        if self._client is not None:
-            return self._client.get_signing_key_from_jwt(token).key
-        assert self._keys is not None
         kid = jwt.get_unverified_header(token).get("kid")
-        keys = [k for k in self._keys.keys if kid is None or k.key_id == kid]
-        if len(keys) != 1:
-            raise jwt.InvalidKeyError(f"no single key in the JWKS for kid {kid!r}")
-        return keys[0].key
+        if self._client is None:
+            assert self._keys is not None
+            return _one_key(self._keys.keys, kid)
+        try:
+            return _one_key(self._client.get_jwk_set().keys, kid)
+        except jwt.InvalidKeyError:
+            with self._refetch_lock:  # one forced fetch at a time, at most every REFETCH_INTERVAL
+                now = time.monotonic()
+                if now - self._refetched < REFETCH_INTERVAL:
+                    raise
+                self._refetched = now
+                return _one_key(self._client.get_jwk_set(refresh=True).keys, kid)
 
     def _verify(self, token: str) -> AccessToken:
         claims: dict[str, Any] = jwt.decode(
@@ -162,11 +184,19 @@ class JwtVerifier:
             token=token,
             client_id=str(client),
             scopes=scopes,
-            expires_at=int(claims["exp"]),
+            expires_at=int(claims["exp"]) + int(self.leeway),  # accepted until then
             resource=self.audience,
             subject=subject.strip(),
             claims=claims,
         )
+
+
+def _one_key(keys: Iterable[jwt.PyJWK], kid: Any) -> Any:
+    """The signing key a token's ``kid`` names (with no ``kid``: the set's only one)."""
+    found = [k for k in keys if k.public_key_use in ("sig", None) and (kid is None or k.key_id == kid)]
+    if len(found) != 1:
+        raise jwt.InvalidKeyError(f"no single key in the JWKS for kid {kid!r}")
+    return found[0].key
 
 
 def _read_jwks(path: Path) -> jwt.PyJWKSet:
@@ -184,6 +214,13 @@ def _read_jwks(path: Path) -> jwt.PyJWKSet:
             f"{str(path)!r} holds private keys ({private}): give the gateway the public JWKS only"
         )
     return keys
+
+
+#: Said when an agent tokens file looks like the approval API's (``--tokens-file``): easy to mix up.
+_NOT_API_TOKENS = (
+    "an agents' tokens file (--agent-tokens-file) is JSON naming scopes; the approval API's "
+    "tokens with roles (TOML or JSON) go in --tokens-file, with --api"
+)
 
 
 class StaticTokens:
@@ -215,6 +252,8 @@ class StaticTokens:
                 digest = hashlib.sha256(key.encode("utf-8")).digest()
             if not isinstance(value, Mapping):
                 raise ConfigurationError(f"{where}: expected {{name, scopes}}")
+            if "roles" in value and "scopes" not in value:
+                raise ConfigurationError(f"{where}: has roles, not scopes: {_NOT_API_TOKENS}")
             name = value.get("name")
             if not isinstance(name, str) or not _NAME.match(name) or not name.strip():
                 raise ConfigurationError(f"{where}: name must be a one-line principal name, got {name!r}")
@@ -232,7 +271,9 @@ class StaticTokens:
         try:
             document = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ConfigurationError(f"cannot read the agent tokens file {str(path)!r}: {exc}") from exc
+            raise ConfigurationError(
+                f"cannot read the agent tokens file {str(path)!r} (JSON): {exc}; {_NOT_API_TOKENS}"
+            ) from exc
         if not isinstance(document, Mapping) or not isinstance(document.get("tokens"), Mapping):
             raise ConfigurationError(
                 f'{str(path)!r}: expected {{"tokens": {{"<token>": {{"name", "scopes"}}}}}}'
@@ -254,12 +295,13 @@ class Caller:
     """Who sent a ``tools/call`` and what its token lets it do.
 
     ``principal`` None: nobody is known (stdio without ``--principal``, or the unauthenticated
-    mode), and the saga has no principal, as a library saga without one.
+    mode), and the saga has no principal, as a library saga without one. Without ``scopes`` (stdio
+    with ``--principal``) the caller is not an admin: another proxy's principal's sagas stay theirs.
     """
 
     __slots__ = ("principal", "scopes")
 
-    def __init__(self, principal: str | None, scopes: Iterable[str] = ALL_SCOPES) -> None:
+    def __init__(self, principal: str | None, scopes: Iterable[str] = OWN_SCOPES) -> None:
         self.principal = principal
         self.scopes = frozenset(scopes)
 

@@ -38,6 +38,7 @@ from sagacity.errors import (
     ApprovalError,
     DefinitionChangedError,
     InvalidValueError,
+    SagaExistsError,
     SagaNotFoundError,
     SagaStateError,
 )
@@ -259,23 +260,22 @@ class Gateway:
         missing = caller.missing(_SCOPES.get(name, SCOPE_CALL))
         if missing is not None:
             return answers.refused(missing)
-        if not await self._belongs(book, caller):
-            return answers.refused(
-                f"no such saga {book.saga_id!r} for this client: nothing was done; name a saga of "
-                "your own (or none, to start a new one)"
-            )
+        # An upstream call is checked under the saga's lock, where it reads the saga anyway.
+        if name in PROXY_TOOLS:
+            if not await self._visible(book, caller, own_tool=True):
+                return _no_such_saga(book)
+            book.driven = True
         with _acting(caller):
-            return await self._dispatch(book, name, arguments)
+            return await self._dispatch(book, name, arguments, caller)
 
-    async def _belongs(self, book: SagaBook, caller: Caller) -> bool:
-        """Whether ``caller`` may act on the saga: it is theirs (the principal whose call this
-        proxy saw first for it), it has no principal, or they are admin. Held in this process: see
-        docs/mcp.md "Limits" for what a restart forgets."""
-        if caller.admin or caller.principal is None:
-            return True
-        return book.owner is None or book.owner == caller.principal
+    async def _visible(self, book: SagaBook, caller: Caller, *, own_tool: bool) -> bool:
+        """Whether ``caller`` may see and act on the saga, decided from the journal on every call
+        (the START's principal; no process remembers an owner): see :func:`_may_see`."""
+        return _may_see(await self._view(book.saga_id), book, caller, own_tool=own_tool)
 
-    async def _dispatch(self, book: SagaBook, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _dispatch(
+        self, book: SagaBook, name: str, arguments: dict[str, Any], caller: Caller
+    ) -> types.CallToolResult:
         if name == STATUS_TOOL:
             return await self.status(book)
         if name == COMMIT_TOOL:
@@ -283,32 +283,50 @@ class Gateway:
         if name == ROLLBACK_TOOL:
             reason = arguments.get("reason")
             return await self.rollback(
-                book, reason if isinstance(reason, str) and reason else "no reason given"
+                book, reason if isinstance(reason, str) and reason else "no reason given", caller.principal
             )
         decision = self.tools.decision(name)
         if decision is None:
             await self.list_tools()  # a tool the upstream added since
             decision = self.tools.decision(name)
-        if decision is None:
-            return answers.refused(f"the upstream server has no tool named {name!r}")
-        if decision.kind is ToolKind.HIDDEN:
+        if decision is not None and decision.kind is ToolKind.HIDDEN:
             return answers.refused(f"{name} is not available through this proxy (policy: hidden)")
-        if name in self.tools.changed:
+        if name in self.tools.changed:  # changed, or added, since the tools were pinned
             why = self.tools.changed[name]
             log.warning("refused a call of %s: %s", name, why)
             return answers.refused(f"{name} was not run: {why}; the proxy serves the tools it pinned")
+        if decision is None:
+            return answers.refused(f"the upstream server has no tool named {name!r}")
         try:
             canonical = canonical_json(arguments)
         except InvalidValueError as exc:
             return answers.refused(str(exc))
         async with book.lock:
+            # Whose saga it is, read from the journal under the lock: no call here changes it now,
+            # and a saga another process starts meanwhile is fenced by the first append (_call).
+            view = await self._view(book.saga_id)
+            if not _may_see(view, book, caller, own_tool=False):
+                return _no_such_saga(book)
+            book.driven = True
             # Past this point the call is journaled and may reach the upstream: an agent that goes
             # away mid-call must not cut the journaling (or a compensation) short.
             with anyio.CancelScope(shield=True):
-                answer = await self._call(book, decision, canonical)
+                answer = await self._call(book, decision, canonical, caller, fresh=view is None)
         return answer
 
-    async def _call(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
+    async def _call(
+        self, book: SagaBook, decision: Decision, canonical: str, caller: Caller, *, fresh: bool
+    ) -> types.CallToolResult:
+        """``fresh``: the journal had nothing of the saga when this call looked (so nothing is
+        closed and no gate waits): the call starts it, and its first append lands only as seq 1.
+        If another process's START landed first, whose that START names decides, before this
+        call reads anything of the saga."""
+        if fresh:
+            try:
+                return await self._run(book, decision, canonical, fresh=True)
+            except SagaExistsError:  # started elsewhere meanwhile; nothing was journaled or sent
+                if not _may_see(await self._view(book.saga_id), book, caller, own_tool=False):
+                    return _no_such_saga(book)
         closed = await self._closed(book)
         if closed is not None:
             return closed
@@ -319,11 +337,19 @@ class Gateway:
                 return await self._resend(book, gate, decision)
         return await self._run(book, decision, canonical)
 
-    async def _run(self, book: SagaBook, decision: Decision, canonical: str) -> types.CallToolResult:
+    async def _run(
+        self, book: SagaBook, decision: Decision, canonical: str, *, fresh: bool = False
+    ) -> types.CallToolResult:
+        """Run the call in its saga, a new one when ``fresh`` (``SagaExistsError`` when the id
+        was taken meanwhile)."""
         wrapped = self.tools.sagacity_tool(decision.name)
         try:
-            async with self.sagacity.saga(book.saga_id, continue_existing=True) as scope:
+            async with self.sagacity.saga(book.saga_id, continue_existing=not fresh) as scope:
                 outcome = await run_in_thread(partial(wrapped.call_json, canonical), input=canonical)
+        except SagaExistsError:
+            raise
+        except SagaNotFoundError:  # another principal's START landed first (the core read it)
+            return _no_such_saga(book)
         except SagaStateError as exc:
             book.end()
             return answers.refused(str(exc))
@@ -462,7 +488,7 @@ class Gateway:
                 pending = await asyncio.to_thread(self.sagacity.pending_approvals)
                 for saga_id in sorted({r.saga_id for r in pending}):
                     book = self.router.books.get(saga_id)
-                    if book is None or book.parked:
+                    if book is None or not book.driven or book.parked:
                         continue
                     async with book.lock:
                         with anyio.CancelScope(shield=True):
@@ -546,8 +572,13 @@ class Gateway:
         note = f" {len(waiting)} call(s) still wait for approval; they run once approved." if waiting else ""
         return answers.text(f"Saga {book.saga_id!r} committed.{note}", structured=report.structured_content)
 
-    async def rollback(self, book: SagaBook, reason: str) -> types.CallToolResult:
-        """``sagacity_rollback``: compensate the saga's executed calls, newest first."""
+    async def rollback(
+        self, book: SagaBook, reason: str, asked_by: str | None = None
+    ) -> types.CallToolResult:
+        """``sagacity_rollback``: compensate the saga's executed calls, newest first. The journal's
+        saga-level FAILED names ``asked_by`` (the caller's principal) before the reason."""
+        if asked_by is not None:
+            reason = f"asked by {asked_by}: {reason}"
         async with book.lock:
             with anyio.CancelScope(shield=True):
                 answer = await self._rollback(book, reason)
@@ -567,6 +598,8 @@ class Gateway:
                 raise RollbackRequested(reason)
         except RollbackRequested:
             pass
+        except SagaNotFoundError:  # another principal's saga: the core read its START
+            return _no_such_saga(book)
         except SagaStateError as exc:
             return answers.refused(str(exc))
         book.end()
@@ -608,6 +641,29 @@ class Gateway:
             ):
                 return True
         return False
+
+
+def _may_see(view: SagaView | None, book: SagaBook, caller: Caller, *, own_tool: bool) -> bool:
+    """Whether ``caller`` may see and act on the saga as ``view`` shows it: it is theirs, its
+    START names no principal, or they are admin (or act for nobody: the operator's own process).
+
+    A saga named in ``_meta`` with nothing journaled has nothing to show: the proxy's own tools
+    answer as for another principal's saga, so that answer tells nobody whether the id is taken;
+    an upstream call starts it."""
+    if view is None:
+        return not (own_tool and book.origin is SagaOrigin.META)
+    if caller.admin or caller.principal is None:
+        return True
+    return view.principal is None or view.principal == caller.principal
+
+
+def _no_such_saga(book: SagaBook) -> types.CallToolResult:
+    """The one answer for a saga this caller may not see: another principal's, or (for the proxy's
+    own tools) one with nothing journaled, word for word the same."""
+    return answers.refused(
+        f"no such saga {book.saga_id!r} for this client: nothing was done; name a saga of "
+        "your own (or none, to start a new one)"
+    )
 
 
 def _gate_for(gates: Iterable[ApprovalGate], tool_name: str, canonical: str) -> ApprovalGate | None:

@@ -111,7 +111,7 @@ def build_server(
         named = (params.meta or {}).get(SAGA_META_KEY)
         session = stdio_session if stdio_session is not None else _http_session(ctx, gateway, watched)
         try:
-            book = gateway.router.resolve(named=named, session_key=session, caller=who)
+            book = gateway.router.resolve(named=named, session_key=session)
         except (ValueError, SessionlessError) as exc:
             return answers.refused(str(exc))
         return await gateway.dispatch(book, params.name, params.arguments or {}, who)

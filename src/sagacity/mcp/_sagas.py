@@ -22,7 +22,6 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sagacity.mcp._auth import Caller
 from sagacity.mcp._policy import SagaPolicy
 
 __all__ = ["SAGA_META_KEY", "SagaBook", "SagaRouter", "Session", "SessionlessError"]
@@ -30,7 +29,9 @@ __all__ = ["SAGA_META_KEY", "SagaBook", "SagaRouter", "Session", "SessionlessErr
 #: The ``params._meta`` key that names the saga of a ``tools/call``.
 SAGA_META_KEY = "io.sagacity/saga"
 
-_SAGA_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,200}$")
+#: 1-200 characters, none of them a control character or a line break (``\Z``: not even a final
+#: newline, which ``$`` would let through).
+_SAGA_ID = re.compile(r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]{1,200}\Z")
 
 
 class SagaOrigin(StrEnum):
@@ -65,8 +66,9 @@ class SagaBook:
     committed: bool = False
     #: seq of a call of this saga whose thread is parked in doubt (the saga is stuck RUNNING here).
     parked: set[int] = field(default_factory=set)
-    #: The principal whose call started the saga here (the journal's start facts say it for all).
-    owner: str | None = None
+    #: A call of this saga got past the ownership check here: the sweep runs its approved calls
+    #: (never those of a saga another principal named in vain, perhaps driven by another proxy).
+    driven: bool = False
 
     def end(self) -> None:
         """The saga is over for its session: the session's next call starts a new saga."""
@@ -91,37 +93,34 @@ class SagaRouter:
             session = self.sessions[key] = Session(key)
         return session
 
-    def book(
-        self, saga_id: str, origin: SagaOrigin, session: Session | None = None, owner: str | None = None
-    ) -> SagaBook:
+    def book(self, saga_id: str, origin: SagaOrigin, session: Session | None = None) -> SagaBook:
         book = self.books.get(saga_id)
         if book is None:
-            book = self.books[saga_id] = SagaBook(saga_id, origin, session, owner=owner)
+            book = self.books[saga_id] = SagaBook(saga_id, origin, session)
         return book
 
-    def resolve(self, *, named: object, session_key: str | None, caller: Caller | None = None) -> SagaBook:
+    def resolve(self, *, named: object, session_key: str | None) -> SagaBook:
         """The saga of a call: ``named`` is the ``_meta`` value (or None), ``session_key`` the
         connection's session (or None when it has none).
 
         Raises ``ValueError`` for a malformed saga id and ``SessionlessError`` when the call has
-        neither and the policy refuses such calls. ``caller``'s principal becomes the owner of a
-        saga this proxy has not seen (the gateway checks it against the journal before any call).
+        neither and the policy refuses such calls. Whose saga it is the gateway reads from the
+        journal on every call.
         """
-        owner = caller.principal if caller is not None else None
         if named is not None:
             if not isinstance(named, str) or not _SAGA_ID.match(named) or not named.strip():
                 raise ValueError(
                     f"_meta[{SAGA_META_KEY!r}] must be a saga id: a string of 1-200 characters "
                     "without control characters"
                 )
-            return self.book(named, SagaOrigin.META, owner=owner)
+            return self.book(named, SagaOrigin.META)
         if session_key is not None:
             session = self.session(session_key)
             if session.current is None:
                 session.current = self.new_id()
-            return self.book(session.current, SagaOrigin.SESSION, session, owner=owner)
+            return self.book(session.current, SagaOrigin.SESSION, session)
         if self.policy.sessionless == "per-call":
-            return self.book(self.new_id(), SagaOrigin.CALL, owner=owner)
+            return self.book(self.new_id(), SagaOrigin.CALL)
         raise SessionlessError(
             "this connection has no MCP session (streamable HTTP at protocol 2026-07-28), so the "
             f"proxy cannot tell which saga the call belongs to: name it in the request's "
