@@ -227,8 +227,8 @@ def call_payload(
 ) -> str:
     """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
     rejection policy, the requester, the separation rule and the tool's approvals (more than one)
-    as ``key=value`` lines (the last four only on a gate; the requester is an identity, one line, checked by the caller), then
-    ``extra`` lines (a guardrails policy's verdict)."""
+    as ``key=value`` lines (the last four only on a gate; the requester is an identity, one line,
+    checked by the caller), then ``extra`` lines (a guardrails policy's verdict)."""
     lines = [first] if first else []
     if call_id is not None:
         lines.append(f"{CALL_ID}{call_id}")

@@ -48,7 +48,8 @@ def test_list_shows_pending_requests_as_table_and_json(runner: CliRunner, db_url
     assert "order-1" in table.output
     assert "order-2" in table.output
     assert "cli_wire" in table.output
-    data = json.loads(cli(runner, db_url, "approvals", "list", "--saga", "order-1", "--json").output)["approvals"]
+    listed = cli(runner, db_url, "approvals", "list", "--saga", "order-1", "--json")
+    data = json.loads(listed.output)["approvals"]
     assert [(r["sagaId"], r["journalSeq"], r["toolName"]) for r in data] == [("order-1", seq, "cli_wire")]
     assert data[0]["inputHash"] == sha256_hex(data[0]["input"])
     assert data[0]["approvers"] == []

@@ -56,6 +56,7 @@ def test_one_of_two_everywhere_and_no_surplus_approval(
     assert third.returncode == 2
     assert "already approved" in third.stderr
     with Sagacity(durable_url) as sg:
-        approved = [e for e in sg.entries("payout") if e.tool_name == "approval-gate" and e.phase == Phase.APPROVED]
+        entries = sg.entries("payout")
+        approved = [e for e in entries if e.tool_name == "approval-gate" and e.phase == Phase.APPROVED]
         assert [parse_decision_payload(e.payload)[0] for e in approved] == ["alice", "bob"]
         assert sg.resume("payout", seq, '{"amount":"50000.00"}').value == "payout 50000.00"

@@ -32,5 +32,5 @@ def test_a_read_gives_up_within_connect_timeout(url: str, options: dict[str, Any
 
 def test_the_url_connect_timeout_must_be_seconds() -> None:
     pytest.importorskip("psycopg_pool")
-    with pytest.raises(ConfigurationError, match="connect_timeout in .* is not a number"):
+    with pytest.raises(ConfigurationError, match=r"connect_timeout in .* is not a number"):
         Sagacity("postgresql://postgres@127.0.0.1:1/test?connect_timeout=soon")

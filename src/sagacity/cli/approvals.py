@@ -126,7 +126,7 @@ def approvals_text(pending: PendingApproval) -> str:
 @click.option(
     "--after",
     metavar="CURSOR",
-    help='Go on after this cursor: the next page (printed under a full page, on stderr with -o csv or '
+    help="Go on after this cursor: the next page (printed under a full page, on stderr with -o csv or "
     '-q, or --json\'s "next").',
 )
 @filter_options(tool="Only requests to run the tool NAME.", moment="requests made")
@@ -282,7 +282,8 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     )
     facts.add_row(*cells("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})"))
     facts.add_row(*cells("requested by", requester_text(pending)))
-    facts.add_row(*cells("approved by", approvals_text(pending) + ("" if pending.approvers else ", nobody yet")))
+    nobody = "" if pending.approvers else ", nobody yet"
+    facts.add_row(*cells("approved by", approvals_text(pending) + nobody))
     facts.add_row(*cells("sha256", request.input_hash))
     facts.add_row(
         "journal",

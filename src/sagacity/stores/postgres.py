@@ -133,10 +133,10 @@ class PostgresStore(SQLStore):
     ) -> None:
         """``connect_timeout`` (or the URL's own ``connect_timeout``, which wins): seconds one
         connection attempt may take, and one read waits for an unreachable database, retries
-        included, unless the caller's wait limit is shorter (``stores/_deadline.py``). ``reconnect_timeout``: seconds
-        the pool keeps retrying a lost connection in the background (backing off 1, 2, 4 s ...)
-        before it stops; the next read then connects at once, so a database that comes back is
-        used within seconds rather than after a backoff of minutes."""
+        included, unless the caller's wait limit is shorter (``stores/_deadline.py``).
+        ``reconnect_timeout``: seconds the pool keeps retrying a lost connection in the background
+        (backing off 1, 2, 4 s ...) before it stops; the next read then connects at once, so a
+        database that comes back is used within seconds rather than after a backoff of minutes."""
         if connect_timeout <= 0 or reconnect_timeout <= 0:
             raise ConfigurationError("connect_timeout and reconnect_timeout must be positive seconds")
         self.url = url
