@@ -24,7 +24,7 @@ _FINDING_COLUMNS = (
     Column("saga"),
     Column("seq", right=True),
     Column("what is wrong", cut=True),
-    Column("what to do", cut=True),
+    Column("what to do", wrap=True),
 )
 
 
