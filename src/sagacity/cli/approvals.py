@@ -365,9 +365,13 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     """Journal REJECTED for the request at SEQ and compensate the saga's executed steps (once).
 
     Compensating runs the steps' compensations here, so import their modules with --import.
-    Exit status 0 when the saga ends REJECTED (every step undone; COMPENSATED for a gate whose
-    rejection lets the saga go on), 1 when it needs a human (a compensation failed or is in doubt).
+    Exit status 0 when the saga ends REJECTED (every step undone), or for a gate whose rejection
+    lets the saga go on (journaled `on_reject=continue`: nothing is compensated, the agent is told,
+    and the saga reads as its run left it, COMPLETED once the run has returned); 1 when it needs a
+    human (a compensation failed or is in doubt).
     """
+    from rich.text import Text
+
     from sagacity._wire import decision_json
 
     approver = resolve_identity(identity)
@@ -375,13 +379,21 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     with open_sagacity(db_url) as sg:
         find_request(sg.view(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)
-    assert decision.result is not None
+        goes_on = sg.status(saga_id) if decision.result is None else None
     if as_json:
         echo_json(decision_json(decision))
     else:
-        console().print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
-        _print_result(decision.result)
-    if decision.result.status not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED):
+        out = console()
+        out.print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
+        if decision.result is not None:
+            _print_result(decision.result)
+        elif goes_on is not None:
+            told = " (the rejection goes to the agent; nothing compensated)"
+            out.print(Text.assemble("saga ", saga_id, " is ", status_text(goes_on), told))
+    if decision.result is not None and decision.result.status not in (
+        SagaStatus.COMPENSATED,
+        SagaStatus.REJECTED,
+    ):
         sys.exit(EXIT_FINDINGS)
 
 
