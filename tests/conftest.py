@@ -26,6 +26,22 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Skips, one line per reason with how many: without PostgreSQL and MariaDB, pytest's ``-rs``
+    printed ~620 lines (one per test location) that buried the failures. pyproject's ``-r``
+    leaves ``s`` out, so this is the one place skips are summed up, and each line says why."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        terminalreporter.write_sep("=", "skipped, by reason")
+        for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"SKIPPED {count}: {reason}")
+
+
 def _postgres_url() -> str:
     url = os.environ.get("SAGACITY_TEST_POSTGRES_URL")
     if not url:

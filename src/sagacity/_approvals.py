@@ -36,7 +36,7 @@ from sagacity._state import (
     sha256_hex,
 )
 from sagacity._view import expired
-from sagacity.checks import require_identity
+from sagacity.checks import require_identity, required_reason
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
@@ -120,6 +120,7 @@ def gate_payload(
         on_reject,
         requester=requester,
         requester_may_not_approve=spec.excludes_requester,
+        approvals=spec.approvals_required,
         definition=spec.definition_hash,
         extra=extra,
     )
@@ -295,10 +296,12 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
         approvers = found.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
-        needed = max(required, held_approvals(found.entry.payload)) if required is not None else None
+        held = held_approvals(found.entry.payload)
+        needed = max(required or 1, held) if required is not None or held else None
         if needed is not None and len(approvers) >= needed:
-            # Without the tool imported another distinct approval is recorded rather than
-            # refused: resume (which needs the tool) counts them against the real number.
+            # Without the tool imported, and a gate older than its ``approvals=`` line, another
+            # distinct approval is recorded rather than refused: resume (which needs the tool)
+            # counts them against the real number.
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} is already approved; resume it")
         return [
             (GATE_TOOL, Phase.APPROVED, decision_input(seq, request.input_hash), decision_payload(approver))
@@ -308,14 +311,14 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
     return ApprovalDecision(saga_id, seq, True, approver, entry.timestamp)
 
 
-def reject(
-    engine: Engine, saga_id: str, seq: int, approver: str, reason: str = ""
-) -> Operation[ApprovalDecision]:
+def reject(engine: Engine, saga_id: str, seq: int, approver: str, reason: str) -> Operation[ApprovalDecision]:
     """Reject a pending gate — or an open gate whose request row is gone (a resume that
-    crashed before its INTENT) — and compensate. Tools are checked first, so a missing import
+    crashed before its INTENT) — and compensate. The reason is checked first (one line, not
+    blank: the rule the CLI, HTTP and dashboard apply), then the tools, so a missing import
     refuses before anything is journaled."""
     approver = require_identity(approver)
-    payload = decision_payload(approver, reason)  # refuses a reason of more than one line, first
+    reason = required_reason(reason)
+    payload = decision_payload(approver, reason)
     state = engine.snapshot(saga_id)
     request = engine.find_request(saga_id, seq)
     if request is None:

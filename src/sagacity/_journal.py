@@ -109,6 +109,9 @@ class Journal:
         self.store = store
         self.max_append_attempts = max_append_attempts
         self.reconnect_attempts = reconnect_attempts
+        #: Seconds one read waits for an unreachable store, retries included, when the context
+        #: sets no limit: a server store's ``connect_timeout`` (None: the retries alone bound it).
+        self.wait_limit: float | None = getattr(store, "wait_limit", None)
         self._clock = clock
         # Same-saga appends from this process queue on a stripe lock instead of racing through
         # the database; different sagas rarely share a stripe. Each stripe's lock also guards
@@ -395,10 +398,13 @@ class Journal:
     def read(self, operation: Callable[..., T], *args: object) -> T:
         """Run an idempotent store read, retrying while the database is unreachable.
 
-        Under ``stores._deadline.limited_wait`` (the HTTP server's requests), it gives up once that
-        many seconds have passed, retries and pauses included.
+        It gives up once the context's limit (``stores._deadline.limited_wait``: the CLI's and
+        the HTTP server's) or else the store's ``wait_limit`` has passed, retries and pauses
+        included: a database that is down fails the caller within its ``connect_timeout``.
         """
         limit = WAIT_LIMIT.get()
+        if limit is None:
+            limit = self.wait_limit
         if limit is not None:
             return self._read_within(limit, operation, args)
         for attempt in range(self.reconnect_attempts):

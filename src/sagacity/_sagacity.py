@@ -792,13 +792,16 @@ class Sagacity:
         return await drive_async(_approvals.approve(self.engine, saga_id, seq, approver))
 
     @operation("reject")
-    def reject(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
-        """Journal REJECTED, drop the request and compensate the saga (``decision.result``)."""
+    def reject(self, saga_id: str, seq: int, approver: str, reason: str) -> ApprovalDecision:
+        """Journal REJECTED, drop the request and compensate the saga (``decision.result``).
+
+        ``reason`` is required, one line and not blank (``InvalidValueError`` otherwise, nothing
+        journaled): a rejection nobody can explain later is no evidence."""
         _refuse_in_loop("reject")
         return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason))
 
     @operation("reject")
-    async def reject_async(self, saga_id: str, seq: int, approver: str, reason: str = "") -> ApprovalDecision:
+    async def reject_async(self, saga_id: str, seq: int, approver: str, reason: str) -> ApprovalDecision:
         return await drive_async(_approvals.reject(self.engine, saga_id, seq, approver, reason))
 
     @operation("resume")

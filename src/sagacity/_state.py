@@ -77,6 +77,7 @@ REQUESTER_MAY_NOT_APPROVE = "requester_may_not_approve="
 #: A gate and INTENT payload line: ``sha256:<hex>`` of the tool's definition (name, description,
 #: input schema) the gate was made, or the call was sent, under.
 DEFINITION_LINE = "definition="
+APPROVALS_LINE = "approvals="
 #: Prefix of a FAILED payload that is the framework's control flow, not a failure.
 CONTROL_FLOW = "control flow: "
 #: Prefix of the FAILED that closes a call the guardrails policy denied: it never ran, it is not
@@ -86,6 +87,8 @@ DENIED = "denied by policy: "
 _NOT_FAILURES = (CONTROL_FLOW, DENIED)
 #: A gate payload line of a policy hold: ``verdict=hold rule=<id> approvals=<n> ...``.
 _HOLD_APPROVALS = re.compile(r"^verdict=hold rule=\S+ approvals=(\d+)", re.MULTILINE)
+#: The tool's own number of approvers, journaled on its gate when it needs more than one.
+_GATE_APPROVALS = re.compile(r"^approvals=(\d+)$", re.MULTILINE)
 _EFFECT_SEQ = re.compile(r"effect seq=(\d+)")
 
 
@@ -187,9 +190,14 @@ def unescaped(text: str) -> str:
 
 
 def held_approvals(payload: str) -> int:
-    """The approvals a policy hold asks for on a gate (0 when the gate is not a policy hold)."""
-    match = _HOLD_APPROVALS.search(payload) if "verdict=hold" in payload else None
-    return int(match.group(1)) if match is not None else 0
+    """The approvals a gate says it needs (0: it does not say): the tool's four-eyes number
+    (``approvals=<n>``) or a policy hold's, the larger. Read from the gate, so a process that has
+    not imported the tool counts them as the one that made the gate did."""
+    if "approvals=" not in payload:
+        return 0
+    own = _GATE_APPROVALS.search(payload)
+    hold = _HOLD_APPROVALS.search(payload) if "verdict=hold" in payload else None
+    return max(int(found.group(1)) if found is not None else 0 for found in (own, hold))
 
 
 def required_reason(text: str) -> str:
@@ -214,13 +222,14 @@ def call_payload(
     *,
     requester: str | None = None,
     requester_may_not_approve: bool = False,
+    approvals: int = 1,
     definition: str = "",
     extra: str = "",
 ) -> str:
     """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
-    rejection policy, the requester and the separation rule as ``key=value`` lines (the last
-    three only on a gate; the requester is an identity, one line, checked by the caller), then
-    ``extra`` lines (a guardrails policy's verdict)."""
+    rejection policy, the requester, the separation rule and the tool's approvals (more than one)
+    as ``key=value`` lines (the last four only on a gate; the requester is an identity, one line,
+    checked by the caller), then ``extra`` lines (a guardrails policy's verdict)."""
     lines = [first] if first else []
     if call_id is not None:
         lines.append(f"{CALL_ID}{call_id}")
@@ -230,6 +239,8 @@ def call_payload(
         lines.append(f"{REQUESTER}{one_line('requester', requester)}")
     if requester_may_not_approve:
         lines.append(f"{REQUESTER_MAY_NOT_APPROVE}true")
+    if approvals > 1:
+        lines.append(f"{APPROVALS_LINE}{approvals}")
     if definition:
         lines.append(f"{DEFINITION_LINE}{definition}")
     if extra:

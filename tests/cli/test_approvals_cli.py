@@ -48,7 +48,8 @@ def test_list_shows_pending_requests_as_table_and_json(runner: CliRunner, db_url
     assert "order-1" in table.output
     assert "order-2" in table.output
     assert "cli_wire" in table.output
-    data = json.loads(cli(runner, db_url, "approvals", "list", "--saga", "order-1", "--json").output)
+    listed = cli(runner, db_url, "approvals", "list", "--saga", "order-1", "--json")
+    data = json.loads(listed.output)["approvals"]
     assert [(r["sagaId"], r["journalSeq"], r["toolName"]) for r in data] == [("order-1", seq, "cli_wire")]
     assert data[0]["inputHash"] == sha256_hex(data[0]["input"])
     assert data[0]["approvers"] == []
@@ -59,7 +60,7 @@ def test_list_says_when_nothing_is_pending(runner: CliRunner, db_url: str, sg, t
     """An empty request table prints a sentence, not an empty table, and `--json` prints []."""
     sg.run("done", tools.plain_order)
     assert "no pending approval requests" in cli(runner, db_url, "approvals", "list").output
-    assert json.loads(cli(runner, db_url, "approvals", "list", "--json").output) == []
+    assert json.loads(cli(runner, db_url, "approvals", "list", "--json").output)["approvals"] == []
 
 
 def test_show_prints_payload_hash_and_journal(runner: CliRunner, db_url: str, sg, tools) -> None:
@@ -170,7 +171,7 @@ def test_four_eyes_needs_two_people_before_resume(runner: CliRunner, db_url: str
     )
     assert first.exit_code == 0, first.output
     assert "1 of 2 approvals" in first.output
-    listed = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)
+    listed = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)["approvals"]
     assert listed[0]["approvers"] == ["alice"]
     assert (listed[0]["approvalsRequired"], listed[0]["readyToResume"]) == (2, False)
     early = cli(runner, db_url, "approvals", "resume", "payout", str(seq), "--import", "cli_tools")
@@ -427,7 +428,7 @@ def test_the_requester_may_not_approve_their_own_four_eyes_request(
     assert "alice@example.com" in listed.output
     shown = cli(runner, db_url, "approvals", "show", "self-payout", str(seq))
     assert "may not approve it" in shown.output
-    as_json = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)
+    as_json = json.loads(cli(runner, db_url, "approvals", "list", "--json").output)["approvals"]
     assert as_json[0]["requester"] == "alice@example.com"
     before = len(sg.entries("self-payout"))
     own = runner.invoke(

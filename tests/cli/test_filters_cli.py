@@ -108,13 +108,19 @@ def test_approvals_list_pages_after_a_cursor_with_a_next_page_hint(
 
 
 def test_approvals_list_hint_goes_to_stderr_beside_machine_output(db_url: str, journal: Sagacity) -> None:
-    """With -q or --json, stdout holds only the data (a pipe reads it as is); the hint is on stderr."""
+    """With -q, stdout holds only the data (a pipe reads it as is) and the hint is on stderr; --json
+    holds the cursor as its "next"."""
     base = [sys.executable, "-m", "sagacity.cli", "approvals", "list", "--db", db_url, "--limit", "2"]
     ids = subprocess.run([*base, "-q"], capture_output=True, text=True, check=True, timeout=120)
     assert [line.split("\t")[0] for line in ids.stdout.splitlines()] == ["order-1", "order-2"]
     cursor = ids.stderr.split("--after ")[1].split()[0]
+    # --json carries the cursor in the document, as `sagas list --json` does: nothing on stderr.
+    first = subprocess.run([*base, "--json"], capture_output=True, text=True, check=True, timeout=120)
+    assert json.loads(first.stdout)["next"] == cursor
+    assert first.stderr == ""
     page = subprocess.run([*base, "--json", "--after", cursor], capture_output=True, text=True, check=True)
-    assert [a["sagaId"] for a in json.loads(page.stdout)] == ["refund-1"]
+    last = json.loads(page.stdout)
+    assert ([a["sagaId"] for a in last["approvals"]], last["limit"], last["next"]) == (["refund-1"], 2, None)
     assert page.stderr == ""  # not a full page: no hint
 
 

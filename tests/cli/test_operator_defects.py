@@ -181,7 +181,7 @@ def test_verify_on_an_empty_journal_says_so_and_exits_0(runner: CliRunner, tmp_p
 def test_export_of_several_sagas_verifies_saga_by_saga(runner, db_url, sg, tools, tmp_path: Path) -> None:
     ids = _long_sagas(sg, tools)
     out = tmp_path / "both.jsonl"
-    assert cli(runner, db_url, "export", *ids, "-o", str(out)).exit_code == 0
+    assert cli(runner, db_url, "export", *ids, "--out", str(out)).exit_code == 0
     lines = out.read_text(encoding="utf-8").splitlines()
     assert len(lines) == sum(len(sg.entries(i)) for i in ids)
     checked = runner.invoke(main, ["verify", "--export", str(out), "--json"])
@@ -200,7 +200,7 @@ def test_export_of_several_sagas_verifies_saga_by_saga(runner, db_url, sg, tools
 def test_export_of_an_unknown_saga_among_several_writes_nothing(runner, db_url, sg, tools, tmp_path) -> None:
     ids = _long_sagas(sg, tools)
     out = tmp_path / "some.jsonl"
-    result = cli(runner, db_url, "export", ids[0], "no-such-saga", "-o", str(out))
+    result = cli(runner, db_url, "export", ids[0], "no-such-saga", "--out", str(out))
     assert result.exit_code == 2
     assert "no-such-saga" in result.output
     assert not out.exists() or out.read_text() == ""

@@ -99,7 +99,7 @@ for url in ("memory://", "sqlite:///journal.db"):
         sg.approve("gated", 4, "alice@example.com")
         assert sg.resume("gated", 4, '{"amount":"10.00"}').status is SagaStatus.COMPLETED
         assert sg.run("rejected", tools_mod.gated).status is SagaStatus.AWAITING_APPROVAL
-        assert sg.reject("rejected", 4, "bob@example.com").result.status is SagaStatus.REJECTED
+        assert sg.reject("rejected", 4, "bob@example.com", "no").result.status is SagaStatus.REJECTED
         assert asyncio.run(sg.run_async("async", tools_mod.reserve, "C")).status is SagaStatus.COMPLETED
         assert all(sg.verify(s).valid for s in sg.saga_ids())
 

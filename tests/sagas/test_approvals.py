@@ -256,7 +256,7 @@ def test_deciding_on_a_compensated_saga_is_an_error(
     """Even if a stale request row survived, a compensated saga's gate cannot be approved: the
     journal says the request was consumed, as it says to a decision that lost a race."""
     request = gated(sg, "comp", wire, reserve)
-    sg.reject("comp", request.journal_seq, "bob")
+    sg.reject("comp", request.journal_seq, "bob", "no")
     sg.store.put_approval_request(request)  # a leftover row, e.g. written by another implementation
     with pytest.raises(ApprovalNotFoundError, match="already rejected by bob"):
         sg.approve("comp", request.journal_seq, "alice")
@@ -419,7 +419,7 @@ def test_a_gate_stranded_without_its_request_can_still_be_rejected(
     assert decision.result.status is SagaStatus.REJECTED
     assert world["released"] == ["SKU-1"]
     with pytest.raises(ApprovalNotFoundError):
-        sg.reject("stranded", request.journal_seq, "ops")
+        sg.reject("stranded", request.journal_seq, "ops", "again")
 
 
 def test_reject_with_a_tool_not_imported_writes_nothing(
@@ -432,7 +432,7 @@ def test_reject_with_a_tool_not_imported_writes_nothing(
     before = len(sg.entries("noimport"))
     registry.unregister("reserve")
     with pytest.raises(UnknownToolError):
-        sg.reject("noimport", request.journal_seq, "bob")
+        sg.reject("noimport", request.journal_seq, "bob", "no")
     assert len(sg.entries("noimport")) == before
     assert sg.status("noimport") is SagaStatus.AWAITING_APPROVAL
     assert len(sg.pending_approvals("noimport")) == 1

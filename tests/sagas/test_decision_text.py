@@ -84,6 +84,21 @@ def test_reject_refuses_a_reason_that_would_add_a_line(
     assert approver_lines(sg.entries("forge-1")) == ["approver=bob@example.com"]
 
 
+@pytest.mark.parametrize("reason", ["", "   ", "\t", None], ids=["empty", "spaces", "tab", "None"])
+def test_reject_refuses_a_blank_or_missing_reason(
+    sg: Sagacity, wire: Wire, reserve: Tool[[str], str], reason: str
+) -> None:
+    """Issue #33 item 25: the library refuses what the CLI, HTTP and dashboard refuse, a rejection
+    without a reason; nothing is journaled, nothing compensated, and the request stays pending."""
+    request = gated(sg, "blank-1", wire, reserve)
+    before = sg.entries("blank-1")
+    with pytest.raises(InvalidValueError, match="reason"):
+        sg.reject("blank-1", request.journal_seq, "bob@example.com", reason)
+    assert sg.entries("blank-1") == before
+    assert [r.journal_seq for r in sg.pending_approvals("blank-1")] == [request.journal_seq]
+    assert sg.reject("blank-1", request.journal_seq, "bob@example.com", " no ").reason == "no"
+
+
 @pytest.mark.parametrize("brk", LINE_BREAKS, ids=lambda c: f"U+{ord(c):04X}")
 def test_identities_that_would_add_a_line_are_refused_everywhere(
     sg: Sagacity, wire: Wire, reserve: Tool[[str], str], brk: str

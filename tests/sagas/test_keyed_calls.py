@@ -294,7 +294,7 @@ def test_a_failing_keyed_call_compensates_and_is_not_run_again(sg: Sagacity, too
 def test_a_keyed_call_in_a_compensated_saga_is_refused(sg: Sagacity, tools: Any) -> None:
     with sg.saga("cl"):
         pending = present(tools.wire, ALICE, "c1")
-    sg.reject("cl", pending.request.journal_seq, "bob@example.com")
+    sg.reject("cl", pending.request.journal_seq, "bob@example.com", "no")
     with pytest.raises(SagaStateError):
         sg.run("cl", lambda: None)
     # A run that was already live when another process compensated: refused before running.
@@ -302,7 +302,7 @@ def test_a_keyed_call_in_a_compensated_saga_is_refused(sg: Sagacity, tools: Any)
     with sg2.saga("cl2") as saga:
         present(tools.reserve, '{"sku":"A"}', "c0")
         pending = present(tools.wire, ALICE, "c1")
-        sg.reject("cl2", pending.request.journal_seq, "bob@example.com")
+        sg.reject("cl2", pending.request.journal_seq, "bob@example.com", "no")
         with pytest.raises((SagaClosedError, ApprovalRefusedError)):
             present(tools.wire, ALICE, "c1")
     assert saga.result is not None

@@ -32,7 +32,7 @@ def test_a_gate_names_its_requester_and_its_rule(sg: Sagacity) -> None:
     assert result.status is SagaStatus.AWAITING_APPROVAL
     gates = [e for e in sg.entries("req-1") if e.phase == "AWAITING_APPROVAL"]
     assert [g.payload.split("\n")[:-1] for g in gates] == [
-        ["requester=agent-7 for alice@example.com", "requester_may_not_approve=true"],
+        ["requester=agent-7 for alice@example.com", "requester_may_not_approve=true", "approvals=2"],
         ["requester=agent-7 for alice@example.com"],
     ]
     assert [g.payload.split("\n")[-1] for g in gates] == [

@@ -275,7 +275,7 @@ BLOCKING = [
     ("saga_detail", ("s",)),
     ("diagnose", ()),
     ("approve", ("s", 1, "alice")),
-    ("reject", ("s", 1, "alice")),
+    ("reject", ("s", 1, "alice", "no")),
     ("resume", ("s", 1, "{}")),
     ("expire_approvals", ()),
     ("entries", ("s",)),

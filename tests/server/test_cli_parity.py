@@ -95,13 +95,13 @@ async def test_pending_approvals_and_one_request(
     payout = await gate("payout", agent="four_eyes")
     await client.post(f"/sagacity/approve/payout/{payout}", headers=ALICE)
     http = await get(client, "/approvals", ALICE)
-    assert settled(await cli("approvals", "list")) == settled(http)
+    assert settled((await cli("approvals", "list"))["approvals"]) == settled(http)
     assert {(a["sagaId"], tuple(a["approvers"]), a["approvalsRequired"]) for a in http} == {
         ("order-1", (), 1),
         ("payout", ("alice@example.com",), 2),
     }
     one = await get(client, "/approvals/payout", ALICE)
-    assert settled(await cli("approvals", "list", "--saga", "payout")) == settled(one)
+    assert settled((await cli("approvals", "list", "--saga", "payout"))["approvals"]) == settled(one)
     detail = await get(client, f"/requests/order-1/{seq}", ALICE)
     assert settled(await cli("approvals", "show", "order-1", str(seq))) == settled(detail)
     assert [e["phase"] for e in detail["journal"]] == [

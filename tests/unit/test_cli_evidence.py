@@ -105,9 +105,9 @@ def test_verify_unknown_saga_exits_2(db: str) -> None:
 
 
 def test_export_to_file_then_verify_offline(db: str, tmp_path: Path) -> None:
-    """``export -o FILE`` writes JSON Lines that ``verify --export FILE`` accepts without the database."""
+    """``export --out FILE`` writes JSON Lines that ``verify --export FILE`` accepts without the database."""
     out = tmp_path / "order-1.jsonl"
-    result = _run("export", "order-1", "-o", str(out), "--db", db)
+    result = _run("export", "order-1", "--out", str(out), "--db", db)
     assert result.exit_code == 0, result.output
     lines = out.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3]
@@ -125,7 +125,7 @@ def test_export_to_file_then_verify_offline(db: str, tmp_path: Path) -> None:
 def test_export_with_one_byte_changed_fails_offline(db: str, tmp_path: Path) -> None:
     """Changing a single byte of an exported entry makes offline verification exit 1 at that entry."""
     out = tmp_path / "order-1.jsonl"
-    assert _run("export", "order-1", "-o", str(out), "--db", db).exit_code == 0
+    assert _run("export", "order-1", "--out", str(out), "--db", db).exit_code == 0
     data = out.read_bytes()
     position = data.index(b"ok ")
     changed = data[:position] + b"oK" + data[position + 2 :]
@@ -141,7 +141,7 @@ def test_export_with_one_byte_changed_fails_offline(db: str, tmp_path: Path) -> 
 def test_export_of_unknown_saga_exits_2(db: str, tmp_path: Path) -> None:
     """Exporting a saga with no entries is an error (exit 2) and writes no file."""
     out = tmp_path / "none.jsonl"
-    result = _run("export", "no-such-saga", "-o", str(out), "--db", db)
+    result = _run("export", "no-such-saga", "--out", str(out), "--db", db)
     assert result.exit_code == 2
     assert not out.exists()
 

@@ -73,7 +73,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "export": (
         "sagacity export order-123 > order-123.jsonl",
-        "sagacity export order-123 order-124 -o orders.jsonl",
+        "sagacity export order-123 order-124 --out orders.jsonl",
         "sagacity export order-123 --bundle evidence/ --checkpoint anchor/ --key ops.pub",
     ),
     "keys": ("sagacity keys generate --out keys/ops",),

@@ -110,11 +110,14 @@ def shorten(text: str, width: int = 60) -> str:
 
 @dataclass(frozen=True)
 class Column:
-    """A column of a listing: ``cut`` ones (long free text) may be shortened, no other ever is."""
+    """A column of a listing: ``cut`` ones (long free text) may be shortened, no other ever is;
+    ``wrap`` ones share the room as cut ones do but fold onto more lines, never losing a word
+    (an instruction such as doctor's "what to do" is useless cut short)."""
 
     header: str
     cut: bool = False
     right: bool = False
+    wrap: bool = False
 
 
 def show_rows(
@@ -143,13 +146,13 @@ def show_rows(
     natural = [max([len(c.header), *(line[i].cell_len for line in lines)]) for i, c in enumerate(columns)]
     overhead = len(columns) * 3 + 1  # one space either side of each cell, a border between
     room = out.width - overhead
-    widths = natural if output == WIDE else _fit(natural, [c.cut for c in columns], room)
+    widths = natural if output == WIDE else _fit(natural, [c.cut or c.wrap for c in columns], room)
     for column, width in zip(columns, widths, strict=True):
         table.add_column(
             column.header,
             justify="right" if column.right else "left",
-            no_wrap=True,
-            overflow="ellipsis",
+            no_wrap=not column.wrap,
+            overflow="fold" if column.wrap else "ellipsis",
             min_width=width,
             max_width=width,
         )

@@ -114,14 +114,20 @@ def requester_text(pending: PendingApproval) -> str:
     return pending.requester
 
 
+def approvals_text(pending: PendingApproval) -> str:
+    """How many of the approvals the gate needs are journaled, and by whom: ``1 of 2: alice``."""
+    count = f"{len(pending.approvers)} of {pending.approvals_required}"
+    return f"{count}: {', '.join(pending.approvers)}" if pending.approvers else count
+
+
 @approvals.command("list")
 @click.option("--saga", "saga_id", metavar="SAGA_ID", help="Only this saga's requests.")
 @click.option("--limit", type=Digits(min=1), help="At most N requests, the oldest (default: all).")
 @click.option(
     "--after",
     metavar="CURSOR",
-    help="Go on after this cursor: the next page (printed under a full page; on stderr with -o json, "
-    "csv or -q).",
+    help="Go on after this cursor: the next page (printed under a full page, on stderr with -o csv or "
+    '-q, or --json\'s "next").',
 )
 @filter_options(tool="Only requests to run the tool NAME.", moment="requests made")
 @click.option(
@@ -152,7 +158,8 @@ def list_(
 ) -> None:
     """Requests waiting for a decision or a resume, oldest first. Read-only.
 
-    The APPROVED BY column reads the journal: a request approved there is waiting for `resume`.
+    The APPROVED BY column reads the journal: how many of the approvals the gate needs are given
+    and by whom (`1 of 2: alice`); a request approved there is waiting for `resume`.
     With --limit the queue comes a page at a time: under a full page a line gives the command
     for the next (the filters repeated). With --watch the table is read again and redrawn until
     Ctrl-C (on a terminal; in a pipe each reading is printed after the last, under a line with
@@ -167,16 +174,20 @@ def list_(
             _watch(lambda: sg.approvals(saga_id, limit=limit, after=after, **filters), interval, output)
             return
         pending = sg.approvals(saga_id, limit=limit, after=after, **filters)
+    full = limit is not None and len(pending) == limit
     if output == JSON:
-        echo_json([approval_json(p) for p in pending])
-    elif output == IDS:
+        # The shape of `sagas list --json`: the page, and the cursor of the next one (or null).
+        page = [approval_json(p) for p in pending]
+        echo_json({"approvals": page, "limit": limit, "next": pending[-1].cursor if full else None})
+        return
+    if output == IDS:
         for p in pending:
             click.echo(f"{p.request.saga_id}\t{p.request.journal_seq}")
     else:
         _show_requests(pending, output)
-    if limit is not None and len(pending) == limit:
+    if full:
         again = {"saga": saga_id, "limit": limit, **filters}
-        # Beside machine output (a bare list, ids, csv) the hint goes to stderr, out of the data.
+        # Beside machine output (ids, csv) the hint goes to stderr, out of the data.
         out = console(stderr=output not in (TABLE, WIDE))
         out.print(next_page_hint("approvals list", pending[-1].cursor, again), markup=False, soft_wrap=True)
 
@@ -198,7 +209,7 @@ def _show_requests(pending: list[PendingApproval], output: str, out: Console | N
                 p.requester or "-",
                 human_duration(p.waiting),
                 until(p.request.expires_at, read_at(p)),
-                ", ".join(p.approvers) or "-",
+                approvals_text(p),
             )
             for p in pending
         ],
@@ -271,7 +282,8 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
     )
     facts.add_row(*cells("expires", f"{when(request.expires_at)} ({until(request.expires_at, now)})"))
     facts.add_row(*cells("requested by", requester_text(pending)))
-    facts.add_row(*cells("approved by", ", ".join(pending.approvers) or "nobody yet"))
+    nobody = "" if pending.approvers else ", nobody yet"
+    facts.add_row(*cells("approved by", approvals_text(pending) + nobody))
     facts.add_row(*cells("sha256", request.input_hash))
     facts.add_row(
         "journal",
@@ -313,7 +325,8 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
 def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url: str) -> None:
     """Journal APPROVED for the request at SEQ. This does not run the tool: `resume` does.
 
-    Import the tool's module when it requires several distinct approvers, so the count is known.
+    The gate journals how many distinct approvers its tool needs, so the count is known without
+    the tool's module: an approval past it is refused (exit 2), and one short of it says "1 of 2".
     """
     from sagacity._wire import decision_json
 
@@ -327,7 +340,7 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
         return
     out = console()
     out.print(f"APPROVED {saga_id} {seq} ({request.tool_name}) by {approver}", markup=False)
-    if after is not None and after.tool_imported and len(after.approvers) < after.approvals_required:
+    if after is not None and len(after.approvers) < after.approvals_required:
         have, required = len(after.approvers), after.approvals_required
         out.print(f"{have} of {required} approvals; another approver must approve too")
     else:
@@ -352,9 +365,13 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     """Journal REJECTED for the request at SEQ and compensate the saga's executed steps (once).
 
     Compensating runs the steps' compensations here, so import their modules with --import.
-    Exit status 0 when the saga ends REJECTED (every step undone; COMPENSATED for a gate whose
-    rejection lets the saga go on), 1 when it needs a human (a compensation failed or is in doubt).
+    Exit status 0 when the saga ends REJECTED (every step undone), or for a gate whose rejection
+    lets the saga go on (journaled `on_reject=continue`: nothing is compensated, the agent is told,
+    and the saga reads as its run left it, COMPLETED once the run has returned); 1 when it needs a
+    human (a compensation failed or is in doubt).
     """
+    from rich.text import Text
+
     from sagacity._wire import decision_json
 
     approver = resolve_identity(identity)
@@ -362,13 +379,21 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
     with open_sagacity(db_url) as sg:
         find_request(sg.view(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)
-    assert decision.result is not None
+        goes_on = sg.status(saga_id) if decision.result is None else None
     if as_json:
         echo_json(decision_json(decision))
     else:
-        console().print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
-        _print_result(decision.result)
-    if decision.result.status not in (SagaStatus.COMPENSATED, SagaStatus.REJECTED):
+        out = console()
+        out.print(f"REJECTED {saga_id} {seq} by {approver}: {reason}", markup=False)
+        if decision.result is not None:
+            _print_result(decision.result)
+        elif goes_on is not None:
+            told = " (the rejection goes to the agent; nothing compensated)"
+            out.print(Text.assemble("saga ", saga_id, " is ", status_text(goes_on), told))
+    if decision.result is not None and decision.result.status not in (
+        SagaStatus.COMPENSATED,
+        SagaStatus.REJECTED,
+    ):
         sys.exit(EXIT_FINDINGS)
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 import time
 
 import click
@@ -11,6 +14,20 @@ from sagacity.cli._render import show_journal
 from sagacity.model import SagaStatus
 
 DEMO_URL = "sqlite:///sagacity-demo.db"
+
+
+def this_command() -> str:
+    """How to run this same CLI again from here: ``sagacity`` when that name on PATH is this
+    program, else its path (``.venv/bin/sagacity`` after ``scripts/demo``, which does not put
+    the venv on PATH), or ``python -m sagacity.cli`` when run that way."""
+    program = os.path.abspath(sys.argv[0])
+    if os.path.basename(program) != "sagacity" or not os.path.isfile(program):
+        return f"{sys.executable} -m sagacity.cli"
+    found = shutil.which("sagacity")
+    if found is not None and os.path.samefile(found, program):
+        return "sagacity"
+    relative = os.path.relpath(program)
+    return program if relative.startswith("..") else relative
 
 
 @click.command()
@@ -65,9 +82,10 @@ def demo(db_url: str) -> None:
         out.rule("[bold]what happened in the world[/]")
         for event in _demo.world.events:
             out.print(f"  {escape(event)}")
+        me = escape(this_command())
         out.print(
-            f"\nVerify it yourself: [bold]sagacity verify --db {sg.url}[/]\n"
-            f"Export a saga:      [bold]sagacity export --db {sg.url} payment-{run_id}-approved[/]"
+            f"\nVerify it yourself: [bold]{me} verify --db {sg.url}[/]\n"
+            f"Export a saga:      [bold]{me} export --db {sg.url} payment-{run_id}-approved[/]"
         )
         statuses = [sg.status(s.saga_id) for s in _demo.scenes(run_id)]
     expected = [SagaStatus.COMPLETED, SagaStatus.COMPENSATED, SagaStatus.COMPLETED, SagaStatus.REJECTED]

@@ -24,7 +24,7 @@ _FINDING_COLUMNS = (
     Column("saga"),
     Column("seq", right=True),
     Column("what is wrong", cut=True),
-    Column("what to do", cut=True),
+    Column("what to do", wrap=True),
 )
 
 
@@ -38,8 +38,8 @@ def _finding_row(f: Finding) -> tuple[str, ...]:
     default="5m",
     callback=parse_duration,
     show_default=True,
-    help="Report unfinished states (in-doubt calls, running compensations, lost requests) only "
-    "once they are this old: younger ones are probably still in progress. 30s, 5m, 2h, 1d.",
+    help="Report unfinished states (in-doubt calls, running compensations, lost requests, abandoned "
+    "sagas) only once they are this old: younger ones are probably still in progress. 30s, 5m, 2h, 1d.",
 )
 @click.option(
     "--expire",

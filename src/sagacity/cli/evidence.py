@@ -401,14 +401,34 @@ def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: 
         sys.exit(EXIT_FINDINGS)
 
 
+def _refuse_output_format(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``-o`` names an output format in every other command: here it would have named a file
+    (``export ID -o json`` wrote one called ``json``), so it is refused before anything is written."""
+    if value is not None:
+        raise click.UsageError(
+            f"export writes JSON Lines only; -o is an output format in other commands, not a file: "
+            f"to write a file use --out {value if value not in ('json', 'jsonl') else 'FILE'}"
+        )
+
+
 @click.command()
 @click.argument("saga_ids", nargs=-1, required=True, metavar="SAGA_ID...")
 @click.option(
-    "--output",
-    "-o",
+    "--out",
+    "output",
     type=click.File("w", encoding="utf-8", lazy=True),
     default="-",
+    metavar="FILE",
     help="Write to this file instead of stdout.",
+)
+@click.option(
+    "--output",
+    "-o",
+    "output_format",
+    hidden=True,
+    expose_value=False,
+    callback=_refuse_output_format,
+    help="Refused: -o is an output format elsewhere, and export writes JSON Lines only.",
 )
 @click.option(
     "--bundle",

@@ -316,7 +316,14 @@ def _resolved(
                 f"resolved {saga_id} {seq}: {verdict} (by {resolver}); saga is ", status_text(status)
             )
         )
-    if status in (SagaStatus.IN_DOUBT, SagaStatus.COMPENSATING, SagaStatus.COMPENSATION_FAILED):
+    # ABANDONED too: nothing is in doubt any more, but the saga never ended and a person (or
+    # `sagas recover`, which compensates it) must still decide what becomes of it.
+    if status in (
+        SagaStatus.IN_DOUBT,
+        SagaStatus.COMPENSATING,
+        SagaStatus.COMPENSATION_FAILED,
+        SagaStatus.ABANDONED,
+    ):
         sys.exit(EXIT_FINDINGS)
 
 

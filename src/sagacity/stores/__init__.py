@@ -10,7 +10,8 @@
 
 Backends are imported only when their scheme is asked for, so the core install needs no driver.
 A surface that must answer in seconds (a dashboard, a health check) reads under
-:func:`limited_wait`, so an unreachable store fails its read instead of retrying for a minute.
+:func:`limited_wait`, so an unreachable store fails its read sooner than the store's own
+``connect_timeout`` (the library's limit for a read, retries included).
 """
 
 from __future__ import annotations

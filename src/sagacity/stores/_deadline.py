@@ -1,8 +1,8 @@
 """How long the current caller waits for an unreachable store: a limit per context, not per store.
 
-The library alone retries a lost database for its full reconnect budget (``reconnect_attempts``,
-each PostgreSQL attempt waiting up to the store's ``connect_timeout`` for a connection): an agent
-would rather wait a minute than fail a saga over a database restart. A person's dashboard or a
+The library alone retries a lost database for its full reconnect budget (``reconnect_attempts``),
+a read within the server store's ``wait_limit`` (its ``connect_timeout``, ``Journal.read``): an
+agent would rather wait some seconds than fail a saga over a database restart. A person's dashboard or a
 load balancer's health check needs an answer in seconds, so the HTTP server runs each request
 under :func:`limited_wait`. In that context:
 

@@ -187,6 +187,8 @@ class MySQLStore(SQLStore):
         self._arguments = connect_arguments(url)
         self.database: str = self._arguments["database"]
         self._connect_timeout = connect_timeout
+        #: How long one read waits for an unreachable database, retries included (``Journal.read``).
+        self.wait_limit = connect_timeout
         self._group_commit = group_commit
         # Connections are lent per operation; only idle ones are held here.
         self._idle: list[Connection[DriverCursor]] = []

@@ -102,12 +102,17 @@ POSTGRES = Dialect(
 )
 
 
-def _conninfo_keys(url: str) -> set[str]:
-    """The parameters a connection URL sets itself (none if it cannot be parsed here)."""
+def _url_connect_timeout(url: str) -> float | None:
+    """The URL's own positive ``connect_timeout`` in seconds, if it sets one (0 is libpq's "forever")."""
     try:
-        return set(conninfo_to_dict(url))
+        value = conninfo_to_dict(url).get("connect_timeout")
     except psycopg.Error:
-        return set()
+        return None
+    try:
+        seconds = float(str(value)) if value is not None else 0.0
+    except ValueError:
+        raise ConfigurationError(f"connect_timeout in {safe_url(url)!r} is not a number of seconds") from None
+    return seconds if seconds > 0 else None
 
 
 class PostgresStore(SQLStore):
@@ -126,23 +131,24 @@ class PostgresStore(SQLStore):
         reconnect_timeout: float = 10.0,
         group_commit: bool = True,
     ) -> None:
-        """``connect_timeout``: seconds one connection attempt may take (libpq's, unless the URL
-        sets ``connect_timeout`` itself) and a read waits for a pooled connection, unless the
-        caller's wait limit is shorter (``stores/_deadline.py``). ``reconnect_timeout``: seconds
-        the pool keeps retrying a lost connection in the background (backing off 1, 2, 4 s ...)
-        before it stops; the next read then connects at once, so a database that comes back is
-        used within seconds rather than after a backoff of minutes."""
+        """``connect_timeout`` (or the URL's own ``connect_timeout``, which wins): seconds one
+        connection attempt may take, and one read waits for an unreachable database, retries
+        included, unless the caller's wait limit is shorter (``stores/_deadline.py``).
+        ``reconnect_timeout``: seconds the pool keeps retrying a lost connection in the background
+        (backing off 1, 2, 4 s ...) before it stops; the next read then connects at once, so a
+        database that comes back is used within seconds rather than after a backoff of minutes."""
         if connect_timeout <= 0 or reconnect_timeout <= 0:
             raise ConfigurationError("connect_timeout and reconnect_timeout must be positive seconds")
         self.url = url
-        self._connect_timeout = connect_timeout
-        self._reconnect_timeout = reconnect_timeout
+        in_url = _url_connect_timeout(url)
         # libpq takes whole seconds, at least 2 (it reads 1 as 2); a URL's own value wins.
         self._connect_kwargs: dict[str, Any] = (
-            {}
-            if "connect_timeout" in _conninfo_keys(url)
-            else {"connect_timeout": max(2, round(connect_timeout))}
+            {} if in_url is not None else {"connect_timeout": max(2, round(connect_timeout))}
         )
+        self._connect_timeout = connect_timeout if in_url is None else max(2.0, in_url)
+        #: How long one read waits for an unreachable database, retries included (``Journal.read``).
+        self.wait_limit = self._connect_timeout
+        self._reconnect_timeout = reconnect_timeout
         self._group_commit = group_commit
         # Skipping taken keys from the start: here the round trip, not the statement, is the cost.
         rows = RowWriter(POSTGRES, self._translate, render=numbered, optimistic=False)

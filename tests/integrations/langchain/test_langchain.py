@@ -165,7 +165,7 @@ def test_rejection_compensates_by_default(app: ModuleType, effects: Path, tmp_pa
         graph = app.agent(sg, "order", saver)
         graph.invoke({"messages": [{"role": "user", "content": "go"}]}, app.config("order-r"))
         [request] = sg.pending_approvals("order-r")
-        sg.reject("order-r", request.journal_seq, "bob@example.com")
+        sg.reject("order-r", request.journal_seq, "bob@example.com", "no")
         assert app.order_tools.effects() == ["reserve SKU-9", "release SKU-9"]
         with pytest.raises(Exception, match=r"(?i)compensated"):
             graph.invoke(Command(resume={"type": "approve"}), app.config("order-r"))
