@@ -17,7 +17,7 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -544,7 +544,7 @@ class SagaRun:
         if facts is None and not visible:  # this run journaled nothing in a saga it began
             return SagaResult(self.saga_id, SagaStatus.COMPLETED, value, None, (), ())
         state = self.engine.snapshot(self.saga_id)
-        rows: list[ApprovalRequest] = []
+        rows: Sequence[ApprovalRequest] = ()
         if state.open_gates:  # read before the END's decision, which a decision meanwhile moves
             rows = self.journal.read(self.engine.store.list_approval_requests, self.saga_id)
         if facts is not None:
