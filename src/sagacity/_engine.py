@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sagacity._journal import Journal
 from sagacity._state import SagaState, fold
@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 
 #: One entry a decision appends: (tool_name, phase, input, payload).
 Row = tuple[str, Phase, str, str]
+#: Who else runs a saga (``Engine.other_runner``).
+Runner = Literal["here", "there", "none", "unknown"]
 
 
 def utc_now() -> datetime:
@@ -184,6 +186,17 @@ class Engine:
     def is_live(self, saga_id: str) -> bool:
         """Whether a living process, this one or another on the store, runs the saga now."""
         return bool(self.live_among([saga_id]))
+
+    def other_runner(self, saga_id: str) -> Runner:
+        """Asked from inside a run of the saga (which holds its liveness lease itself): who else
+        runs it — ``"here"`` (another run in this process), ``"there"`` (another living process
+        on the store), ``"none"``, or ``"unknown"`` (the store has no ``Capability.LIVENESS``)."""
+        with self._live_lock:
+            if self._live.get(saga_id, 0) > 1:
+                return "here"
+        if self._liveness is None:
+            return "unknown"
+        return "there" if self.journal.read(self._liveness.live_elsewhere, [saga_id]) else "none"
 
     def live_among(self, saga_ids: Sequence[str]) -> set[str]:
         """Which of ``saga_ids`` a living process runs now: this process's own, and, where the

@@ -9,7 +9,10 @@ what this presentation of the call id is:
   ``call_id=<id>`` line, only right after the state that showed the id unused, so two racers —
   threads, processes — can never both start it;
 - done: EXECUTED, the journaled result is returned and the tool is not called; FAILED, refused;
-- running (an INTENT without outcome): waited for, then as above; in doubt after ``wait``;
+- running (an INTENT without outcome) in another living process (its liveness lease says so):
+  ``SagaRunningElsewhereError`` at once, however long it runs, nothing decided here; else waited
+  for up to ``wait`` seconds (a duplicate in this process then replays its result), then
+  ``SagaRunningElsewhereError`` if another run of this process still holds it, else in doubt;
 - gated and approved: executed *in band*, through the same fenced resume INTENT as
   ``Sagacity.resume`` (``_approvals.claim``) — at most once, and only if the re-presented
   arguments are byte-identical to the approved ones (SHA-256 equal to the approved hash), else
@@ -59,6 +62,7 @@ from sagacity.errors import (
     InvalidValueError,
     PayloadMismatchError,
     SagaClosedError,
+    SagaRunningElsewhereError,
     SagaStateError,
 )
 from sagacity.guardrails._deny import denied_rows
@@ -129,8 +133,8 @@ def admit(
 
     Raises ``SagaClosedError`` (the saga compensated: nothing may start), ``ApprovalRefusedError``
     (the gate was rejected and the saga compensated, or the approval expired),
-    ``SagaStateError`` (the
-    call failed before, or is still running or in doubt after ``wait`` seconds).
+    ``SagaRunningElsewhereError`` (the call is still running in a living holder: another process,
+    or another run of this one after ``wait`` seconds), ``SagaStateError`` (the call failed before).
     """
     require_call_id(call_id)
     if on_reject and on_reject not in ON_REJECT_POLICIES:
@@ -180,11 +184,27 @@ def admit(
             raise SagaStateError(
                 f"{where} already failed at seq {failure.seq} ({failure.payload_text}); not run again"
             )
+        runner = engine.other_runner(saga_id)
+        seq = call.intent.seq
+        if runner == "there":  # a living process runs it, however long: never in doubt here
+            raise SagaRunningElsewhereError(
+                f"{where} is still running in another living process (INTENT seq {seq}); nothing "
+                "was done or decided here: ask again once it has ended",
+                saga_id,
+                seq,
+            )
         if poll.over():
+            if runner == "here":
+                raise SagaRunningElsewhereError(
+                    f"{where} is still running in another run of this process (INTENT seq {seq}) "
+                    f"after {wait:g}s; nothing was done or decided here: ask again once it has ended",
+                    saga_id,
+                    seq,
+                )
             return _declined(
                 saga_id,
                 call_id,
-                f"{where} is running elsewhere or in doubt (INTENT seq {call.intent.seq} has no "
+                f"{where} is running elsewhere or in doubt (INTENT seq {seq} has no "
                 f"outcome after {wait:g}s); not run again: see `sagacity sagas in-doubt`",
             )
 

@@ -17,18 +17,19 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from sagacity._approvals import awaiting_message, gate
 from sagacity._compensation import CompensationRun, compensate, describe
 from sagacity._context import Presented, current_principal, enter_call, entered, leave_call, refuse_foreign
 from sagacity._effects import Operation, drive, drive_async, finish_shielded
-from sagacity._engine import Engine
+from sagacity._engine import Engine, Row
 from sagacity._journal import SagaStart
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
-from sagacity._state import CONTROL_FLOW, LIFE_TOOL, closes_saga, end_payload
+from sagacity._state import CONTROL_FLOW, LIFE_TOOL, SagaState, closes_saga, end_payload
 from sagacity.errors import (
     ApprovalRefusedError,
     HaltedError,
@@ -533,33 +534,45 @@ class SagaRun:
     def _settled(self, value: Any, visible: bool) -> SagaResult | None:
         """The result of a run that did not fail; None if the saga turns out to be closing.
 
-        Whether it awaits approval is read from the request rows, but a gate this run opened
-        whose row is gone was decided meanwhile by another process (a reject drops the row just
-        before it journals REJECTED): then the journal, read again, says what the saga is, so a
-        saga being compensated is never reported COMPLETED.
+        The saga's END (due when this run journaled something) is a decision like any other:
+        made on the journal read now, appended only right after the entry that read ends with,
+        and saying what that state is — AWAITING_APPROVAL while a gate is open, else COMPLETED.
+        None is appended when the journal already ends with an END (another run's, describing
+        this same state), or while a call is in flight (its own run ends the saga; if it dies,
+        the saga reads IN_DOUBT and, once a person settles the call, ABANDONED).
         """
-        pending: tuple[ApprovalRequest, ...] = ()
-        if visible:
-            pending = tuple(self.journal.read(self.engine.store.list_approval_requests, self.saga_id))
-        opened = {gate.journal_seq for gate in self.gates}
-        if opened - {request.journal_seq for request in pending}:
-            state = self.engine.snapshot(self.saga_id)
-            if state.closed:
-                return None
-            waiting = bool(state.open_gates)
-        else:
-            waiting = bool(pending)
-        status = SagaStatus.AWAITING_APPROVAL if waiting else SagaStatus.COMPLETED
-        # The work returned (with gates open, or not): the saga's END says so. A gate decided
-        # later reopens nothing; a resumed call after the END opens the saga again until its
-        # own run ends it.
-        if (facts := self._end_input()) is not None:
+        facts = self._end_input()
+        if facts is None and not visible:  # this run journaled nothing in a saga it began
+            return SagaResult(self.saga_id, SagaStatus.COMPLETED, value, None, (), ())
+        state = self.engine.snapshot(self.saga_id)
+        rows: Sequence[ApprovalRequest] = ()
+        if state.open_gates:  # read before the END's decision, which a decision meanwhile moves
+            rows = self.journal.read(self.engine.store.list_approval_requests, self.saga_id)
+        if facts is not None:
             try:
-                end = self.journal.append(self.saga_id, LIFE_TOOL, Phase.EXECUTED, facts, end_payload(status))
+                landed = self.engine.decide(state, partial(_end_rows, facts))
             except SagaClosedError:
                 return None  # compensation started elsewhere meanwhile: the saga did not complete
-            self._seen(end.seq)
-        return SagaResult(self.saga_id, status, value, None, (), pending)
+            for entry in landed:
+                self._seen(entry.seq)
+        if state.closed:
+            return None
+        open_seqs = {gate.entry.seq for gate in state.open_gates}
+        pending = tuple(r for r in rows if r.journal_seq in open_seqs)
+        return SagaResult(self.saga_id, _end_status(state), value, None, (), pending)
+
+
+def _end_status(state: SagaState) -> SagaStatus:
+    """How a saga whose work returned stands: waiting for a decision on a gate, or done."""
+    return SagaStatus.AWAITING_APPROVAL if state.open_gates else SagaStatus.COMPLETED
+
+
+def _end_rows(facts: str, now: SagaState) -> list[Row]:
+    """The END that ``now`` calls for (``Engine.decide``): none when the saga is closing, already
+    ends with an END, or has a call or compensation in flight."""
+    if now.closed or now.ended is not None or now.open_calls or now.open_compensations:
+        return []
+    return [(LIFE_TOOL, Phase.EXECUTED, facts, end_payload(_end_status(now)))]
 
 
 def _held_by(verdict: Verdict | None) -> str:

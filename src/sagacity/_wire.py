@@ -297,16 +297,21 @@ _MCP_STATES = {
     CallStatus.AWAITING_APPROVAL: "awaiting",
     CallStatus.APPROVED: "awaiting",
     CallStatus.REJECTED: "rejected",
-    CallStatus.RUNNING: "in doubt",
+    CallStatus.RUNNING: "running",
+    CallStatus.IN_DOUBT: "in doubt",
     CallStatus.EXECUTED: "executed",
     CallStatus.FAILED: "failed",
     CallStatus.PASSED: "failed",
 }
 
 
-def mcp_gate_state(gate: ApprovalGate) -> str:
-    """``awaiting``, ``rejected``, ``executed``, ``failed`` or ``in doubt``: a held call as the
-    MCP proxy tells the agent."""
+def mcp_gate_state(gate: ApprovalGate, parked: Iterable[int] = ()) -> str:
+    """``awaiting``, ``rejected``, ``executed``, ``failed``, ``running`` (a living process runs it
+    now) or ``in doubt``: a held call as the MCP proxy tells the agent. ``parked``: calls whose
+    answer this proxy gave up on, in doubt whatever the journal says yet."""
+    resumed = gate.resumed
+    if resumed is not None and resumed.seq in parked:
+        return "in doubt"
     return _MCP_STATES[gate.status]
 
 
@@ -314,9 +319,10 @@ def mcp_status_json(saga_id: str, view: SagaView | None, *, committed: bool, par
     """The MCP proxy's ``sagacity_status`` report: the saga's status, each held call (a gate, with
     the agent's ``state`` word and, once executed, the upstream's ``result``), calls in doubt
     (``parked``: calls whose answer the proxy lost, whatever the journal says yet)."""
+    parked = set(parked)
     requests = []
     for gate in view.gates if view is not None else ():
-        item = gate_json(gate) | {"state": mcp_gate_state(gate)}
+        item = gate_json(gate) | {"state": mcp_gate_state(gate, parked)}
         resumed = gate.resumed
         if resumed is not None and resumed.result is not None:
             item["result"] = json.loads(resumed.result)

@@ -16,9 +16,10 @@ A journaled call returns the tool's result (or the journaled result of a call th
 executed, as text), a :class:`~sagacity.model.CallPending` (gated: pause the framework), a
 :class:`~sagacity.model.CallRejected` (rejected under ``on_reject="continue"``: tell the model)
 or a :class:`~sagacity.model.CallRefused` (re-presented with arguments other than the done call's,
-or still running elsewhere / in doubt: nothing ran, nothing journaled, tell the model). Refusals
-that compensated the saga raise: ``SagaClosedError``, ``ApprovalRefusedError``,
-``PayloadMismatchError``; a call id that failed before raises ``SagaStateError``. See
+or in doubt: nothing ran, nothing journaled, tell the model). Refusals that compensated the saga
+raise: ``SagaClosedError``, ``ApprovalRefusedError``, ``PayloadMismatchError``; a call id that
+failed before raises ``SagaStateError``; one still running in another living process raises
+``SagaRunningElsewhereError`` at once (nothing decided, the saga not compensated). See
 docs/integrations/ and the journal format in docs/journal.md.
 """
 
@@ -118,7 +119,9 @@ def journaled_call(
     instead of being refused as tampering. ``on_reject``: what a rejection of the gate means
     (``"compensate"`` or ``"continue"``). ``control_flow``: exception types that are the
     framework's control flow (a retry request, a pause): they close the call without failing the
-    saga and propagate untouched. ``wait``: seconds to wait for the same call id running elsewhere.
+    saga and propagate untouched. ``wait``: seconds a duplicate presented in this process waits
+    for the first (a call running in another living process is answered
+    ``SagaRunningElsewhereError`` at once).
     """
     run = _live(spec)  # no live saga is refused before a bad keyword is
     how = _presented(edited, on_reject, control_flow, wait)

@@ -167,3 +167,39 @@ def test_langchain_graph_resumed_meanwhile(
             return app.resume(url, str(checkpoints), "lc-run", "order", None, {"type": "approve"})
 
         _running_then_in_doubt(sg, "lc-run", worker, helper, effects)
+
+
+def test_langchain_graph_resumed_inside_a_saga_meanwhile(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """The same, with ``with sg.saga(...)`` around ``invoke``: the journaled call itself finds the
+    wire running in the worker and raises ``SagaRunningElsewhereError`` at once (no wait for it),
+    and the saga around it is not compensated."""
+    pytest.importorskip("langchain", reason="the langchain extra is not installed")
+    from langgraph.types import Command
+
+    app = load_app(HERE / "langchain", "lc_app")
+    checkpoints = tmp_path / "checkpoints.db"
+    with Sagacity(url) as sg:
+        with app.checkpointer(str(checkpoints)) as saver:
+            state = app.agent(sg, "order", saver).invoke(
+                {"messages": [{"role": "user", "content": "order and pay"}]}, app.config("lc-in")
+            )
+            assert state["__interrupt__"]
+        [request] = sg.pending_approvals("lc-in")
+        sg.approve("lc-in", request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "langchain" / "lc_app.py", url, str(checkpoints), "lc-in", "order")
+        with app.checkpointer(str(checkpoints)) as saver:
+            graph = app.agent(sg, "order", saver)
+            inside = sg.saga("lc-in", continue_existing=True)
+            with pytest.raises(SagaRunningElsewhereError, match="still running") as running, inside:
+                graph.invoke(Command(resume={"type": "approve"}), app.config("lc-in"))
+        assert running.value.saga_id == "lc-in"
+        assert worker.poll() is None  # told while the wire still ran there
+        assert sg.status("lc-in") is SagaStatus.RUNNING
+        assert effects.read_text().splitlines().count(WIRED) == 1
+        assert not [e for e in sg.entries("lc-in") if e.tool_name == "sagacity:saga" and e.phase == "FAILED"]

@@ -169,6 +169,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         record("close_ticket", ticket_id=args["ticket_id"], note=args.get("note", ""))
         return _text(f"closed {args['ticket_id']}")
     if name == "send_payout":
+        # A test makes a payout take long by creating ``$PAYMENTS_LEDGER.hold`` (until it is removed).
+        if LEDGER and os.path.exists(LEDGER + ".hold"):
+            record("payout-started", to=args["to"])
+            while os.path.exists(LEDGER + ".hold"):
+                await anyio.sleep(0.05)
         payout_id = f"po_{next(_ids)}"
         record("payout", payout_id=payout_id, to=args["to"], amount=args["amount"])
         return _structured({"payout_id": payout_id})

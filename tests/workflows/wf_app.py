@@ -56,6 +56,9 @@ def unformat(ctx: StageContext) -> None:
 
 def publish(article: dict[str, Any]) -> dict[str, Any]:
     effect("publish", article["title"])
+    if article.get("fail_at") == "hold":  # a long call: runs until the test writes the release file
+        while not os.path.exists(os.environ["SAGACITY_WF_RELEASE"]):
+            time.sleep(0.05)
     return {"url": "https://news.example/" + article["title"].replace(" ", "-").lower()}
 
 

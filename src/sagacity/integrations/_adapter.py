@@ -29,8 +29,8 @@ def named_saga(source: str | Callable[[Ctx], str] | None, ctx: Ctx) -> str | Non
 
 class Adapter(Generic[Ctx]):
     """An adapter's settings, as its constructor takes them: ``saga_id`` (an id, or a function of
-    the framework's context), ``on_reject`` (what a rejected gate means), ``wait`` (seconds to
-    wait for the same call running elsewhere), ``registry`` (where tools are found by name; the
+    the framework's context), ``on_reject`` (what a rejected gate means), ``wait`` (seconds a
+    duplicate presented in this process waits for the first), ``registry`` (where tools are found by name; the
     Sagacity instance's by default)."""
 
     def __init__(

@@ -25,6 +25,7 @@ __all__ = [
     "in_doubt",
     "present_tool",
     "refused",
+    "running",
     "text",
     "upstream_result",
 ]
@@ -163,6 +164,16 @@ def in_doubt(saga_id: str, seq: int, tool_name: str, reason: str, *, new_saga: b
         f"({reason}). It may or may not have taken effect, so it is NOT retried: do not call it again "
         f"to check. A person must look at the upstream system and resolve it (saga {saga_id!r}, seq {seq}: "
         f"sagacity sagas resolve {_shell(saga_id)} {seq} --happened|--did-not-happen).{after}",
+        error=True,
+    )
+
+
+def running(saga_id: str) -> types.CallToolResult:
+    """A living process runs a call of the saga right now: nothing was refused, ask again later."""
+    return text(
+        f"[RUNNING] saga {saga_id!r} has a call running right now in another request or process. "
+        "Nothing was done or refused here, and nothing is in doubt: send the call again (or call "
+        "sagacity_status) once it has ended.",
         error=True,
     )
 

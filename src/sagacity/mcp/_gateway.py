@@ -390,7 +390,7 @@ class Gateway:
         if resumed is not None and resumed.result is not None:
             return answers.upstream_result(json.loads(resumed.result))
         return answers.refused(
-            f"{decision.name} (request {gate.seq}) was approved and {mcp_gate_state(gate)}"
+            f"{decision.name} (request {gate.seq}) was approved and {mcp_gate_state(gate, book.parked)}"
         )
 
     async def _execute_gate(
@@ -531,14 +531,14 @@ class Gateway:
         status = view.status if view is not None else None
         if view is None or status in _OPEN:
             return None
+        if status is SagaStatus.RUNNING:  # not over: a living process runs a call of it right now
+            return answers.running(sid)
         book.end()
         if status is SagaStatus.IN_DOUBT:
             return answers.refused(
                 f"saga {sid!r} has a call whose outcome is unknown; a person must resolve it "
                 f"(sagacity sagas in-doubt) before the saga can go on.{new}"
             )
-        if status is SagaStatus.RUNNING:
-            return answers.refused(f"saga {sid!r} is busy in another request; try again shortly")
         why = f": {view.failure}" if view.failure is not None else ""
         return answers.refused(f"saga {sid!r} is {view.status.value}{why}; nothing more can run in it.{new}")
 

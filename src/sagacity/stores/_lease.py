@@ -265,6 +265,12 @@ class LiveLeases:
         with self._lock:
             return {sid for sid in saga_ids if (found := self._held.get(self._key(sid))) and found.users}
 
+    def users(self, saga_id: str) -> int:
+        """How many holders of the saga's lease (of its key) this process counts."""
+        with self._lock:
+            found = self._held.get(self._key(saga_id))
+            return found.users if found is not None else 0
+
     def tokens(self) -> list[object]:
         """What every lease held here was taken as (to take them again on a new session)."""
         with self._lock:
@@ -324,15 +330,17 @@ class FileLiveness:
     def live_among(self, saga_ids: Sequence[str]) -> set[str]:
         """Those of ``saga_ids`` a living process (this one included) holds."""
         found = self.leases.held(saga_ids)
-        if fcntl is None or not os.path.exists(self.path):
-            return found  # no process has ever held one here
+        return found | self.in_other_processes([sid for sid in saga_ids if sid not in found])
+
+    def in_other_processes(self, saga_ids: Sequence[str]) -> set[str]:
+        """Those of ``saga_ids`` another living process holds (the kernel never reports this
+        process's own locks)."""
+        if fcntl is None or not saga_ids or not os.path.exists(self.path):
+            return set()  # no process has ever held one here
         fd = self._descriptor(create=False)
         if fd is None:
-            return found
-        for saga_id in saga_ids:
-            if saga_id not in found and _locked_elsewhere(fd, _live_offset(saga_id)):
-                found.add(saga_id)
-        return found
+            return set()
+        return {sid for sid in saga_ids if _locked_elsewhere(fd, _live_offset(sid))}
 
 
 #: ``struct flock`` as Linux lays it out on 64-bit machines (l_type, l_whence, l_start, l_len,

@@ -184,6 +184,13 @@ class LivenessStore(Protocol):
         """Which of ``saga_ids`` a living process (this one included) holds: one query, or none."""
         ...
 
+    def live_elsewhere(self, saga_ids: Sequence[str]) -> set[str]:
+        """Which of ``saga_ids`` a living holder other than this store object holds (another
+        process, or another store on the same database in this one): what tells a resume that
+        meets a call without outcome whether its runner lives, while this store holds the lease
+        itself. One query, or none."""
+        ...
+
 
 @overload
 def capable(store: Store, capability: Literal[Capability.STAMPED_INSERT]) -> StampedInsert | None: ...

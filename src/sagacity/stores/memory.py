@@ -75,6 +75,9 @@ class MemoryStore:
     def live_among(self, saga_ids: Sequence[str]) -> set[str]:
         return self._live.held(saga_ids)
 
+    def live_elsewhere(self, saga_ids: Sequence[str]) -> set[str]:
+        return set()  # a memory store is one object in one process: every holder is this one
+
     def tail(self, saga_id: str) -> Entry | None:
         with self._lock:
             chain = self._entries.get(saga_id)

@@ -496,6 +496,20 @@ class MySQLStore(SQLStore):
             found.update(sid for sid, live in zip(chunk, row or (), strict=False) if live)
         return found
 
+    def live_elsewhere(self, saga_ids: Sequence[str]) -> set[str]:
+        mine = set(self._live.tokens())  # the slots this store's lease session holds
+        names = {sid: [n for n in self._live_names(sid) if n not in mine] for sid in dict.fromkeys(saga_ids)}
+        asked = [sid for sid, left in names.items() if left]
+        if not asked:
+            return set()
+        used = ", ".join(
+            "COALESCE(" + ", ".join(["IS_USED_LOCK(%s)"] * len(names[sid])) + ") IS NOT NULL" for sid in asked
+        )
+        with self._cursor() as cur:
+            cur.execute("SELECT " + used, [name for sid in asked for name in names[sid]])
+            row = cur.fetchone()
+        return {sid for sid, live in zip(asked, row or (), strict=False) if live}
+
     def _live_names(self, saga_id: str) -> list[str]:
         return [self._lock_name(f"live:{slot}:{saga_id}") for slot in range(_LIVE_SLOTS)]
 

@@ -78,12 +78,13 @@ __all__ = ["PostgresStore", "safe_url"]
 
 _LIVE_LOCK = "SELECT pg_advisory_lock_shared(%s)"
 #: Which of the given liveness keys some session of this database holds (a bigint advisory
-#: lock shows in pg_locks as classid = its high 32 bits, objid = its low 32, objsubid = 1).
+#: lock shows in pg_locks as classid = its high 32 bits, objid = its low 32, objsubid = 1),
+#: by a session other than the given backend pid (-1: any).
 _LIVE_HELD = (
     "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
     "WHERE locktype = 'advisory' AND objsubid = 1 AND granted "
     "AND database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND ((classid::bigint << 32) | objid::bigint) = ANY(%s)"
+    "AND ((classid::bigint << 32) | objid::bigint) = ANY(%s) AND pid <> %s"
 )
 
 log = logging.getLogger("sagacity.stores")
@@ -165,6 +166,8 @@ class PostgresStore(SQLStore):
             lambda saga_id: self._lease_call("SELECT pg_advisory_unlock(%s)", lease_key(saga_id)),
         )
         self._lease_conn: psycopg.Connection[Any] | None = None
+        #: The lease session's backend pid (0: none open), whose locks ``live_elsewhere`` skips.
+        self._lease_pid = 0
         self._lease_lock = threading.Lock()
         self._live = LiveLeases(self._live_key, self._take_live, self._drop_live)
         self._live_scope: str | None = None
@@ -281,6 +284,7 @@ class PostgresStore(SQLStore):
                     self._lease_conn = psycopg.connect(
                         self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
                     )
+                    self._lease_pid = self._lease_conn.info.backend_pid
                     # A lost session took this process's liveness leases with it: take them again.
                     for held in self._live.tokens():
                         self._lease_conn.execute(_LIVE_LOCK, (held,))
@@ -300,13 +304,20 @@ class PostgresStore(SQLStore):
         self._live.release(saga_id)
 
     def live_among(self, saga_ids: Sequence[str]) -> set[str]:
+        return self._live_held(saga_ids, skip_pid=-1)
+
+    def live_elsewhere(self, saga_ids: Sequence[str]) -> set[str]:
+        return self._live_held(saga_ids, skip_pid=self._lease_pid)
+
+    def _live_held(self, saga_ids: Sequence[str], skip_pid: int) -> set[str]:
+        """Those of ``saga_ids`` whose liveness lock a session other than ``skip_pid`` holds."""
         if not saga_ids:
             return set()
         by_key: dict[int, list[str]] = {}
         for saga_id in saga_ids:
             by_key.setdefault(self._live_key(saga_id), []).append(saga_id)
         with self._cursor() as cur:
-            cur.execute(_LIVE_HELD, (list(by_key),))
+            cur.execute(_LIVE_HELD, (list(by_key), skip_pid))
             held = [row[0] for row in cur.fetchall()]
         return {saga_id for key in held for saga_id in by_key.get(key, ())}
 

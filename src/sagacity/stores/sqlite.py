@@ -168,6 +168,8 @@ class SQLiteStore(SQLStore):
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
         self._leases: FileLeases | None = None
+        #: Liveness holders per saga through this store object (``live_elsewhere``).
+        self._live_here: dict[str, int] = {}
         #: The URI this store reads through once its database proved not writable here.
         self._read_only_uri: str | None = None
         self._mode_known = False
@@ -187,12 +189,26 @@ class SQLiteStore(SQLStore):
         if self._read_only_uri is not None:  # a saga run on a read-only copy would write it
             raise _read_only(self.path, "opened read-only")
         FileLiveness.for_database(self.path).leases.hold(saga_id)
+        with self._connections_lock:
+            self._live_here[saga_id] = self._live_here.get(saga_id, 0) + 1
 
     def release_live(self, saga_id: str) -> None:
+        with self._connections_lock:
+            left = self._live_here.pop(saga_id, 0) - 1
+            if left > 0:
+                self._live_here[saga_id] = left
         FileLiveness.for_database(self.path).leases.release(saga_id)
 
     def live_among(self, saga_ids: Sequence[str]) -> set[str]:
         return FileLiveness.for_database(self.path).live_among(saga_ids)
+
+    def live_elsewhere(self, saga_ids: Sequence[str]) -> set[str]:
+        liveness = FileLiveness.for_database(self.path)
+        with self._connections_lock:
+            mine = {sid: self._live_here.get(sid, 0) for sid in saga_ids}
+        # Another store on this file in this process counts in the process's holders, not in mine.
+        here = {sid for sid in saga_ids if liveness.leases.users(sid) > mine[sid]}
+        return here | liveness.in_other_processes([sid for sid in saga_ids if sid not in here])
 
     # -- connections ---------------------------------------------------------------------------
     def _open(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:

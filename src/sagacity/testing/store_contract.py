@@ -342,7 +342,8 @@ class StoreContract:
 
     def test_liveness_leases_when_declared(self, store: Store, store_factory: Callable[[], Store]) -> None:
         """A saga is live while any holder holds its liveness lease, to this store and (when the
-        factory opens the same journal) to another store on it; the last release ends it."""
+        factory opens the same journal) to another store on it; the last release ends it. Its
+        ``live_elsewhere`` leaves out the store's own holders and counts another store's."""
         live = capable(store, Capability.LIVENESS)
         if live is None:
             pytest.skip("the store does not declare Capability.LIVENESS")
@@ -355,6 +356,12 @@ class StoreContract:
             live.hold_live("running")  # a second holder in this process (a resume, a thread)
             assert live.live_among(["running", "idle"]) == {"running"}
             assert seen.live_among(["idle", "running"]) == {"running"}
+            assert live.live_elsewhere(["running", "idle"]) == set()  # its own holders only
+            if other is not store:  # another store on the journal is another holder
+                assert seen.live_elsewhere(["idle", "running"]) == {"running"}
+                seen.hold_live("idle")
+                assert live.live_elsewhere(["running", "idle"]) == {"idle"}
+                seen.release_live("idle")
             live.release_live("running")
             assert seen.live_among(["running"]) == {"running"}  # one holder is left
             live.release_live("running")

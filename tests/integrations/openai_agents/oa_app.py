@@ -50,6 +50,14 @@ PLANS: dict[str, list[Step]] = {
         [("send_wire_transfer", '{"amount":"99.00","to":"bob"}', "w2")],
         "done",
     ],
+    "parallel-gated": [
+        [
+            ("reserve_inventory", '{"sku":"SKU-1","quantity":1}', "q1"),
+            ("send_wire_transfer", ALICE, "q2"),
+            ("send_wire_transfer", '{"amount":"99.00","to":"bob"}', "q3"),
+        ],
+        "done",
+    ],
 }
 
 

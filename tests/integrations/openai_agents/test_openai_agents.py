@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from itertools import pairwise
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -378,3 +379,27 @@ def wire_definition() -> str:
     from sagacity.tools import registry
 
     return registry.get("send_wire_transfer").definition_hash
+
+
+def test_parallel_calls_with_gates_end_the_saga_as_the_journal_stands(
+    app: ModuleType, effects: Path, durable_url: str
+) -> None:
+    """A reserve and two gated wires in one model response, each call entering the saga for
+    itself: every END says what the journal says when it lands (never COMPLETED while a gate
+    waits), and no END follows another with nothing between them."""
+
+    async def main(saga_id: str) -> None:
+        with Sagacity(durable_url) as sg:
+            result = await Runner.run(app.agent(sg, "parallel-gated", saga_id=saga_id), "go")
+            assert len(result.interruptions) == 2
+            entries = await sg.entries_async(saga_id)
+            assert await sg.status_async(saga_id) is SagaStatus.AWAITING_APPROVAL
+        ends = [e for e in entries if e.tool_name == "sagacity:saga" and e.phase == Phase.EXECUTED]
+        assert [e.payload for e in ends if "COMPLETED" in e.payload] == []
+        assert ends[-1].payload == '{"status":"AWAITING_APPROVAL"}'
+        for before, end in pairwise(entries):
+            if end in ends:
+                assert before not in ends, f"two ENDs in a row at seq {end.seq}"
+
+    for attempt in range(6):  # the interleavings differ from run to run
+        asyncio.run(main(f"parallel-gated-{attempt}"))
