@@ -167,7 +167,7 @@ def chain_finding(saga_id: str, verification: chain.Verification) -> Finding | N
         FindingKind.BROKEN_CHAIN,
         saga_id,
         None,
-        f"hash chain broken at index {verification.break_at_index}: {verification.message}",
+        f"hash chain broken at seq {verification.break_at_index + 1}: {verification.message}",
         "treat the journal as tampered with: compare with an export or backup "
         f"(`sagacity verify {quote(saga_id)}`)",
     )

@@ -169,7 +169,7 @@ def test_forged_saga_dated_after_checkpoint_is_only_added(
 def test_refuses_to_sign_a_broken_chain(sg: Sagacity, key: SigningKey, raw_sql: RawSQL) -> None:
     """create_checkpoint raises naming the saga and index instead of signing an edited journal."""
     raw_sql("UPDATE side_effect_journal SET payload = 'x' WHERE saga_id = 'c' AND seq = 4", ())
-    with pytest.raises(JournalIntegrityError, match=r"saga 'c' BROKEN at index 3") as caught:
+    with pytest.raises(JournalIntegrityError, match=r"saga 'c' BROKEN at seq 4") as caught:
         create_checkpoint(sg, key, "test.example/journal")
     assert caught.value.report is not None
     assert _found(caught.value.report) == {("c", FindingKind.BROKEN)}

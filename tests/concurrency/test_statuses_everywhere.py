@@ -160,7 +160,7 @@ def test_statuses_and_a_broken_chain_read_alike_everywhere(five_sagas: str) -> N
     assert [row["sagaId"] for row in broken] == ["forged"]
     table = _cli(url, "sagas", "list").stdout
     [forged_line] = [line for line in table.splitlines() if "forged" in line]
-    assert "BROKEN at 2" in forged_line
+    assert "BROKEN at seq 3" in forged_line
     for status, saga_id in (("abandoned", "crashed"), ("rejected", "refused"), ("running", "walker")):
         only = json.loads(_cli(url, "sagas", "list", "--status", status, "--json").stdout)["sagas"]
         assert [row["sagaId"] for row in only] == [saga_id], status

@@ -85,7 +85,7 @@ def test_verify_tampered_journal_exits_1(db: str) -> None:
     _tamper(db)
     result = _run("verify", "--db", db)
     assert result.exit_code == 1
-    assert "BROKEN at index 1" in result.output
+    assert "BROKEN at seq 2" in result.output
     as_json = _run("verify", "--json", "--db", db)
     assert as_json.exit_code == 1
     document = json.loads(as_json.stdout)

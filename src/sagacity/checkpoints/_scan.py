@@ -100,7 +100,7 @@ class CheckpointReport:
         if self.ok:
             return f"{self.sagas} sagas, {self.entries} entries: every chain intact"
         first = self.findings[0]
-        at = f" at index {first.index}" if first.index >= 0 else ""
+        at = f" at seq {first.index + 1}" if first.index >= 0 else ""
         more = f" (and {len(self.findings) - 1} more)" if len(self.findings) > 1 else ""
         return f"saga {first.saga_id!r} {first.kind}{at}: {first.detail}{more}"
 

@@ -83,12 +83,13 @@ def status_text(status: SagaStatus | str) -> Text:
 
 
 def chain_text(broken_at: int | None) -> Text:
-    """A saga list's chain cell: ``ok``, or ``BROKEN at N`` (the first entry that fails)."""
+    """A saga list's chain cell: ``ok``, or ``BROKEN at seq N`` (the first entry that fails, by the
+    seq the journal shows it under: the zero-based ``broken_at`` plus one)."""
     from rich.text import Text
 
     if broken_at is None:
         return Text("ok", style="green")
-    return Text(f"BROKEN at {broken_at}", style="bold red")
+    return Text(f"BROKEN at seq {broken_at + 1}", style="bold red")
 
 
 def phase_text(phase: Phase | str) -> Text:

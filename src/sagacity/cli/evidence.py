@@ -388,7 +388,7 @@ def _report(results: Iterable[tuple[str, Verification]], *, output: str, quiet: 
         chain = (
             Text("intact", style="green")
             if result.valid
-            else Text(f"BROKEN at index {result.break_at_index}", style="red")
+            else Text(f"BROKEN at seq {result.break_at_index + 1}", style="red")
         )
         rows.append((saga_id, str(result.entry_count), chain, "" if result.valid else result.message))
     if output == JSON:

@@ -169,7 +169,7 @@ def show(saga_id: str, output: str, db_url: str) -> None:
             out.print(f"chain: [green]intact[/] ({verification.entry_count} entries)")
         else:
             out.print(
-                f"chain: [red]BROKEN at index {verification.break_at_index}[/]: "
+                f"chain: [red]BROKEN at seq {verification.break_at_index + 1}[/]: "
                 f"{escape(verification.message)}"
             )
         for call in in_doubt:
