@@ -8,7 +8,6 @@ saga's entries, so a saga of a million entries costs what a saga of ten does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -113,10 +112,6 @@ def journal_of(source: Source) -> Journal:
     if isinstance(journal, Journal):
         return journal
     return Journal(source)  # type: ignore[arg-type]
-
-
-def utc_now() -> datetime:
-    return chain.to_utc_micros(time.time_ns())
 
 
 @dataclass(slots=True)
@@ -257,7 +252,7 @@ def create_checkpoint(
     previous: Checkpoint | None = None,
     max_skew: timedelta = DEFAULT_MAX_SKEW,
     progress: Progress | None = None,
-    clock: Callable[[], datetime] = utc_now,
+    clock: Callable[[], datetime] = chain.utc_now,
     batch: int = DEFAULT_BATCH,
 ) -> Checkpoint:
     """Verify every chain and sign the journal's state as a checkpoint.
