@@ -23,7 +23,6 @@ from shlex import quote
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sagacity import chain
-from sagacity._approvals import utc_now
 from sagacity._index import SagaIndex, ScanIndex, Watch
 from sagacity._state import SagaState, fold
 from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, SagaStatus
@@ -286,7 +285,7 @@ def diagnose(
     Read-only unless ``expire``. ``progress(sagas done, sagas, entries read)`` is called after each
     saga checked (a progress bar's feed).
     """
-    now = now or utc_now()
+    now = now or chain.utc_now()
     expired: list[ApprovalRequest] = []
     blocked: dict[tuple[str, int], list[str]] = {}
     if expire:
