@@ -436,3 +436,15 @@ def test_the_reader_sees_every_kind_of_import(tmp_path: Path) -> None:
         "sagacity.stores",
         "sagacity.stores._url",
     }
+
+
+def test_the_contributor_docs_draw_this_table() -> None:
+    """docs/architecture.md's picture lists the same parts in the same layers as ``LAYERS``."""
+    page = (Path(__file__).parents[2] / "docs" / "architecture.md").read_text(encoding="utf-8")
+    drawn = {}
+    for line in page.splitlines():
+        label, bar, parts = line.partition("│")
+        if bar and label.split() and label.split()[0].isdigit():
+            names = (p.removesuffix("/") for p in parts.split())
+            drawn[int(label.split()[0])] = tuple("" if n == "(root)" else n for n in names)
+    assert drawn == LAYERS
