@@ -20,6 +20,7 @@ from sagacity.checkpoints._format import Checkpoint, Leaf, format_time, sign
 from sagacity.checkpoints._keys import SigningKey
 from sagacity.errors import JournalIntegrityError
 from sagacity.model import Entry
+from sagacity.model import Progress as Progress  # noqa: PLC0414 - re-exported: _sagacity takes it from here
 from sagacity.stores.base import Store
 
 #: How far an entry's timestamp may lie before the checkpoint's time and still be legitimately
@@ -27,9 +28,6 @@ from sagacity.stores.base import Store
 #: taken just before the insert commits).
 DEFAULT_MAX_SKEW = timedelta(seconds=60)
 DEFAULT_BATCH = 1000
-
-#: Called after each saga: (sagas done, sagas in all, entries read so far).
-Progress = Callable[[int, int, int], None]
 
 
 class HasJournal(Protocol):
