@@ -32,12 +32,11 @@ from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 from sagacity import chain
 from sagacity._state import SagaState
 from sagacity.errors import InvalidValueError, StoreError
-from sagacity.model import ApprovalRequest, Entry, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, Progress, SagaStatus
 from sagacity.stores.base import Capability, Store
 
 if TYPE_CHECKING:
     from sagacity._journal import Journal
-    from sagacity.checkpoints._scan import Progress
 
 #: Sagas folded per catch-up transaction: bounds memory and how long a catch-up holds a write.
 REFRESH_BATCH = 500

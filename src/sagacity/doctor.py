@@ -20,16 +20,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from shlex import quote
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from sagacity import chain
 from sagacity._index import SagaIndex, ScanIndex, Watch
 from sagacity._state import SagaState, fold
-from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, Progress, SagaStatus
 from sagacity.tools import ToolRegistry
-
-if TYPE_CHECKING:
-    from sagacity.checkpoints._scan import Progress
 
 __all__ = [
     "DEFAULT_OLDER_THAN",

@@ -213,7 +213,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "sagacity.guardrails",
     ): f"type-only Guard: type the engine's guard by a Protocol {_BUSY}",
     ("sagacity._index", "sagacity"): _ROOT,
-    ("sagacity._index", "sagacity.checkpoints._scan"): "type-only Progress: its home is model",
     ("sagacity._journal", "sagacity"): f"{_ROOT} {_BUSY}",
     ("sagacity._sagacity", "sagacity"): f"{_ROOT}; closes the loop with the root {_BUSY}",
     ("sagacity._telemetry", "sagacity.stores.base"): "the hooks read Capability/capable off the store: "

@@ -28,11 +28,11 @@ from sagacity import chain
 from sagacity._journal import Journal
 from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
-from sagacity.checkpoints._scan import DEFAULT_BATCH, Progress, Source, journal_of
+from sagacity.checkpoints._scan import DEFAULT_BATCH, Source, journal_of
 from sagacity.checkpoints._tlog import LogCheckpoint
 from sagacity.errors import CheckpointError, JournalIntegrityError
 from sagacity.export import export_lines
-from sagacity.model import Entry
+from sagacity.model import Entry, Progress
 
 BUNDLE_FORMAT = "sagacity-bundle/v2"
 MANIFEST = "bundle.json"
