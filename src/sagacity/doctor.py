@@ -22,9 +22,9 @@ from datetime import datetime, timedelta
 from shlex import quote
 from typing import Any, Protocol
 
-from sagacity import chain
 from sagacity._index import SagaIndex, ScanIndex, Watch
 from sagacity._state import SagaState, fold
+from sagacity.chain import Verification, utc_now, verify
 from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, Progress, SagaStatus
 from sagacity.tools import ToolRegistry
 
@@ -175,7 +175,7 @@ def expired_findings(requests: Iterable[ApprovalRequest], now: datetime) -> list
     ]
 
 
-def chain_finding(saga_id: str, verification: chain.Verification) -> Finding | None:
+def chain_finding(saga_id: str, verification: Verification) -> Finding | None:
     """A broken hash chain: the journal was altered or damaged after it was written."""
     if verification.valid:
         return None
@@ -282,7 +282,7 @@ def diagnose(
     Read-only unless ``expire``. ``progress(sagas done, sagas, entries read)`` is called after each
     saga checked (a progress bar's feed).
     """
-    now = now or chain.utc_now()
+    now = now or utc_now()
     expired: list[ApprovalRequest] = []
     blocked: dict[tuple[str, int], list[str]] = {}
     if expire:
@@ -352,7 +352,7 @@ def journal_findings(
         abandoned.clear()
 
     for sid, entries in journals:
-        verification = chain.verify(entries)
+        verification = verify(entries)
         found = chain_finding(sid, verification)
         if found is not None:
             findings.append(found)

@@ -212,13 +212,11 @@ ALLOWED: dict[tuple[str, str], str] = {
         "sagacity._engine",
         "sagacity.guardrails",
     ): f"type-only Guard: type the engine's guard by a Protocol {_BUSY}",
-    ("sagacity._index", "sagacity"): _ROOT,
     ("sagacity._journal", "sagacity"): f"{_ROOT} {_BUSY}",
     ("sagacity._sagacity", "sagacity"): f"{_ROOT}; closes the loop with the root {_BUSY}",
     ("sagacity._telemetry", "sagacity.stores.base"): "the hooks read Capability/capable off the store: "
     "split the hooks from the store-facing spans, or move the capability flags to the ground",
     ("sagacity._traced", "sagacity"): _ROOT,
-    ("sagacity.checkpoints._bundle", "sagacity"): _ROOT,
     ("sagacity.checkpoints._bundle", "sagacity.checkpoints"): _FACE,
     ("sagacity.checkpoints._format", "sagacity.checkpoints"): _FACE,
     ("sagacity.checkpoints._log", "sagacity.checkpoints"): _FACE,
@@ -228,8 +226,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("sagacity.cli.__main__", "sagacity.cli"): f"the `python -m` entry hands over to the face's main {_BUSY}",
     ("sagacity.cli._lazy", "sagacity.cli"): f"{_FACE} {_BUSY}",
     ("sagacity.cli.demo", "sagacity.cli"): f"{_FACE} {_BUSY}",
-    ("sagacity.doctor", "sagacity"): _ROOT,
-    ("sagacity.export", "sagacity"): _ROOT,
     ("sagacity.mcp._gateway", "sagacity.mcp"): f"{_FACE} {_BUSY}",
     ("sagacity.mcp._proxy", "sagacity.mcp"): f"{_FACE} {_BUSY}",
     ("sagacity.mcp._reload", "sagacity.mcp._gateway"): "type-only Gateway: the reloader should take a "
@@ -243,7 +239,6 @@ ALLOWED: dict[tuple[str, str], str] = {
         "sagacity.stores.mysql",
         "sagacity.stores",
     ): f"safe_url from the face: take it from stores/_url.py {_BUSY}",
-    ("sagacity.tools", "sagacity"): _ROOT,
 }
 
 

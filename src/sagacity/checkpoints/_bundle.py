@@ -24,8 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sagacity import chain
 from sagacity._journal import Journal
+from sagacity.chain import verify
 from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
 from sagacity.checkpoints._scan import DEFAULT_BATCH, Source, journal_of
@@ -162,7 +162,7 @@ def _export_saga(journal: Journal, leaf: Leaf, path: Path) -> None:
                 out.write(next(export_lines([entry])) + "\n")
                 yield entry
 
-        verification = chain.verify(written())
+        verification = verify(written())
     if not verification.valid:
         raise JournalIntegrityError(f"saga {leaf.saga_id!r}: {verification.message}; not bundled")
     if attested_hash != leaf.head:
