@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import typing as _typing
 
-__version__ = "0.1.0"
+from sagacity._version import __version__
 
 __all__ = [
     "ApprovalDecision",

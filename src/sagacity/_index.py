@@ -29,15 +29,14 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
 
-from sagacity import chain
 from sagacity._state import SagaState
+from sagacity.chain import Verification, to_utc_micros, verify
 from sagacity.errors import InvalidValueError, StoreError
-from sagacity.model import ApprovalRequest, Entry, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, Progress, SagaStatus
 from sagacity.stores.base import Capability, Store
 
 if TYPE_CHECKING:
     from sagacity._journal import Journal
-    from sagacity.checkpoints._scan import Progress
 
 #: Sagas folded per catch-up transaction: bounds memory and how long a catch-up holds a write.
 REFRESH_BATCH = 500
@@ -162,7 +161,7 @@ def utc_moment(name: str, moment: datetime | None) -> datetime | None:
         return None
     if not isinstance(moment, datetime):
         raise InvalidValueError(f"{name} must be a datetime, not {type(moment).__name__}")
-    return chain.to_utc_micros(moment)
+    return to_utc_micros(moment)
 
 
 def index_row(saga_id: str, entries: Sequence[Entry]) -> IndexRow | None:
@@ -173,14 +172,14 @@ def index_row(saga_id: str, entries: Sequence[Entry]) -> IndexRow | None:
     """
     if not entries:
         return None
-    verification = chain.verify(entries)
+    verification = verify(entries)
     state = SagaState(saga_id)
     for entry in entries:
         try:
             state.apply(entry)
         except (ValueError, KeyError) as exc:
             if verification.valid:
-                verification = chain.Verification(False, len(entries), entry.seq - 1, f"unreadable: {exc}")
+                verification = Verification(False, len(entries), entry.seq - 1, f"unreadable: {exc}")
             break
     return IndexRow(
         saga_id,

@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from sagacity._version import __version__
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
@@ -342,8 +343,6 @@ class _Otel:
         *,
         capture_content: bool | None,
     ) -> None:
-        from sagacity import __version__
-
         self.api = api
         self.trace = api.trace
         self.context = api.context

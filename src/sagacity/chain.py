@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ __all__ = [
     "frame",
     "timestamp_field",
     "to_utc_micros",
+    "utc_now",
     "verify",
 ]
 
@@ -78,6 +80,11 @@ def to_utc_micros(moment: datetime | int) -> datetime:
     if moment.tzinfo is not None:
         moment = moment.astimezone(UTC).replace(tzinfo=None)
     return moment
+
+
+def utc_now() -> datetime:
+    """Now, as the journal stores time: naive UTC with whole microseconds (the one clock)."""
+    return to_utc_micros(time.time_ns())
 
 
 def timestamp_field(moment: datetime) -> str:

@@ -16,22 +16,17 @@ cron job's own report): :func:`human_duration` words an age as the findings do, 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from shlex import quote
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from sagacity import chain
-from sagacity._approvals import utc_now
-from sagacity._index import Watch
+from sagacity._index import SagaIndex, ScanIndex, Watch
 from sagacity._state import SagaState, fold
-from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, SagaStatus
+from sagacity.chain import Verification, utc_now, verify
+from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, Progress, SagaStatus
 from sagacity.tools import ToolRegistry
-
-if TYPE_CHECKING:
-    from sagacity._sagacity import Sagacity
-    from sagacity.checkpoints._scan import Progress
 
 __all__ = [
     "DEFAULT_OLDER_THAN",
@@ -46,6 +41,27 @@ __all__ = [
 DEFAULT_OLDER_THAN = timedelta(minutes=5)
 #: Abandoned-looking sagas asked about in one liveness probe (bounds what a ``--full`` run keeps).
 _LIVENESS_BATCH = 500
+
+
+class _Liveness(Protocol):
+    def live_among(self, saga_ids: Sequence[str]) -> set[str]: ...
+
+
+class Examined(Protocol):
+    """What the doctor reads and asks of a journal: a ``Sagacity`` is one. A protocol, so the
+    doctor sits below the facade that offers it instead of importing it."""
+
+    @property
+    def registry(self) -> ToolRegistry: ...
+    @property
+    def index(self) -> SagaIndex | ScanIndex: ...
+    @property
+    def engine(self) -> _Liveness: ...
+    def pending_approvals(self) -> list[ApprovalRequest]: ...
+    def expire_approvals(self, now: datetime | None = None) -> list[ApprovalRequest]: ...
+    def in_doubt(self) -> list[InDoubtCall]: ...
+    def saga_ids(self) -> list[str]: ...
+    def entries(self, saga_id: str) -> list[Entry]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +175,7 @@ def expired_findings(requests: Iterable[ApprovalRequest], now: datetime) -> list
     ]
 
 
-def chain_finding(saga_id: str, verification: chain.Verification) -> Finding | None:
+def chain_finding(saga_id: str, verification: Verification) -> Finding | None:
     """A broken hash chain: the journal was altered or damaged after it was written."""
     if verification.valid:
         return None
@@ -242,7 +258,7 @@ def state_findings(
 
 
 def diagnose(
-    sg: Sagacity,
+    sg: Examined,
     *,
     older_than: timedelta = DEFAULT_OLDER_THAN,
     now: datetime | None = None,
@@ -311,7 +327,7 @@ def diagnose(
 
 
 def journal_findings(
-    sg: Sagacity,
+    sg: Examined,
     journals: Iterable[tuple[str, list[Entry]]],
     pending_by_saga: dict[str, set[int]],
     now: datetime,
@@ -336,7 +352,7 @@ def journal_findings(
         abandoned.clear()
 
     for sid, entries in journals:
-        verification = chain.verify(entries)
+        verification = verify(entries)
         found = chain_finding(sid, verification)
         if found is not None:
             findings.append(found)

@@ -42,10 +42,7 @@ each store translates driver errors at one boundary.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sagacity.checkpoints import CheckpointReport
+from typing import Generic, Protocol, TypeVar
 
 __all__ = [
     "AppendConflictError",
@@ -209,14 +206,27 @@ class SignatureError(CheckpointError):
     """A checkpoint carries no valid signature by the given public key: it cannot be trusted."""
 
 
-class JournalIntegrityError(CheckpointError):
+class IntegrityReport(Protocol):
+    """What an integrity report offers, so this ground-floor module need not import the checkpoint
+    code that makes one (``sagacity.checkpoints.CheckpointReport`` is the one there is)."""
+
+    @property
+    def ok(self) -> bool: ...
+
+    def summary(self) -> str: ...
+
+
+ReportT = TypeVar("ReportT", bound=IntegrityReport)
+
+
+class JournalIntegrityError(CheckpointError, Generic[ReportT]):
     """A checkpoint was refused: the journal is broken or does not extend the previous checkpoint.
 
     Signing such a state would launder the tampering, so nothing is signed. ``report`` (a
     ``sagacity.checkpoints.CheckpointReport``) names every saga and index found wrong.
     """
 
-    def __init__(self, message: str, report: CheckpointReport | None = None) -> None:
+    def __init__(self, message: str, report: ReportT | None = None) -> None:
         super().__init__(message)
         self.report = report
 

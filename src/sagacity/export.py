@@ -13,7 +13,7 @@ from datetime import datetime
 from itertools import groupby
 from typing import Any
 
-from sagacity import chain
+from sagacity.chain import Verification, verify
 from sagacity.model import Entry
 
 __all__ = ["EXPORT_FIELDS", "export_lines", "parse_line", "verify_lines", "verify_sagas"]
@@ -68,7 +68,7 @@ def _parsed(lines: Iterable[str]) -> Iterator[Entry | str]:
                 yield f"line {number}: {exc}"
 
 
-def _verified(items: Iterable[Entry | str]) -> chain.Verification:
+def _verified(items: Iterable[Entry | str]) -> Verification:
     """One saga's chain; a malformed line is a break at its position, and the end of reading."""
     malformed: list[str] = []
 
@@ -79,21 +79,21 @@ def _verified(items: Iterable[Entry | str]) -> chain.Verification:
                 return
             yield item
 
-    result = chain.verify(entries())
+    result = verify(entries())
     if malformed and result.valid:
         # The chain read so far was whole; the malformed line is the next entry.
         count = result.entry_count
-        return chain.Verification(False, count + 1, count, malformed[0])
+        return Verification(False, count + 1, count, malformed[0])
     return result
 
 
-def verify_lines(lines: Iterable[str]) -> chain.Verification:
+def verify_lines(lines: Iterable[str]) -> Verification:
     """Verify one saga's export offline, streaming. Blank lines are ignored; a line that is not a
     well-formed entry is a break at its position, like an entry whose hash is wrong."""
     return _verified(_parsed(lines))
 
 
-def verify_sagas(lines: Iterable[str]) -> Iterator[tuple[str, chain.Verification]]:
+def verify_sagas(lines: Iterable[str]) -> Iterator[tuple[str, Verification]]:
     """Verify an export of one or several sagas offline, saga by saga, streaming.
 
     ``sagacity export A B`` writes each saga's lines together, in seq order; a saga whose lines

@@ -7,7 +7,7 @@ memory either.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -35,6 +35,7 @@ __all__ = [
     "JournaledDecision",
     "PendingApproval",
     "Phase",
+    "Progress",
     "Reversibility",
     "SagaDetail",
     "SagaResult",
@@ -44,6 +45,9 @@ __all__ = [
     "UndoStep",
     "Verification",
 ]
+
+#: Called after each saga a long pass reads: (sagas done, sagas in all, entries read so far).
+Progress = Callable[[int, int, int], None]
 
 
 class Phase(StrEnum):

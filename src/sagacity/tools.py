@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
-from sagacity import _context
+from sagacity._context import current_run, irreversible_allowed
 from sagacity._json import compact
 from sagacity._state import DEFINITION_LINE, RESERVED_PREFIX, RESERVED_TOOL_NAMES
 from sagacity.errors import (
@@ -286,7 +286,7 @@ _process_registry = registry  # the name ``registry`` is also a parameter of ``t
 
 
 def _check_outside(spec: ToolSpec) -> None:
-    if spec.irreversible and not _context.irreversible_allowed():
+    if spec.irreversible and not irreversible_allowed():
         raise IrreversibleToolError(
             f"tool {spec.name!r} is IRREVERSIBLE and was called outside a saga, so no human approved "
             "it; call it inside `sg.saga(...)` (it will wait for approval), or opt out explicitly "
@@ -315,7 +315,7 @@ def _wrap(spec: ToolSpec) -> Any:
 
         @functools.wraps(fn)
         async def async_tool(*args: Any, **kwargs: Any) -> Any:
-            run = _context.current_run()
+            run = current_run()
             if run is None:
                 _check_outside(spec)
                 return await fn(*args, **kwargs)
@@ -326,7 +326,7 @@ def _wrap(spec: ToolSpec) -> Any:
 
         @functools.wraps(fn)
         def sync_tool(*args: Any, **kwargs: Any) -> Any:
-            run = _context.current_run()
+            run = current_run()
             if run is None:
                 _check_outside(spec)
                 return fn(*args, **kwargs)
@@ -336,7 +336,7 @@ def _wrap(spec: ToolSpec) -> Any:
 
     def call_json(arguments: str) -> Any:
         args, kwargs = spec.decode_input(arguments)
-        run = _context.current_run()
+        run = current_run()
         if run is None:
             return wrapper(*args, **kwargs)
         if spec.is_async:

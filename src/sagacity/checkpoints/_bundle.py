@@ -24,15 +24,15 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from sagacity import chain
 from sagacity._journal import Journal
+from sagacity.chain import verify
 from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
-from sagacity.checkpoints._scan import DEFAULT_BATCH, Progress, Source, journal_of
+from sagacity.checkpoints._scan import DEFAULT_BATCH, Source, journal_of
 from sagacity.checkpoints._tlog import LogCheckpoint
 from sagacity.errors import CheckpointError, JournalIntegrityError
 from sagacity.export import export_lines
-from sagacity.model import Entry
+from sagacity.model import Entry, Progress
 
 BUNDLE_FORMAT = "sagacity-bundle/v2"
 MANIFEST = "bundle.json"
@@ -162,7 +162,7 @@ def _export_saga(journal: Journal, leaf: Leaf, path: Path) -> None:
                 out.write(next(export_lines([entry])) + "\n")
                 yield entry
 
-        verification = chain.verify(written())
+        verification = verify(written())
     if not verification.valid:
         raise JournalIntegrityError(f"saga {leaf.saga_id!r}: {verification.message}; not bundled")
     if attested_hash != leaf.head:

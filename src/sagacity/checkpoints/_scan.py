@@ -8,7 +8,6 @@ saga's entries, so a saga of a million entries costs what a saga of ten does.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -21,6 +20,7 @@ from sagacity.checkpoints._format import Checkpoint, Leaf, format_time, sign
 from sagacity.checkpoints._keys import SigningKey
 from sagacity.errors import JournalIntegrityError
 from sagacity.model import Entry
+from sagacity.model import Progress as Progress  # noqa: PLC0414 - re-exported: _sagacity takes it from here
 from sagacity.stores.base import Store
 
 #: How far an entry's timestamp may lie before the checkpoint's time and still be legitimately
@@ -28,9 +28,6 @@ from sagacity.stores.base import Store
 #: taken just before the insert commits).
 DEFAULT_MAX_SKEW = timedelta(seconds=60)
 DEFAULT_BATCH = 1000
-
-#: Called after each saga: (sagas done, sagas in all, entries read so far).
-Progress = Callable[[int, int, int], None]
 
 
 class HasJournal(Protocol):
@@ -113,10 +110,6 @@ def journal_of(source: Source) -> Journal:
     if isinstance(journal, Journal):
         return journal
     return Journal(source)  # type: ignore[arg-type]
-
-
-def utc_now() -> datetime:
-    return chain.to_utc_micros(time.time_ns())
 
 
 @dataclass(slots=True)
@@ -257,7 +250,7 @@ def create_checkpoint(
     previous: Checkpoint | None = None,
     max_skew: timedelta = DEFAULT_MAX_SKEW,
     progress: Progress | None = None,
-    clock: Callable[[], datetime] = utc_now,
+    clock: Callable[[], datetime] = chain.utc_now,
     batch: int = DEFAULT_BATCH,
 ) -> Checkpoint:
     """Verify every chain and sign the journal's state as a checkpoint.

@@ -142,10 +142,6 @@ class Policy:
             self._bundles[tool] = Bundle(conditions) if conditions else None
         return self._bundles[tool]
 
-    @property
-    def has_history(self) -> bool:
-        return any(r.history for r in self.rules)
-
     def streak_rules(self, tool: str) -> tuple[Rule, ...]:
         """The ``failures`` rules counting ``tool``'s outcomes (cached per tool)."""
         found = self._streaks.get(tool)

@@ -17,11 +17,11 @@ A surface that must answer in seconds (a dashboard, a health check) reads under
 from __future__ import annotations
 
 import os
-import re
 from typing import Any
 
 from sagacity.errors import ConfigurationError
 from sagacity.stores._deadline import limited_wait
+from sagacity.stores._url import safe_url
 from sagacity.stores.base import Store
 
 __all__ = ["DEFAULT_URL", "Store", "default_url", "limited_wait", "open_store", "safe_url"]
@@ -67,8 +67,3 @@ def open_store(url: str | None = None, **options: Any) -> Store:
         f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db, postgresql://... "
         "or mysql://..."
     )
-
-
-def safe_url(url: str) -> str:
-    """The URL with any password replaced by ``***``, for messages and logs."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)

@@ -53,7 +53,6 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.model import Entry
-from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
@@ -72,6 +71,7 @@ from sagacity.stores._sql import (
     load_ddl,
     numbered,
 )
+from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
 
 __all__ = ["PostgresStore", "safe_url"]
