@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from sagacity._compensation import CompensationRun, check_tools, start_rows
 from sagacity._compensation import compensate as compensate_saga
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row, utc_now
+from sagacity._engine import Engine, Row
 from sagacity._json import require_storable
 from sagacity._state import (
     GATE_TOOL,
@@ -36,6 +36,7 @@ from sagacity._state import (
     sha256_hex,
 )
 from sagacity._view import expired
+from sagacity.chain import utc_now
 from sagacity.checks import require_identity, required_reason
 from sagacity.errors import (
     ApprovalNotFoundError,

@@ -16,11 +16,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
 from sagacity._journal import Journal
 from sagacity._state import SagaState, fold
+from sagacity.chain import utc_now
 from sagacity.errors import (
     AppendConflictError,
     ApprovalNotFoundError,
@@ -37,11 +38,6 @@ if TYPE_CHECKING:
 Row = tuple[str, Phase, str, str]
 #: Who else runs a saga (``Engine.other_runner``).
 Runner = Literal["here", "there", "none", "unknown"]
-
-
-def utc_now() -> datetime:
-    """Naive UTC with whole microseconds, as the journal stores time."""
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def age(since: datetime, now: datetime | None = None) -> timedelta:

@@ -43,7 +43,7 @@ from sagacity._approvals import (
 )
 from sagacity._compensation import CompensationRun
 from sagacity._effects import Operation
-from sagacity._engine import Engine, Row, utc_now
+from sagacity._engine import Engine, Row
 from sagacity._state import (
     CALL_ID,
     ON_REJECT_CONTINUE,
@@ -55,6 +55,7 @@ from sagacity._state import (
     parse_decision_payload,
 )
 from sagacity._view import expired
+from sagacity.chain import utc_now
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,

@@ -18,7 +18,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from sagacity import _approvals, _recovery, _telemetry, _view, doctor
-from sagacity._approvals import Claim, utc_now
+from sagacity._approvals import Claim
 from sagacity._context import Acting, current_principal, refuse_foreign, require_principal
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
@@ -39,7 +39,7 @@ from sagacity._state import (
 )
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
-from sagacity.chain import Verification
+from sagacity.chain import Verification, utc_now
 from sagacity.checks import require_identity
 from sagacity.doctor import DEFAULT_OLDER_THAN, Diagnosis
 from sagacity.errors import (

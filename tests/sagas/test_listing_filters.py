@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from sagacity import Reversibility, Sagacity, SagaStatus, tool
-from sagacity._engine import utc_now
+from sagacity.chain import utc_now
 from sagacity.errors import InvalidValueError
 
 
