@@ -73,7 +73,7 @@ from sagacity.tools import ToolRegistry
 from sagacity.tools import registry as default_registry
 
 if TYPE_CHECKING:
-    from sagacity.checkpoints._scan import Progress
+    from sagacity.model import Progress
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -235,10 +235,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     "dialect module below both",
     ("sagacity.stores._sql", "sagacity._index"): "the index rows and filters are store contract: their home "
     "is stores/base.py (being changed for issue #33)",
-    (
-        "sagacity.stores.mysql",
-        "sagacity.stores",
-    ): f"safe_url from the face: take it from stores/_url.py {_BUSY}",
 }
 
 

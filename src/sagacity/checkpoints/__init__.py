@@ -33,7 +33,6 @@ from sagacity.checkpoints._scan import (
     CheckpointReport,
     Finding,
     FindingKind,
-    Progress,
     create_checkpoint,
     verify_against_checkpoint,
 )
@@ -60,6 +59,7 @@ from sagacity.checkpoints._witness import (
     cosign_with_quorum,
     make_server,
 )
+from sagacity.model import Progress
 
 __all__ = [
     "BUNDLE_FORMAT",

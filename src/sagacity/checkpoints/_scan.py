@@ -19,8 +19,7 @@ from sagacity._journal import Journal
 from sagacity.checkpoints._format import Checkpoint, Leaf, format_time, sign
 from sagacity.checkpoints._keys import SigningKey
 from sagacity.errors import JournalIntegrityError
-from sagacity.model import Entry
-from sagacity.model import Progress as Progress  # noqa: PLC0414 - re-exported: _sagacity takes it from here
+from sagacity.model import Entry, Progress
 from sagacity.stores.base import Store
 
 #: How far an entry's timestamp may lie before the checkpoint's time and still be legitimately

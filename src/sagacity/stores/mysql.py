@@ -56,7 +56,6 @@ from pymysql.connections import Connection
 from pymysql.cursors import Cursor as DriverCursor
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
-from sagacity.stores import safe_url
 from sagacity.stores._deadline import time_left
 from sagacity.stores._group import GroupCommit, Pending, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases
@@ -76,6 +75,7 @@ from sagacity.stores._sql import (
     load_ddl,
     split_statements,
 )
+from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
 
 __all__ = ["MySQLStore"]
