@@ -57,7 +57,6 @@ _WRITE_REFUSALS = 2
 _STRIPES = 1024
 _EPOCH = datetime(1970, 1, 1)
 _ONE_MICROSECOND = timedelta(microseconds=1)
-hash_of = hash  # ``remember`` takes a parameter named ``hash``
 _PHASE_TEXT = {phase: phase.value for phase in Phase}
 #: Saga tails remembered per stripe (128 x 1024 stripes: ~131k sagas in all).
 _TAILS_PER_STRIPE = 128
@@ -307,18 +306,9 @@ class Journal:
             _telemetry.committed(entries, started)
         return entries
 
-    def remember(self, saga_id: str, seq: int, hash: str, *, closed: bool) -> None:
-        """Seed the tail cache from a state just read, so the saga's next append lands first time."""
-        stripe = hash_of(saga_id) % _STRIPES
-        with self._stripes[stripe]:
-            tails = self._tails[stripe]
-            cached = tails.get(saga_id)
-            if cached is None or cached[0] <= seq:
-                _remember(tails, saga_id, (seq, hash, closed or (cached is not None and cached[2])))
-
     def is_closed(self, saga_id: str) -> bool:
         """Whether this process has seen the saga's compensation start (cheap; may be stale)."""
-        stripe = hash_of(saga_id) % _STRIPES
+        stripe = hash(saga_id) % _STRIPES
         with self._stripes[stripe]:
             cached = self._tails[stripe].get(saga_id)
         return cached is not None and cached[2]

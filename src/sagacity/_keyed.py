@@ -411,9 +411,3 @@ def _supersede(
 
 def _pending(spec: ToolSpec, request: ApprovalRequest, call_id: str) -> CallPending:
     return CallPending(request, awaiting_message(spec, request.saga_id, request.journal_seq), call_id)
-
-
-def result_of(admission: Admission) -> Any:
-    """A replayed call's result as the tool's caller sees it: the journaled payload text."""
-    assert admission.replay is not None
-    return admission.replay.payload_text

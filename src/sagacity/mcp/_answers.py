@@ -15,7 +15,6 @@ from typing import Any
 import mcp_types as types
 
 from sagacity.mcp._policy import Decision, ToolKind
-from sagacity.mcp._sagas import SAGA_META_KEY
 from sagacity.model import CompensationOutcome, SagaResult, SagaStatus
 
 __all__ = [
@@ -176,7 +175,3 @@ def running(saga_id: str) -> types.CallToolResult:
         "sagacity_status) once it has ended.",
         error=True,
     )
-
-
-def sessionless_hint() -> str:
-    return f'send params._meta {{"{SAGA_META_KEY}": "<saga id>"}}'
