@@ -101,9 +101,13 @@ def test_upstream_killed_mid_call_leaves_the_call_in_doubt(tmp_path: Path, trans
         resolved = sagacity_cli(
             "sagas", "resolve", saga, str(seq), "--happened", "--as", "ops@example.com", "--db", setup.db_url
         )
-        assert resolved.returncode == 0, resolved.stdout + resolved.stderr
+        # Settled, the saga is ABANDONED (the gateway wrote no END after the call it left in doubt),
+        # and it needs a human: resolve says so and exits 1 (docs/cli.md).
+        assert resolved.returncode == 1, resolved.stdout + resolved.stderr
+        assert "saga is ABANDONED" in resolved.stdout
         with Sagacity(setup.db_url) as sg:
             assert sg.in_doubt(saga) == []
+            assert sg.status(saga) is SagaStatus.ABANDONED
 
     if transport == "http":
         with http_proxy(setup) as (url, _), agent(url, "auto") as a:
