@@ -82,6 +82,12 @@ name = "alice@example.com"
 roles = ["approver"]
 """
 
+#: The agents' static tokens (`--agent-tokens-file`, docs/mcp.md "Over HTTP").
+AGENT_TOKENS = """\
+{"tokens": {"sha256:2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae":
+  {"name": "agent-a", "scopes": ["sagacity:call"]}}}
+"""
+
 
 def test_every_example_is_run_here() -> None:
     assert set(SUCCEED) <= set(ALL), set(SUCCEED) - set(ALL)
@@ -108,6 +114,7 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, s
     (box / "witness.pub").write_text((box / "witness-1.pub").read_text())
     (box / "payments.toml").write_text(POLICY)
     (box / "tokens.toml").write_text(TOKENS)
+    (box / "agent-tokens.json").write_text(AGENT_TOKENS)
     (box / "approved.json").write_text("{}\n")
     (box / "myapp").mkdir()
     for module in ("__init__.py", "tools.py", "flows.py"):
