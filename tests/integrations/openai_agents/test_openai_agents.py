@@ -386,7 +386,9 @@ def test_parallel_calls_with_gates_end_the_saga_as_the_journal_stands(
 ) -> None:
     """A reserve and two gated wires in one model response, each call entering the saga for
     itself: every END says what the journal says when it lands (never COMPLETED while a gate
-    waits), and no END follows another with nothing between them."""
+    waits), and no END follows another with nothing between them. The reserve's run may end
+    before the wires are presented (seen on MariaDB): its END COMPLETED is then true of the
+    journal it lands on, and the gates that follow get an END AWAITING_APPROVAL of their own."""
 
     async def main(saga_id: str) -> None:
         with Sagacity(durable_url) as sg:
@@ -395,7 +397,11 @@ def test_parallel_calls_with_gates_end_the_saga_as_the_journal_stands(
             entries = await sg.entries_async(saga_id)
             assert await sg.status_async(saga_id) is SagaStatus.AWAITING_APPROVAL
         ends = [e for e in entries if e.tool_name == "sagacity:saga" and e.phase == Phase.EXECUTED]
-        assert [e.payload for e in ends if "COMPLETED" in e.payload] == []
+        shown = [(e.seq, e.tool_name, str(e.phase), e.payload[:60]) for e in entries]
+        for end in ends:  # no decision is taken here: a gate journaled before an END still waits
+            gated = [e for e in entries if e.seq < end.seq and e.phase == Phase.AWAITING_APPROVAL]
+            wanted = "AWAITING_APPROVAL" if gated else "COMPLETED"
+            assert end.payload == f'{{"status":"{wanted}"}}', shown
         assert ends[-1].payload == '{"status":"AWAITING_APPROVAL"}'
         for before, end in pairwise(entries):
             if end in ends:
