@@ -48,7 +48,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sagacity import _context
-from sagacity._state import ON_ABANDON_REPORT, Gate, SagaState
+from sagacity._payloads import ON_ABANDON_REPORT
+from sagacity._state import Gate, SagaState
 from sagacity.errors import (
     ApprovalNotFoundError,
     CheckFailedError,

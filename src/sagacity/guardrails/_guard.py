@@ -27,7 +27,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from sagacity._journal import Journal
-from sagacity._state import COMPENSATES, SAGA_TOOL, SagaState, as_line, fold, payload_attribute
+from sagacity._payloads import COMPENSATES, SAGA_TOOL, as_line, payload_attribute
+from sagacity._state import SagaState, fold
 from sagacity.errors import HaltedError, PolicyError, SagacityError
 from sagacity.guardrails._acting import current_agent
 from sagacity.guardrails._cel import ConditionError

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
-from sagacity._state import as_line, unescaped
+from sagacity._payloads import as_line, unescaped
 from sagacity.guardrails._rules import Action
 
 __all__ = ["Debit", "Denied", "Finding", "Verdict", "parse_verdict"]
