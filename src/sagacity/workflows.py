@@ -70,7 +70,7 @@ from sagacity.framework import (
     unfinished_error,
 )
 from sagacity.guardrails._rules import Action
-from sagacity.guardrails._verdict import Finding, parse_verdict
+from sagacity.guardrails._verdict import RuleFinding, parse_verdict
 from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -682,7 +682,7 @@ class StageView:
     error: str = ""
     #: What the guardrails policy journaled for the stage (on its gate, else its INTENT): the
     #: rule that let it run unattended, held it for approval, or denied it. None without a policy.
-    policy: Finding | None = None
+    policy: RuleFinding | None = None
 
 
 @dataclass(frozen=True, slots=True)
