@@ -22,12 +22,10 @@ from sagacity._compensation import compensate as compensate_saga
 from sagacity._effects import Operation
 from sagacity._engine import Engine, Row
 from sagacity._json import require_storable
-from sagacity._state import (
+from sagacity._payloads import (
     GATE_TOOL,
     ON_REJECT_CONTINUE,
     RESUMES,
-    Gate,
-    SagaState,
     call_payload,
     decision_input,
     decision_payload,
@@ -35,6 +33,7 @@ from sagacity._state import (
     parse_decision_payload,
     sha256_hex,
 )
+from sagacity._state import Gate, SagaState
 from sagacity._view import expired
 from sagacity.chain import utc_now
 from sagacity.checks import require_identity, required_reason

@@ -29,20 +29,19 @@ from typing import Any
 from sagacity import _telemetry
 from sagacity._effects import Invoke, Operation, Outcome
 from sagacity._engine import Engine, Row
-from sagacity._state import (
+from sagacity._payloads import (
     COMPENSATES,
     GATE_TOOL,
     LIFE_TOOL,
     SAGA_TOOL,
-    Call,
-    SagaState,
     compensated_payload,
     compensation_failed_payload,
     decision_input,
     decision_payload,
     end_payload,
-    idempotency_key,
 )
+from sagacity._state import Call, SagaState
+from sagacity.chain import idempotency_key
 from sagacity.errors import InvalidValueError
 from sagacity.guardrails._meter import DEBIT, give_back_call
 from sagacity.model import (

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, ParamSpec, Protocol, TypeVar
 
-from sagacity._state import idempotency_key, one_line, start_principal
+from sagacity._payloads import one_line, start_principal
+from sagacity.chain import idempotency_key
 from sagacity.errors import InvalidValueError, SagaNotFoundError, SagaStateError
 
 P = ParamSpec("P")

@@ -31,7 +31,8 @@ from typing import TypeVar
 
 from sagacity import _telemetry, chain
 from sagacity._json import escape_text, require_storable
-from sagacity._state import LIFE_TOOL, closes_saga
+from sagacity._payloads import LIFE_TOOL
+from sagacity._state import closes_saga
 from sagacity.errors import (
     AppendConflictError,
     InvalidValueError,

@@ -44,16 +44,14 @@ from sagacity._approvals import (
 from sagacity._compensation import CompensationRun
 from sagacity._effects import Operation
 from sagacity._engine import Engine, Row
-from sagacity._state import (
+from sagacity._payloads import (
     CALL_ID,
     ON_REJECT_CONTINUE,
-    Call,
-    Gate,
-    SagaState,
     call_payload,
     held_approvals,
     parse_decision_payload,
 )
+from sagacity._state import Call, Gate, SagaState
 from sagacity._view import expired
 from sagacity.chain import utc_now
 from sagacity.errors import (

@@ -24,15 +24,15 @@ from sagacity._approvals import restore_request
 from sagacity._compensation import CompensationRun, check_tools, compensate
 from sagacity._effects import Operation
 from sagacity._engine import Engine, Row, age
-from sagacity._state import (
+from sagacity._payloads import (
     GATE_TOOL,
     ON_ABANDON_REPORT,
-    SagaState,
     compensated_payload,
     compensation_failed_payload,
     decision_payload,
     resolution_input,
 )
+from sagacity._state import SagaState
 from sagacity.checks import require_identity
 from sagacity.errors import SagaStateError
 from sagacity.model import Phase, SagaResult, SagaStatus

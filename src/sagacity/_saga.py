@@ -29,7 +29,8 @@ from sagacity._engine import Engine, Row
 from sagacity._journal import SagaStart
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
-from sagacity._state import CONTROL_FLOW, LIFE_TOOL, SagaState, closes_saga, end_payload
+from sagacity._payloads import CONTROL_FLOW, LIFE_TOOL, end_payload
+from sagacity._state import SagaState, closes_saga
 from sagacity.errors import (
     ApprovalRefusedError,
     HaltedError,

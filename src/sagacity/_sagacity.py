@@ -26,17 +26,11 @@ from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, s
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor, decode_request_cursor
+from sagacity._payloads import LIFE_TOOL, ON_ABANDON_COMPENSATE, require_on_abandon, start_input
 from sagacity._queue import arrange, past, queue_order
 from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
-from sagacity._state import (
-    LIFE_TOOL,
-    ON_ABANDON_COMPENSATE,
-    fold,
-    misaligned,
-    require_on_abandon,
-    start_input,
-)
+from sagacity._state import fold, misaligned
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity.chain import Verification, utc_now

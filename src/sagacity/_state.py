@@ -2,6 +2,7 @@
 
 Pure: entries in, a :class:`SagaState` out. Status, compensation planning, approval checks,
 recovery and the doctor all read the journal through this one fold, so they can never disagree.
+The payloads' spellings, written and read, are :mod:`sagacity._payloads`'s; this module links them.
 
 How entries are linked (documented in docs/journal.md):
 
@@ -35,275 +36,34 @@ How entries are linked (documented in docs/journal.md):
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from sagacity._json import ESCAPED_PREFIX
-from sagacity.chain import GENESIS_HASH, frame
-from sagacity.errors import InvalidValueError
+from sagacity._payloads import (
+    CALL_ID,
+    COMPENSATES,
+    DEFINITION_LINE,
+    EFFECT_SEQ,
+    GATE_TOOL,
+    LIFE_TOOL,
+    NOT_FAILURES,
+    ON_ABANDON,
+    ON_ABANDON_REPORT,
+    ON_REJECT,
+    ON_REJECT_CONTINUE,
+    REQUESTER,
+    REQUESTER_MAY_NOT_APPROVE,
+    RESUMES,
+    SAGA_TOOL,
+    parse_decision_payload,
+    payload_attribute,
+    sha256_hex,
+)
+from sagacity.chain import GENESIS_HASH
 from sagacity.model import Entry, Phase, SagaStatus
-
-#: tool_name of saga-level entries (start and end of compensation).
-SAGA_TOOL = "saga"
-#: tool_name of decision entries (SPEC §2).
-GATE_TOOL = "approval-gate"
-#: tool_name of a saga's START (INTENT, seq 1) and END (EXECUTED) entries.
-LIFE_TOOL = "sagacity:saga"
-#: Names no user tool may take, and the prefix of every name reserved for Sagacity's own entries.
-RESERVED_TOOL_NAMES = frozenset({SAGA_TOOL, GATE_TOOL})
-RESERVED_PREFIX = "sagacity:"
-#: What ``recover`` does with an abandoned saga (journaled in its start facts).
-ON_ABANDON_COMPENSATE = "compensate"
-ON_ABANDON_REPORT = "report"
-ON_ABANDON = (ON_ABANDON_COMPENSATE, ON_ABANDON_REPORT)
-
-COMPENSATES = "compensates seq="
-RESUMES = "resumes seq="
-#: A payload line naming the agent framework's id of the call.
-CALL_ID = "call_id="
-#: A gate payload line: what a rejection of it means (``continue``: tell the model, go on).
-ON_REJECT = "on_reject="
-ON_REJECT_CONTINUE = "continue"
-#: A gate payload line: the principal on whose behalf the gated call was made (who asked).
-REQUESTER = "requester="
-#: A gate payload line: the separation-of-duties rule journaled with the gate (``true``: the
-#: requester may not approve it), so every process enforces the same rule, tool imported or not.
-REQUESTER_MAY_NOT_APPROVE = "requester_may_not_approve="
-#: A gate and INTENT payload line: ``sha256:<hex>`` of the tool's definition (name, description,
-#: input schema) the gate was made, or the call was sent, under.
-DEFINITION_LINE = "definition="
-APPROVALS_LINE = "approvals="
-#: Prefix of a FAILED payload that is the framework's control flow, not a failure.
-CONTROL_FLOW = "control flow: "
-#: Prefix of the FAILED that closes a call the guardrails policy denied: it never ran, it is not
-#: a failure (the model is told why), nothing is to compensate.
-DENIED = "denied by policy: "
-#: FAILED payload prefixes that close a call without it being a failure of the saga.
-_NOT_FAILURES = (CONTROL_FLOW, DENIED)
-#: A gate payload line of a policy hold: ``verdict=hold rule=<id> approvals=<n> ...``.
-_HOLD_APPROVALS = re.compile(r"^verdict=hold rule=\S+ approvals=(\d+)", re.MULTILINE)
-#: The tool's own number of approvers, journaled on its gate when it needs more than one.
-_GATE_APPROVALS = re.compile(r"^approvals=(\d+)$", re.MULTILINE)
-_EFFECT_SEQ = re.compile(r"effect seq=(\d+)")
-
-
-def sha256_hex(text: str) -> str:
-    """SHA-256 of the UTF-8 bytes, lowercase hex: the approval request's ``input_hash``."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def compensated_payload(executed_seq: int) -> str:
-    return f"compensated effect seq={executed_seq}"
-
-
-def compensation_failed_payload(executed_seq: int, error: str) -> str:
-    return f"compensation of effect seq={executed_seq} failed: {error}"
-
-
-def decision_input(seq: int, input_hash: str) -> str:
-    return json.dumps({"seq": seq, "inputHash": input_hash}, separators=(",", ":"))
-
-
-def require_on_abandon(on_abandon: str) -> str:
-    """``compensate`` or ``report``, else ``InvalidValueError`` naming both."""
-    if on_abandon not in ON_ABANDON:
-        raise InvalidValueError(
-            f"on_abandon must be {ON_ABANDON_COMPENSATE!r} or {ON_ABANDON_REPORT!r}, not {on_abandon!r}"
-        )
-    return on_abandon
-
-
-def start_input(on_abandon: str, principal: str | None) -> str:
-    """A saga's start facts, the input of its START and END entries (compact JSON, fixed order)."""
-    facts = {"onAbandon": on_abandon}
-    if principal is not None:
-        facts["principal"] = principal
-    return json.dumps(facts, separators=(",", ":"), ensure_ascii=False)
-
-
-def start_principal(start_input: str) -> str | None:
-    """The principal a START's input names (None: none, or not readable)."""
-    try:
-        facts = json.loads(start_input)
-    except ValueError:
-        return None
-    principal = facts.get("principal") if isinstance(facts, dict) else None
-    return principal if isinstance(principal, str) and principal else None
-
-
-def end_payload(status: SagaStatus) -> str:
-    """The payload of a saga's END entry: how it ended."""
-    return json.dumps({"status": str(status)}, separators=(",", ":"))
-
-
-def resolution_input(seq: int, outcome: Phase) -> str:
-    return json.dumps({"seq": seq, "resolution": str(outcome)}, separators=(",", ":"))
-
-
-#: Characters that end a line for some reader or are not text at all: C0 and C1 controls (line
-#: feed, carriage return, vertical tab, form feed, the separators U+001C-U+001E, NEL U+0085: all
-#: of them end a line for ``str.splitlines``), DEL, the Unicode line and paragraph separators
-#: (which end a line in JavaScript) and unpaired surrogates (no store can hold them). A name or a
-#: person's note holding one could add a line, and a line is a field, to a decision's payload.
-NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
-_APPROVER = "approver="
-_REASON = "reason="
-_VERDICT_LINES = "\npolicy="  # a policy verdict's first line, after a refused resume's reason
-
-
-def one_line(field: str, text: str) -> str:
-    """``text`` if it is one line of storable text; else ``InvalidValueError`` naming what is in it."""
-    if not isinstance(text, str):
-        raise InvalidValueError(f"{field} must be a str, not {type(text).__name__}")
-    found = NOT_ONE_LINE.search(text)
-    if found is not None:
-        raise InvalidValueError(
-            f"{field} must be one line of text without control characters or line separators, "
-            f"but it holds U+{ord(found.group()):04X} at index {found.start()}: a line break in a "
-            f"decision's payload could add a field to it (got {text!r})"
-        )
-    return text
-
-
-def as_line(text: str) -> str:
-    """``text`` as one storable line: itself, or escaped as :func:`decision_payload` does."""
-    if NOT_ONE_LINE.search(text) is None and not text.startswith(ESCAPED_PREFIX):
-        return text
-    return _quoted(text)
-
-
-def unescaped(text: str) -> str:
-    """The text :func:`as_line` was given."""
-    if text.startswith(ESCAPED_PREFIX):
-        try:
-            decoded = json.loads(text[len(ESCAPED_PREFIX) :])
-        except ValueError:
-            return text
-        if isinstance(decoded, str):
-            return decoded
-    return text
-
-
-def held_approvals(payload: str) -> int:
-    """The approvals a gate says it needs (0: it does not say): the tool's four-eyes number
-    (``approvals=<n>``) or a policy hold's, the larger. Read from the gate, so a process that has
-    not imported the tool counts them as the one that made the gate did."""
-    if "approvals=" not in payload:
-        return 0
-    own = _GATE_APPROVALS.search(payload)
-    hold = _HOLD_APPROVALS.search(payload) if "verdict=hold" in payload else None
-    return max(int(found.group(1)) if found is not None else 0 for found in (own, hold))
-
-
-def required_reason(text: str) -> str:
-    """Why a person rejects: one line of text that is not blank, stripped. The CLI, the HTTP API
-    and the dashboard require one; a rejection nobody can explain later is no evidence."""
-    one_line("reason", text)
-    if not text.strip():
-        raise InvalidValueError("a reason is required to reject: say why, in one line")
-    return text.strip()
-
-
-def _quoted(text: str) -> str:
-    """``text`` as the escape prefix and a JSON string literal that is one line of storable text."""
-    literal = json.dumps(text, ensure_ascii=False)  # escapes C0 controls, quotes and backslashes
-    return ESCAPED_PREFIX + NOT_ONE_LINE.sub(lambda m: f"\\u{ord(m.group()):04x}", literal)
-
-
-def call_payload(
-    first: str,
-    call_id: str | None,
-    on_reject: str = "",
-    *,
-    requester: str | None = None,
-    requester_may_not_approve: bool = False,
-    approvals: int = 1,
-    definition: str = "",
-    extra: str = "",
-) -> str:
-    """An INTENT or AWAITING_APPROVAL payload: ``first`` (may be empty), then the call id, the
-    rejection policy, the requester, the separation rule and the tool's approvals (more than one)
-    as ``key=value`` lines (the last four only on a gate; the requester is an identity, one line,
-    checked by the caller), then ``extra`` lines (a guardrails policy's verdict)."""
-    lines = [first] if first else []
-    if call_id is not None:
-        lines.append(f"{CALL_ID}{call_id}")
-    if on_reject:
-        lines.append(f"{ON_REJECT}{on_reject}")
-    if requester:
-        lines.append(f"{REQUESTER}{one_line('requester', requester)}")
-    if requester_may_not_approve:
-        lines.append(f"{REQUESTER_MAY_NOT_APPROVE}true")
-    if approvals > 1:
-        lines.append(f"{APPROVALS_LINE}{approvals}")
-    if definition:
-        lines.append(f"{DEFINITION_LINE}{definition}")
-    if extra:
-        lines.append(extra)
-    return "\n".join(lines)
-
-
-def payload_attribute(payload: str, key: str) -> str | None:
-    """The value of the payload line ``key=value``, if there is one."""
-    if key not in payload:  # the common case: a payload without attributes, no split
-        return None
-    for line in payload.split("\n"):
-        if line.startswith(key):
-            return line[len(key) :]
-    return None
-
-
-def decision_payload(approver: str, reason: str = "") -> str:
-    """``approver=<identity>`` and/or ``reason=<text>``, one per line: never a line more.
-
-    Nothing in either value can add a line, so a reader splitting the payload into lines always
-    finds at most one ``approver=`` and it is the one the library was given:
-
-    * ``approver`` is a name and must be one line (``InvalidValueError`` otherwise).
-    * A reason given *with* an approver is what that person typed: it must be one line too, and
-      ``InvalidValueError`` is raised before anything is journaled. It is journaled verbatim.
-    * A reason the library writes on its own (no approver: an expiry, a void, a payload
-      mismatch) quotes things that already happened, such as a tool's error message, and cannot
-      be refused. When it holds a character of :data:`NOT_ONE_LINE` (or starts with the escape
-      prefix) it is journaled as ``reason=sagacity-escaped:"<JSON string literal>"``, one line,
-      and :func:`parse_decision_payload` gives the original back.
-    """
-    lines = [_APPROVER + one_line("approver", approver)] if approver else []
-    if reason:
-        if approver:
-            one_line("reason", reason)
-        elif NOT_ONE_LINE.search(reason) is not None or reason.startswith(ESCAPED_PREFIX):
-            reason = _quoted(reason)
-        lines.append(_REASON + reason)
-    return "\n".join(lines)
-
-
-def parse_decision_payload(payload: str) -> tuple[str, str]:
-    """(approver, reason) from a decision entry's payload.
-
-    The approver is the first line's, and only the first line's: a journal written before reasons
-    were kept to one line may hold a reason with line breaks, some reading ``approver=...``; they
-    are part of the reason. An escaped reason is unescaped.
-    """
-    approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
-    rest = rest.partition(_VERDICT_LINES)[0]  # a policy's refusal: its verdict follows the reason
-    return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))
-
-
-def idempotency_key(saga_id: str, seq: int) -> str:
-    """The stable key of the call whose INTENT is (saga_id, seq).
-
-    ``"sgc_"`` + the first 40 hex digits of SHA-256 over the framed saga id and seq (the chain's
-    framing, so ids holding any character cannot collide). 44 ASCII characters: short enough for
-    payment APIs' idempotency headers, the same on every retry and after a restart.
-    """
-    digest = hashlib.sha256(b"sagacity-idempotency:" + frame(saga_id) + frame(str(seq))).hexdigest()
-    return "sgc_" + digest[:40]
 
 
 @dataclass
@@ -326,7 +86,7 @@ class Call:
         outcome = self.outcome
         if outcome is None or outcome.phase != Phase.FAILED:
             return False
-        return not outcome.payload.startswith(_NOT_FAILURES)
+        return not outcome.payload.startswith(NOT_FAILURES)
 
     @property
     def passed(self) -> bool:
@@ -335,7 +95,7 @@ class Call:
         outcome = self.outcome
         if outcome is None or outcome.phase != Phase.FAILED:
             return False
-        return outcome.payload.startswith(_NOT_FAILURES)
+        return outcome.payload.startswith(NOT_FAILURES)
 
 
 @dataclass
@@ -530,7 +290,7 @@ class SagaState:
         elif phase in (Phase.EXECUTED, Phase.FAILED):
             _outcome(self, entry)
         elif phase in (Phase.COMPENSATED, Phase.COMPENSATION_FAILED):
-            match = _EFFECT_SEQ.search(entry.payload)
+            match = EFFECT_SEQ.search(entry.payload)
             if match is None:
                 self.orphans.append(entry)
                 return

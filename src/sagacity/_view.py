@@ -13,16 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 
 from sagacity._compensation import undo_preview
-from sagacity._state import (
-    Call,
-    Compensation,
-    Gate,
-    SagaState,
-    held_approvals,
-    misaligned,
-    parse_decision_payload,
-    sha256_hex,
-)
+from sagacity._payloads import held_approvals, parse_decision_payload, sha256_hex
+from sagacity._state import Call, Compensation, Gate, SagaState, misaligned
 from sagacity.chain import verify
 from sagacity.model import (
     ApprovalGate,

@@ -239,3 +239,14 @@ def _problem(entry: ChainEntry, index: int, prev: str, saga_id: str | None) -> s
     if expected != entry.hash:
         return f"hash mismatch: stored {entry.hash}, recomputed {expected}"
     return ""
+
+
+def idempotency_key(saga_id: str, seq: int) -> str:
+    """The stable key of the call whose INTENT is (saga_id, seq).
+
+    ``"sgc_"`` + the first 40 hex digits of SHA-256 over the framed saga id and seq (the chain's
+    framing, so ids holding any character cannot collide). 44 ASCII characters: short enough for
+    payment APIs' idempotency headers, the same on every retry and after a restart.
+    """
+    digest = hashlib.sha256(b"sagacity-idempotency:" + frame(saga_id) + frame(str(seq))).hexdigest()
+    return "sgc_" + digest[:40]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 
 from sagacity._json import kind_of, require_storable
-from sagacity._state import one_line, required_reason
+from sagacity._payloads import one_line, required_reason
 from sagacity._toml_lines import LineIndex, duration_seconds, toml_syntax_error
 from sagacity.errors import InvalidValueError
 

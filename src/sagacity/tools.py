@@ -21,7 +21,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from sagacity._context import current_run, irreversible_allowed
 from sagacity._json import compact
-from sagacity._state import DEFINITION_LINE, RESERVED_PREFIX, RESERVED_TOOL_NAMES
+from sagacity._payloads import DEFINITION_LINE, RESERVED_PREFIX, RESERVED_TOOL_NAMES
 from sagacity.errors import (
     InvalidValueError,
     IrreversibleToolError,

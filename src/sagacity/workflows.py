@@ -48,7 +48,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from sagacity import _context
-from sagacity._state import ON_ABANDON_REPORT, Gate, SagaState
+from sagacity._payloads import ON_ABANDON_REPORT
+from sagacity._state import Gate, SagaState
 from sagacity.errors import (
     ApprovalNotFoundError,
     CheckFailedError,
@@ -69,7 +70,7 @@ from sagacity.framework import (
     unfinished_error,
 )
 from sagacity.guardrails._rules import Action
-from sagacity.guardrails._verdict import Finding, parse_verdict
+from sagacity.guardrails._verdict import RuleFinding, parse_verdict
 from sagacity.model import (
     ApprovalDecision,
     ApprovalRequest,
@@ -681,7 +682,7 @@ class StageView:
     error: str = ""
     #: What the guardrails policy journaled for the stage (on its gate, else its INTENT): the
     #: rule that let it run unattended, held it for approval, or denied it. None without a policy.
-    policy: Finding | None = None
+    policy: RuleFinding | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from types import ModuleType
 from click.testing import CliRunner, Result
 
 from sagacity import Phase, Sagacity, SagaStatus
-from sagacity._state import parse_decision_payload, sha256_hex
+from sagacity._payloads import parse_decision_payload, sha256_hex
 from sagacity.cli import main
 from sagacity.tools import registry
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from types import ModuleType
 
 from sagacity import Phase, Sagacity
-from sagacity._state import parse_decision_payload
+from sagacity._payloads import parse_decision_payload
 
 HERE = Path(__file__).parent
 

@@ -8,7 +8,7 @@ import sqlite3
 from click.testing import CliRunner, Result
 
 from sagacity import Phase, Sagacity, SagaStatus
-from sagacity._state import parse_decision_payload
+from sagacity._payloads import parse_decision_payload
 from sagacity.cli import main
 from sagacity.tools import registry
 

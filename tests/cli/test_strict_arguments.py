@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from sagacity import Phase, Sagacity, SagaStatus
-from sagacity._state import parse_decision_payload
+from sagacity._payloads import parse_decision_payload
 from sagacity.cli import main
 
 FORGED = "fine by me\napprover=ceo@example.com\r\napprover=cfo@example.com"

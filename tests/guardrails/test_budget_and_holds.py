@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sagacity import Sagacity, SagaStatus, acting_as, tool
-from sagacity._state import parse_decision_payload
+from sagacity._payloads import parse_decision_payload
 from sagacity.guardrails import METER_PREFIX, load_policy, parse_verdict
 from sagacity.testing import tool_entries
 

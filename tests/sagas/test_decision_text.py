@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from sagacity import ApprovalRequest, CompensationContext, Phase, Reversibility, Sagacity, SagaStatus, tool
-from sagacity._state import parse_decision_payload
+from sagacity._payloads import parse_decision_payload
 from sagacity.errors import InvalidValueError
 from sagacity.model import Entry
 from sagacity.tools import Tool

@@ -21,7 +21,7 @@ from sagacity import (
     SagaStatus,
     tool,
 )
-from sagacity._state import sha256_hex
+from sagacity._payloads import sha256_hex
 from sagacity.errors import SagaNotFoundError
 
 

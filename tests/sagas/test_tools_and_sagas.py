@@ -23,7 +23,7 @@ from sagacity import (
     in_current_saga,
     tool,
 )
-from sagacity._state import LIFE_TOOL as LIFE
+from sagacity._payloads import LIFE_TOOL as LIFE
 from sagacity.errors import (
     BlockingCallError,
     IrreversibleToolError,

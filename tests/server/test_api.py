@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from sagacity import Phase, Sagacity, SagaStatus, acting_as
-from sagacity._state import sha256_hex
+from sagacity._payloads import sha256_hex
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from sagacity import Phase, Sagacity, SagaStatus
-from sagacity._state import parse_decision_payload
+from sagacity._payloads import parse_decision_payload
 from sagacity.server import TokenAuth, create_app
 
 pytestmark = pytest.mark.anyio

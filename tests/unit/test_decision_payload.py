@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sagacity._state import decision_payload, parse_decision_payload
+from sagacity._payloads import decision_payload, parse_decision_payload
 from sagacity.errors import InvalidValueError
 
 #: Every character that ends a line for some reader (str.splitlines, JavaScript, Unicode), or

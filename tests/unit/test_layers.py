@@ -183,6 +183,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "_paging",
         "_effects",
         "model",
+        "_payloads",
         "_state",
         "_context",
         "checks",

@@ -30,9 +30,9 @@ from sagacity.checkpoints._keys import (
 )
 from sagacity.checkpoints._scan import (
     DEFAULT_MAX_SKEW,
+    CheckpointFinding,
+    CheckpointFindingKind,
     CheckpointReport,
-    Finding,
-    FindingKind,
     create_checkpoint,
     verify_against_checkpoint,
 )
@@ -61,10 +61,17 @@ from sagacity.checkpoints._witness import (
 )
 from sagacity.model import Progress
 
+#: The old names, kept as aliases: ``sagacity.Finding`` and ``sagacity.FindingKind`` are the
+#: doctor's, so the checkpoint's have names of their own.
+Finding = CheckpointFinding
+FindingKind = CheckpointFindingKind
+
 __all__ = [
     "BUNDLE_FORMAT",
     "DEFAULT_MAX_SKEW",
     "Checkpoint",
+    "CheckpointFinding",
+    "CheckpointFindingKind",
     "CheckpointReport",
     "DirectorySink",
     "Finding",

@@ -39,7 +39,7 @@ class HasJournal(Protocol):
 Source = Journal | Store | HasJournal
 
 
-class FindingKind(StrEnum):
+class CheckpointFindingKind(StrEnum):
     """What is wrong with a saga, measured against a checkpoint."""
 
     BROKEN = "BROKEN"  # the chain itself fails: an edited, deleted, inserted or swapped row
@@ -55,7 +55,7 @@ class FindingKind(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class CheckpointFinding:
     """One saga found not to extend the checkpoint.
 
     ``index`` is the zero-based entry the finding points at (-1: the whole saga); ``attested``
@@ -63,7 +63,7 @@ class Finding:
     """
 
     saga_id: str
-    kind: FindingKind
+    kind: CheckpointFindingKind
     index: int
     attested: int
     current: int
@@ -79,7 +79,7 @@ class CheckpointReport:
     have more entries now.
     """
 
-    findings: tuple[Finding, ...]
+    findings: tuple[CheckpointFinding, ...]
     added: tuple[str, ...]
     grown: int
     sagas: int
@@ -150,36 +150,36 @@ def _judge(
     scan: _SagaScan,
     verification: chain.Verification,
     cutoff: datetime | None,
-) -> list[Finding]:
+) -> list[CheckpointFinding]:
     attested = leaf.count if leaf is not None else 0
-    found: list[Finding] = []
+    found: list[CheckpointFinding] = []
 
-    def add(kind: FindingKind, index: int, detail: str) -> None:
-        found.append(Finding(saga_id, kind, index, attested, scan.count, detail))
+    def add(kind: CheckpointFindingKind, index: int, detail: str) -> None:
+        found.append(CheckpointFinding(saga_id, kind, index, attested, scan.count, detail))
 
     if scan.count == 0:
         if leaf is not None:
-            add(FindingKind.MISSING, -1, f"deleted: the checkpoint attested {attested} entries")
+            add(CheckpointFindingKind.MISSING, -1, f"deleted: the checkpoint attested {attested} entries")
         return found
     if not verification.valid:
-        add(FindingKind.BROKEN, verification.break_at_index, verification.message)
+        add(CheckpointFindingKind.BROKEN, verification.break_at_index, verification.message)
     if leaf is not None:
         if scan.count < attested:
             add(
-                FindingKind.SHORTENED,
+                CheckpointFindingKind.SHORTENED,
                 scan.count,
                 f"{scan.count} entries, the checkpoint attested {attested}: entries were removed",
             )
         elif scan.hash_at_attested != leaf.head:
             add(
-                FindingKind.REWRITTEN,
+                CheckpointFindingKind.REWRITTEN,
                 attested - 1,
                 f"entry #{attested} hashes to {str(scan.hash_at_attested)[:16]}…, the checkpoint "
                 f"attested {leaf.head[:16]}…: the chain was rewritten",
             )
     if scan.backdated_at is not None and cutoff is not None:
         add(
-            FindingKind.BACKDATED,
+            CheckpointFindingKind.BACKDATED,
             scan.backdated_index,
             f"entry #{scan.backdated_index + 1} is dated {format_time(scan.backdated_at)}, before "
             f"the checkpoint ({format_time(cutoff)} allowing for skew) yet not covered by it: forged",
@@ -202,7 +202,7 @@ def scan_journal(
     cutoff = previous.time - max_skew if previous is not None else None
     total = len(set(current).union(leaf.saga_id for leaf in attested)) if attested else len(current)
     leaves: list[Leaf] = []
-    findings: list[Finding] = []
+    findings: list[CheckpointFinding] = []
     added: list[str] = []
     grown = entries = done = 0
     i = j = 0

@@ -28,7 +28,7 @@ from pathlib import Path
 from sagacity.checkpoints import _log, _merkle, _note, _timestamp
 from sagacity.checkpoints._format import check_origin
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
-from sagacity.checkpoints._scan import Finding, FindingKind, Source, journal_of
+from sagacity.checkpoints._scan import CheckpointFinding, CheckpointFindingKind, Source, journal_of
 from sagacity.errors import CheckpointError, JournalIntegrityError
 
 _DECIMAL = re.compile(r"^(0|[1-9][0-9]*)$")
@@ -251,14 +251,14 @@ def log_inclusion_proof(source: Source, index: int, size: int) -> list[bytes]:
 
 
 # -- the verifier side ----------------------------------------------------------------------------
-def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Finding]:
+def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[CheckpointFinding]:
     """Does the journal, as it is now, still fold to every one of ``checkpoints``' roots?
 
     The leaves are recomputed from the journal's rows in log order, so an entry changed, deleted
     or re-ordered after a checkpoint took it in is found, whatever the log table now says. Two
     checkpoints of the same size with different roots are a fork.
     """
-    findings: list[Finding] = []
+    findings: list[CheckpointFinding] = []
     # every distinct root of each size is folded: a fork's two sides are each checked (and the one
     # the journal no longer folds to is named), not just whichever was read first
     by_size: dict[int, dict[bytes, LogCheckpoint]] = {}
@@ -267,9 +267,9 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
         if roots and cp.root not in roots:
             other = next(iter(roots.values()))
             findings.append(
-                Finding(
+                CheckpointFinding(
                     "",
-                    FindingKind.FORKED,
+                    CheckpointFindingKind.FORKED,
                     -1,
                     cp.size,
                     cp.size,
@@ -285,9 +285,9 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
     top = max(by_size)
     if top > size:
         findings.append(
-            Finding(
+            CheckpointFinding(
                 "",
-                FindingKind.LOG_MISMATCH,
+                CheckpointFindingKind.LOG_MISMATCH,
                 size,
                 top,
                 size,
@@ -306,7 +306,9 @@ def verify_log(source: Source, checkpoints: Sequence[LogCheckpoint]) -> list[Fin
     return findings
 
 
-def _mismatch(cp: LogCheckpoint, other: bytes | None, first_bad: _log.LogLeaf | None, size: int) -> Finding:
+def _mismatch(
+    cp: LogCheckpoint, other: bytes | None, first_bad: _log.LogLeaf | None, size: int
+) -> CheckpointFinding:
     """LOG_MISMATCH: the journal does not fold to ``cp``'s root; ``other`` is the root of another
     checkpoint of that size that it does fold to, if any."""
     named = first_bad if first_bad is not None and first_bad.index < cp.size else None
@@ -320,9 +322,9 @@ def _mismatch(cp: LogCheckpoint, other: bytes | None, first_bad: _log.LogLeaf | 
         if other is not None
         else ""
     )
-    return Finding(
+    return CheckpointFinding(
         named.saga_id if named is not None else "",
-        FindingKind.LOG_MISMATCH,
+        CheckpointFindingKind.LOG_MISMATCH,
         named.index if named is not None else -1,
         cp.size,
         size,
@@ -333,7 +335,7 @@ def _mismatch(cp: LogCheckpoint, other: bytes | None, first_bad: _log.LogLeaf | 
 
 def verify_log_timestamps(
     checkpoints: Sequence[LogCheckpoint], trust: bytes
-) -> tuple[list[Finding], dict[int, datetime]]:
+) -> tuple[list[CheckpointFinding], dict[int, datetime]]:
     """Check the RFC 3161 token each of ``checkpoints`` carries against the TSA's root
     certificate(s) ``trust`` (PEM): the findings, and each verified token's time by tree size.
 
@@ -342,7 +344,7 @@ def verify_log_timestamps(
     ``UNTIMESTAMPED`` (older ones may predate the TSA). Needs ``rfc3161-client``.
     """
     roots = _timestamp.load_trust(trust)
-    findings: list[Finding] = []
+    findings: list[CheckpointFinding] = []
     times: dict[int, datetime] = {}
     for cp in checkpoints:
         if cp.timestamp is None:
@@ -351,9 +353,9 @@ def verify_log_timestamps(
             times[cp.size] = _timestamp.verify_timestamp(cp.timestamp, cp.text.encode("utf-8"), roots)
         except CheckpointError as exc:
             findings.append(
-                Finding(
+                CheckpointFinding(
                     "",
-                    FindingKind.BAD_TIMESTAMP,
+                    CheckpointFindingKind.BAD_TIMESTAMP,
                     -1,
                     cp.size,
                     cp.size,
@@ -363,9 +365,9 @@ def verify_log_timestamps(
     newest = max(checkpoints, key=lambda cp: cp.size, default=None)
     if newest is not None and newest.timestamp is None:
         findings.append(
-            Finding(
+            CheckpointFinding(
                 "",
-                FindingKind.UNTIMESTAMPED,
+                CheckpointFindingKind.UNTIMESTAMPED,
                 -1,
                 newest.size,
                 newest.size,

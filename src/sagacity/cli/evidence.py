@@ -21,7 +21,13 @@ from sagacity.stores import safe_url
 
 if TYPE_CHECKING:
     from sagacity import Sagacity
-    from sagacity.checkpoints import Checkpoint, CheckpointReport, Finding, LogCheckpoint, VerifierKey
+    from sagacity.checkpoints import (
+        Checkpoint,
+        CheckpointFinding,
+        CheckpointReport,
+        LogCheckpoint,
+        VerifierKey,
+    )
 
 
 def _verify_all(
@@ -229,15 +235,17 @@ def _log_checkpoints(checkpoint_path: str, key: VerifierKey, policy: LogPolicy) 
     return found
 
 
-def _unwitnessed(checkpoints: list[LogCheckpoint], policy: LogPolicy) -> list[Finding]:
-    from sagacity.checkpoints import Finding, FindingKind
+def _unwitnessed(checkpoints: list[LogCheckpoint], policy: LogPolicy) -> list[CheckpointFinding]:
+    from sagacity.checkpoints import CheckpointFinding, CheckpointFindingKind
 
     found = []
     for cp in checkpoints:
         try:
             cp.check_quorum(policy.witnesses, policy.quorum)
         except SagacityError as exc:
-            found.append(Finding("", FindingKind.UNWITNESSED, -1, cp.size, cp.size, str(exc)))
+            found.append(
+                CheckpointFinding("", CheckpointFindingKind.UNWITNESSED, -1, cp.size, cp.size, str(exc))
+            )
     return found
 
 

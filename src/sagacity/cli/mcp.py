@@ -28,7 +28,7 @@ from sagacity.cli.serve import INSECURE_FLAG
 from sagacity.errors import ConfigurationError, SagacityError
 
 if TYPE_CHECKING:
-    from sagacity.mcp import Policy, UpstreamTarget
+    from sagacity.mcp import GatewayPolicy, UpstreamTarget
 
 EXTRA_HINT = "pip install 'sagacity[mcp]'"
 #: The flag that serves agents on --listen without authentication (named to be noticed).
@@ -61,7 +61,7 @@ def _address(ctx: click.Context, param: click.Parameter, value: str | None) -> t
 
 def _load(
     policy_path: Path, command: tuple[str, ...], upstream_url: str | None
-) -> tuple[Policy, UpstreamTarget]:
+) -> tuple[GatewayPolicy, UpstreamTarget]:
     """The policy, and the upstream: the command line's wins over the policy's [upstream]."""
     _require_extra()
     from sagacity.mcp import PolicyError, UpstreamTarget, load_policy
@@ -332,7 +332,7 @@ def _configure_logging(level: str) -> None:
 
 
 async def _serve(
-    policy: Policy,
+    policy: GatewayPolicy,
     target: UpstreamTarget,
     db_url: str,
     listen: tuple[str, int] | None,
@@ -551,7 +551,7 @@ def check(policy_path: Path, upstream_url: str | None, as_json: bool, command: t
         sys.exit(2)
 
 
-async def _check(policy: Policy, target: UpstreamTarget) -> tuple[list[dict[str, Any]], list[str]]:
+async def _check(policy: GatewayPolicy, target: UpstreamTarget) -> tuple[list[dict[str, Any]], list[str]]:
     from sagacity.mcp import PROXY_TOOLS, ToolKind, Upstream
 
     async with Upstream(target, connect_timeout=policy.upstream.connect_timeout) as upstream:

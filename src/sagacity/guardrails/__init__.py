@@ -20,7 +20,10 @@ from sagacity.guardrails._names import unknown_tools
 from sagacity.guardrails._parse import GATEWAY_TABLES, load_policy, parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Requires, Rule, Scope
 from sagacity.guardrails._switch import SWITCH_SAGA, KillSwitch, Setting, SwitchState
-from sagacity.guardrails._verdict import DENIED_MARK, Debit, Denied, Finding, Verdict, parse_verdict
+from sagacity.guardrails._verdict import DENIED_MARK, Debit, Denied, RuleFinding, Verdict, parse_verdict
+
+#: The old name of :class:`RuleFinding`, kept as an alias (``sagacity.Finding`` is the doctor's).
+Finding = RuleFinding
 
 __all__ = [
     "DENIED_MARK",
@@ -41,6 +44,7 @@ __all__ = [
     "PolicyError",
     "Requires",
     "Rule",
+    "RuleFinding",
     "Scope",
     "Setting",
     "SwitchState",

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-from sagacity._state import one_line
+from sagacity._payloads import one_line
 
 __all__ = ["as_agent", "current_agent"]
 

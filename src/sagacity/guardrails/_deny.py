@@ -8,7 +8,7 @@ denied call is never left as an open INTENT that would read as in doubt. The FAI
 from __future__ import annotations
 
 from sagacity._engine import Engine
-from sagacity._state import DENIED
+from sagacity._payloads import DENIED
 from sagacity.chain import GENESIS_HASH
 from sagacity.errors import AppendConflictError, SagaClosedError, SagaExistsError
 from sagacity.guardrails._verdict import Verdict

@@ -13,7 +13,7 @@ from typing import Any
 
 from sagacity.guardrails._cel import ConditionError
 from sagacity.guardrails._rules import Action, Mode, Policy, Rule
-from sagacity.guardrails._verdict import DEFAULT_RULE, Finding
+from sagacity.guardrails._verdict import DEFAULT_RULE, RuleFinding
 
 __all__ = ["CallFacts", "Judgement", "judge_arguments", "strictest"]
 
@@ -85,12 +85,12 @@ class CallFacts:
 class Judgement:
     """The argument rules' findings, and the history rules still to be checked."""
 
-    enforced: list[Finding] = field(default_factory=list)
-    shadow: list[Finding] = field(default_factory=list)
-    allowed_by: Finding | None = None  # the first rule in force that allowed the call explicitly
+    enforced: list[RuleFinding] = field(default_factory=list)
+    shadow: list[RuleFinding] = field(default_factory=list)
+    allowed_by: RuleFinding | None = None  # the first rule in force that allowed the call explicitly
     history: list[Rule] = field(default_factory=list)
 
-    def add(self, rule: Rule, finding: Finding) -> None:
+    def add(self, rule: Rule, finding: RuleFinding) -> None:
         if rule.mode is Mode.SHADOW:
             self.shadow.append(finding)
         elif finding.action is Action.ALLOW:
@@ -100,21 +100,21 @@ class Judgement:
             self.enforced.append(finding)
 
 
-def finding_of(rule: Rule, reason: str = "") -> Finding:
-    return Finding(rule.id, rule.action, reason or rule.reason, rule.approvals, rule.ttl)
+def finding_of(rule: Rule, reason: str = "") -> RuleFinding:
+    return RuleFinding(rule.id, rule.action, reason or rule.reason, rule.approvals, rule.ttl)
 
 
-def static_finding(policy: Policy, rule: Rule) -> Finding:
-    """:func:`finding_of` the rule with its own reason, made once per policy (Findings are frozen)."""
-    found: Finding | None = policy._findings.get(rule.id)
+def static_finding(policy: Policy, rule: Rule) -> RuleFinding:
+    """:func:`finding_of` the rule with its own reason, made once per policy (rule findings are frozen)."""
+    found: RuleFinding | None = policy._findings.get(rule.id)
     if found is None:
         found = policy._findings[rule.id] = finding_of(rule)
     return found
 
 
-def failed(rule: Rule, error: Exception) -> Finding:
+def failed(rule: Rule, error: Exception) -> RuleFinding:
     """A rule that could not be evaluated denies (fail closed), saying why."""
-    return Finding(
+    return RuleFinding(
         rule.id, Action.DENY, f"rule {rule.id} could not be evaluated ({error}); denied (fail closed)"
     )
 
@@ -155,7 +155,7 @@ def judge_arguments(policy: Policy, facts: CallFacts) -> Judgement:
     return judgement
 
 
-def strictest(findings: list[Finding]) -> Finding | None:
+def strictest(findings: list[RuleFinding]) -> RuleFinding | None:
     """Deny before hold before allow; among holds the most approvals and the shortest time-to-live;
     among equals the first in file order."""
     denied = [f for f in findings if f.action is Action.DENY]
@@ -167,13 +167,13 @@ def strictest(findings: list[Finding]) -> Finding | None:
     most = max(held, key=lambda f: f.approvals)
     ttls = [f.ttl for f in held if f.ttl is not None]
     ttl = min(ttls) if ttls else None
-    return Finding(most.rule, Action.HOLD, most.reason, most.approvals, ttl)
+    return RuleFinding(most.rule, Action.HOLD, most.reason, most.approvals, ttl)
 
 
-def default_finding(policy: Policy) -> Finding:
-    found: Finding | None = policy._findings.get("")  # "" is no rule's id
+def default_finding(policy: Policy) -> RuleFinding:
+    found: RuleFinding | None = policy._findings.get("")  # "" is no rule's id
     if found is None:
-        found = policy._findings[""] = Finding(DEFAULT_RULE, policy.default)
+        found = policy._findings[""] = RuleFinding(DEFAULT_RULE, policy.default)
     return found
 
 
@@ -186,7 +186,7 @@ def decide(
     agent: str | None = None,
     saga_id: str = "",
     irreversible: bool = False,
-) -> Finding:
+) -> RuleFinding:
     """What the policy's argument rules decide on a call, from nothing but the call: pure, so that
     an auditor can re-derive a journaled verdict from an export (history rules are not run: their
     evidence is in the meters' chains and the saga's own journal)."""
@@ -196,5 +196,7 @@ def decide(
     if decided is not None:
         return decided
     if irreversible and judgement.allowed_by is None:
-        return Finding(DEFAULT_RULE, Action.HOLD, f"{tool} is irreversible and no rule allows it unattended")
+        return RuleFinding(
+            DEFAULT_RULE, Action.HOLD, f"{tool} is irreversible and no rule allows it unattended"
+        )
     return judgement.allowed_by or default_finding(policy)

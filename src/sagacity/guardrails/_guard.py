@@ -27,7 +27,8 @@ from decimal import Decimal
 from pathlib import Path
 
 from sagacity._journal import Journal
-from sagacity._state import COMPENSATES, SAGA_TOOL, SagaState, as_line, fold, payload_attribute
+from sagacity._payloads import COMPENSATES, SAGA_TOOL, as_line, payload_attribute
+from sagacity._state import SagaState, fold
 from sagacity.errors import HaltedError, PolicyError, SagacityError
 from sagacity.guardrails._acting import current_agent
 from sagacity.guardrails._cel import ConditionError
@@ -46,7 +47,7 @@ from sagacity.guardrails._names import unknown_tools
 from sagacity.guardrails._parse import parse_policy, read_policy_text
 from sagacity.guardrails._rules import Action, Mode, Policy, Rule
 from sagacity.guardrails._switch import KillSwitch, SwitchState
-from sagacity.guardrails._verdict import DEFAULT_RULE, ERROR_RULE, SWITCH_RULE, Debit, Finding, Verdict
+from sagacity.guardrails._verdict import DEFAULT_RULE, ERROR_RULE, SWITCH_RULE, Debit, RuleFinding, Verdict
 from sagacity.model import Phase
 
 __all__ = ["POLICY_SAGA", "Guard"]
@@ -215,7 +216,7 @@ class Guard:
         if decided is None and irreversible and judgement.allowed_by is None:
             # An irreversible tool runs unattended only when a rule in force allows it explicitly.
             reason = f"{tool} is irreversible and no rule allows it unattended"
-            decided = Finding(DEFAULT_RULE, Action.HOLD, reason, approvals)
+            decided = RuleFinding(DEFAULT_RULE, Action.HOLD, reason, approvals)
         if (decided is None or decided.action is Action.ALLOW) and judgement.history:
             over, debits = self._take_budgets(judgement, facts, force=False, dry=dry)
             decided = strictest(over)
@@ -261,7 +262,7 @@ class Guard:
         if decided is not None:
             self._give_back_all(debits, saga_id, "the resumed call was not allowed")
             debits = ()
-        finding = decided or Finding("approved", Action.ALLOW, "approved in the journal")
+        finding = decided or RuleFinding("approved", Action.ALLOW, "approved in the journal")
         return Verdict(finding, policy.sha256, tuple(judgement.shadow), debits, principal, agent)
 
     def _prelude(
@@ -283,13 +284,13 @@ class Guard:
         try:
             setting = self.switch.refusing_call(tool, agent)
         except SagacityError as exc:
-            finding = Finding(
+            finding = RuleFinding(
                 SWITCH_RULE, Action.DENY, f"the kill switch cannot be read ({exc}); denied (fail closed)"
             )
             return Verdict(finding, self._hash(), principal=principal, agent=agent)
         if setting is None:
             return None
-        finding = Finding(SWITCH_RULE, Action.DENY, setting.describe())
+        finding = RuleFinding(SWITCH_RULE, Action.DENY, setting.describe())
         halts = setting.state is SwitchState.HALT
         return Verdict(finding, self._hash(), principal=principal, agent=agent, halts=halts)
 
@@ -298,7 +299,7 @@ class Guard:
         return policy.sha256 if policy is not None else self._error_hash or "-"
 
     def _error_verdict(self, principal: str | None, agent: str | None) -> Verdict:
-        finding = Finding(
+        finding = RuleFinding(
             ERROR_RULE, Action.DENY, f"the policy cannot be used ({self._error}); denied (fail closed)"
         )
         return Verdict(finding, self._hash(), principal=principal, agent=agent)
@@ -354,9 +355,9 @@ class Guard:
 
     def _take_budgets(
         self, judgement: Judgement, facts: CallFacts, *, force: bool, dry: bool = False
-    ) -> tuple[list[Finding], tuple[Debit, ...]]:
+    ) -> tuple[list[RuleFinding], tuple[Debit, ...]]:
         """Debit every budget that applies; the findings of those that would go over."""
-        over: list[Finding] = []
+        over: list[RuleFinding] = []
         debits: list[Debit] = []
         for rule in judgement.history:
             budget = rule.budget

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 from sagacity._journal import Journal
-from sagacity._state import SAGA_TOOL, payload_attribute
+from sagacity._payloads import SAGA_TOOL, payload_attribute
 from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.errors import AppendConflictError, SagacityError
 from sagacity.guardrails._rules import Budget, Rule, Scope

@@ -30,7 +30,7 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 
 from sagacity._journal import Journal
-from sagacity._state import SAGA_TOOL, decision_payload, parse_decision_payload
+from sagacity._payloads import SAGA_TOOL, decision_payload, parse_decision_payload
 from sagacity.chain import utc_now
 from sagacity.checks import require_identity
 from sagacity.errors import InvalidValueError

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
-from sagacity._state import as_line, unescaped
+from sagacity._payloads import as_line, unescaped
 from sagacity.guardrails._rules import Action
 
-__all__ = ["Debit", "Denied", "Finding", "Verdict", "parse_verdict"]
+__all__ = ["Debit", "Denied", "RuleFinding", "Verdict", "parse_verdict"]
 
 POLICY = "policy="
 VERDICT = "verdict="
@@ -47,7 +47,7 @@ _DEBIT = re.compile(r"^(?P<meter>\S+) seq=(?P<seq>\d+) amount=(?P<amount>-?\d+(?
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class RuleFinding:
     """What one rule decided (or, in shadow mode, would have decided)."""
 
     rule: str
@@ -81,9 +81,9 @@ class Debit:
 class Verdict:
     """The policy's decision on one call, with what it rests on."""
 
-    decision: Finding
+    decision: RuleFinding
     policy: str  # the policy text's SHA-256
-    shadow: tuple[Finding, ...] = ()
+    shadow: tuple[RuleFinding, ...] = ()
     debits: tuple[Debit, ...] = ()
     principal: str | None = None
     agent: str | None = None
@@ -151,18 +151,18 @@ class JournaledVerdict:
     """A verdict as read back from an entry's payload."""
 
     policy: str
-    decision: Finding
-    shadow: tuple[Finding, ...]
+    decision: RuleFinding
+    shadow: tuple[RuleFinding, ...]
     debits: tuple[Debit, ...]
     principal: str | None
     agent: str | None
 
 
-def _finding(text: str) -> Finding | None:
+def _finding(text: str) -> RuleFinding | None:
     match = _FINDING.match(text)
     if match is None:
         return None
-    return Finding(
+    return RuleFinding(
         match.group("rule"),
         Action(match.group("action")),
         unescaped(match.group("reason") or ""),
@@ -175,7 +175,7 @@ def parse_verdict(payload: str) -> JournaledVerdict | None:
     if VERDICT not in payload:
         return None
     policy, decision, principal, agent = "", None, None, None
-    shadow: list[Finding] = []
+    shadow: list[RuleFinding] = []
     debits: list[Debit] = []
     for line in payload.split("\n"):
         if line.startswith(POLICY):

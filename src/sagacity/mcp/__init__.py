@@ -30,11 +30,15 @@ from sagacity.mcp._errors import (
     UpstreamUnavailableError,
 )
 from sagacity.mcp._gateway import COMMIT_TOOL, PROXY_TOOLS, ROLLBACK_TOOL, STATUS_TOOL, Gateway
-from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind, load_policy, parse_policy
+from sagacity.mcp._policy import Decision, GatewayPolicy, PolicyError, ToolKind, load_policy, parse_policy
 from sagacity.mcp._proxy import build_server, http_app, serve_stdio
 from sagacity.mcp._sagas import SAGA_META_KEY
 from sagacity.mcp._template import Template, TemplateError, compile_template
 from sagacity.mcp._upstream import Upstream, UpstreamTarget
+
+#: The old name of :class:`GatewayPolicy`, kept as an alias (``sagacity.guardrails.Policy`` is
+#: the guardrails policy, a different thing).
+Policy = GatewayPolicy
 
 __all__ = [
     "COMMIT_TOOL",
@@ -45,6 +49,7 @@ __all__ = [
     "AgentAuth",
     "Decision",
     "Gateway",
+    "GatewayPolicy",
     "JwtVerifier",
     "Policy",
     "PolicyError",

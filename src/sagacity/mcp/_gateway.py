@@ -46,7 +46,7 @@ from sagacity.guardrails import Denied
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
-from sagacity.mcp._policy import Decision, Policy, PolicyError, ToolKind
+from sagacity.mcp._policy import Decision, GatewayPolicy, PolicyError, ToolKind
 from sagacity.mcp._reload import PolicyReloader
 from sagacity.mcp._sagas import SagaBook, SagaOrigin, SagaRouter
 from sagacity.mcp._tools import InDoubt, LoopBridge, Raised, UpstreamTools, run_in_thread
@@ -124,7 +124,7 @@ class Gateway:
         sagacity: Sagacity,
         upstream: Upstream,
         tools: UpstreamTools,
-        policy: Policy,
+        policy: GatewayPolicy,
         tg: anyio.abc.TaskGroup,
     ) -> None:
         self.sagacity = sagacity
@@ -140,7 +140,7 @@ class Gateway:
     @asynccontextmanager
     async def open(
         cls,
-        policy: Policy,
+        policy: GatewayPolicy,
         target: UpstreamTarget,
         *,
         db_url: str | None = None,

@@ -32,7 +32,7 @@ from sagacity.mcp._template import Template, TemplateError, compile_template
 
 __all__ = [
     "Decision",
-    "Policy",
+    "GatewayPolicy",
     "PolicyError",
     "RetryPolicy",
     "SagaPolicy",
@@ -139,7 +139,7 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
-class Policy:
+class GatewayPolicy:
     """A parsed policy file."""
 
     source: str
@@ -210,7 +210,7 @@ class Policy:
         return problems
 
 
-def load_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> Policy:
+def load_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayPolicy:
     """Read and validate the policy file at ``path``; ``PolicyError`` names the line of a problem."""
     path = Path(path)
     try:
@@ -222,7 +222,9 @@ def load_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> P
     return parse_policy(text, source=str(path), environ=environ)
 
 
-def parse_policy(text: str, *, source: str = "policy", environ: Mapping[str, str] | None = None) -> Policy:
+def parse_policy(
+    text: str, *, source: str = "policy", environ: Mapping[str, str] | None = None
+) -> GatewayPolicy:
     """Parse and validate a policy from TOML text."""
     try:
         data = tomllib.loads(text)
@@ -276,7 +278,7 @@ class _Parser:
                 raise self.fail((*path, key), f"unknown key {'.'.join((*path, key))!r} (known here: {known})")
         return value
 
-    def policy(self, data: dict[str, Any]) -> Policy:
+    def policy(self, data: dict[str, Any]) -> GatewayPolicy:
         self.table(data, (), _TOP)
         upstream = self.upstream(data.get("upstream", {}))
         sagas = self.sagas(data.get("sagas", {}))
@@ -290,7 +292,7 @@ class _Parser:
         for name, body in tools_table.items():
             path = ("tools", name)
             tools[name] = self.tool(name, self.table(body, path, _TOOL), path)
-        return Policy(self.source, upstream, sagas, defaults, tools)
+        return GatewayPolicy(self.source, upstream, sagas, defaults, tools)
 
     # -- scalars -----------------------------------------------------------------------------------
     def string(self, value: Any, path: tuple[str, ...], *, expand: bool = False) -> str:

@@ -32,7 +32,7 @@ from sagacity.mcp._errors import (
     UpstreamToolError,
     UpstreamUnavailableError,
 )
-from sagacity.mcp._policy import Decision, Policy, ToolKind, UndoPolicy
+from sagacity.mcp._policy import Decision, GatewayPolicy, ToolKind, UndoPolicy
 from sagacity.mcp._template import result_scope
 from sagacity.mcp._upstream import CallOutcome, Upstream
 from sagacity.tools import Retry, ToolRegistry, definition_digest
@@ -175,7 +175,9 @@ def _error_text(result: dict[str, Any]) -> str:
 class UpstreamTools:
     """The upstream's tools as Sagacity tools, decided by the policy, in a registry of their own."""
 
-    def __init__(self, upstream: Upstream, policy: Policy, bridge: LoopBridge, *, pin: bool = False) -> None:
+    def __init__(
+        self, upstream: Upstream, policy: GatewayPolicy, bridge: LoopBridge, *, pin: bool = False
+    ) -> None:
         self.upstream = upstream
         self.policy = policy
         self.bridge = bridge

@@ -36,7 +36,7 @@ _SECURITY_HEADERS = [
 _BEARER_CHALLENGE = 'Bearer realm="sagacity"'
 
 
-class Guard:
+class RequestGuard:
     """Pure ASGI middleware: body size limit while reading, security headers on every response,
     and the request's wait limit for the store.
 

@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from sagacity import Sagacity, __version__
 from sagacity.errors import ConfigurationError
 from sagacity.server._errors import install_error_handlers
-from sagacity.server._guard import Guard, declared_query
+from sagacity.server._guard import RequestGuard, declared_query
 from sagacity.server._routes import router
 from sagacity.server._workflow_routes import router as workflow_router
 from sagacity.server.auth import Authenticator, InsecureNoAuth, auth_from_environment
@@ -116,5 +116,5 @@ def create_app(
         def home(request: Request) -> RedirectResponse:
             return RedirectResponse(str(request.url_for("dashboard", path="/")))
 
-    app.add_middleware(Guard, max_body_bytes=max_body_bytes, store_timeout=store_timeout)
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes, store_timeout=store_timeout)
     return app

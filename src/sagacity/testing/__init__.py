@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from sagacity._payloads import LIFE_TOOL
 from sagacity._sagacity import Sagacity
-from sagacity._state import LIFE_TOOL
 from sagacity.model import Entry, Phase
 from sagacity.tools import registry
 
