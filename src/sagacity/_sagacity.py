@@ -154,14 +154,15 @@ class Sagacity:
         self.principal = require_principal(principal) if principal is not None else None
         self.on_abandon = require_on_abandon(on_abandon)
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
+        # The engine carries it for the runtime, typed only by what the runtime calls.
+        self._guard: Guard | None = None
         if policy is not None:
-            self.engine.guard = Guard(self.journal, policy, poll=switch_poll, known=self.registry.names)
+            self._guard = Guard(self.journal, policy, poll=switch_poll, known=self.registry.names)
+            self.engine.guard = self._guard
         #: The kill switch (``sagacity.guardrails``): halt or drain every agent, one agent or one
         #: tool. Every ``Sagacity`` opened with a ``policy`` honours it.
         self.kill_switch = (
-            self.engine.guard.switch
-            if self.engine.guard is not None
-            else KillSwitch(self.journal, switch_poll)
+            self._guard.switch if self._guard is not None else KillSwitch(self.journal, switch_poll)
         )
         self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
@@ -171,16 +172,16 @@ class Sagacity:
     @property
     def guard(self) -> Guard | None:
         """What judges every call against the guardrails policy (``policy=``), or None: no policy."""
-        return self.engine.guard
+        return self._guard
 
     def use_policy(self, policy: Policy) -> Guard:
         """Put a guardrails ``policy`` in force from now on, whole (journaled first when its text
         is new), and return the guard that judges by it: this ``Sagacity``'s, or one made now
         (honouring :attr:`kill_switch`) if it was opened without ``policy=``. For an owner that
         reads the policy itself, as the MCP gateway reloading its file does."""
-        guard = self.engine.guard
+        guard = self._guard
         if guard is None:
-            guard = self.engine.guard = Guard(
+            guard = self._guard = self.engine.guard = Guard(
                 self.journal, policy, switch=self.kill_switch, known=self.registry.names
             )
         else:
