@@ -39,6 +39,7 @@ from sagacity._state import (
 )
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
+from sagacity._twins import in_thread, signature_of
 from sagacity.chain import Verification, utc_now
 from sagacity.checks import require_identity
 from sagacity.doctor import DEFAULT_OLDER_THAN, Diagnosis
@@ -340,8 +341,7 @@ class Sagacity:
         _refuse_in_loop("status")
         return self._status(saga_id)
 
-    async def status_async(self, saga_id: str) -> SagaStatus:
-        return await asyncio.to_thread(self._status, saga_id)
+    status_async = in_thread(status)
 
     def _status(self, saga_id: str) -> SagaStatus:
         state = self.engine.snapshot(saga_id)
@@ -384,20 +384,7 @@ class Sagacity:
         where = saga_filter(prefix, tool, since, until, broken_chain)
         return self._sagas(status, limit, after, where)
 
-    async def sagas_async(
-        self,
-        *,
-        status: SagaStatus | str | None = None,
-        limit: int | None = None,
-        after: str | None = None,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        broken_chain: bool | None = None,
-    ) -> list[SagaSummary]:
-        where = saga_filter(prefix, tool, since, until, broken_chain)
-        return await asyncio.to_thread(self._sagas, status, limit, after, where)
+    sagas_async = in_thread(sagas)
 
     def _sagas(
         self, status: SagaStatus | str | None, limit: int | None, after: str | None, where: SagaFilter
@@ -439,9 +426,6 @@ class Sagacity:
             _refuse_in_loop("view")
         return self._view(saga_id)
 
-    async def view_async(self, saga_id: str) -> SagaView:
-        return await asyncio.to_thread(self._view, saga_id)
-
     def _view(self, saga_id: str) -> SagaView:
         entries = self.journal.entries(saga_id)
         if not entries:
@@ -455,6 +439,8 @@ class Sagacity:
             self.index.note_broken(saga_id, view.verification.break_at_index)
         return view
 
+    view_async = in_thread(_view, "view_async")
+
     def saga_detail(self, saga_id: str) -> SagaDetail:
         """One saga as an operator reads it: status, journal, chain verification, decisions,
         pending requests and in-doubt calls (a projection of :meth:`view`). Read-only;
@@ -462,8 +448,7 @@ class Sagacity:
         _refuse_in_loop("saga_detail")
         return _detail(self._view(saga_id))
 
-    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
-        return _detail(await self.view_async(saga_id))
+    saga_detail_async = in_thread(saga_detail)
 
     def saga_counts(self) -> dict[SagaStatus, int]:
         """How many sagas have each status (those with none left out); sums to the saga count.
@@ -476,8 +461,7 @@ class Sagacity:
         _refuse_in_loop("saga_counts")
         return self._counts()
 
-    async def saga_counts_async(self) -> dict[SagaStatus, int]:
-        return await asyncio.to_thread(self._counts)
+    saga_counts_async = in_thread(saga_counts)
 
     def broken_chain_count(self) -> int:
         """How many sagas' hash chains did not verify when last read (``sagas(broken_chain=True)``
@@ -485,8 +469,7 @@ class Sagacity:
         _refuse_in_loop("broken_chain_count")
         return len(self.index.watched(Watch.BROKEN_CHAIN))
 
-    async def broken_chain_count_async(self) -> int:
-        return await asyncio.to_thread(self.broken_chain_count)
+    broken_chain_count_async = in_thread(broken_chain_count)
 
     def _counts(self) -> dict[SagaStatus, int]:
         counts = self.index.counts()
@@ -523,8 +506,7 @@ class Sagacity:
         _refuse_in_loop("in_doubt")
         return self._in_doubt(saga_id)
 
-    async def in_doubt_async(self, saga_id: str | None = None) -> list[InDoubtCall]:
-        return await asyncio.to_thread(self._in_doubt, saga_id)
+    in_doubt_async = in_thread(in_doubt)
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
         if saga_id is not None:
@@ -642,69 +624,11 @@ class Sagacity:
         _refuse_in_loop("pending_approvals")
         return self._pending(saga_id, saga_filter(prefix, tool, since, until))
 
-    async def pending_approvals_async(
-        self,
-        saga_id: str | None = None,
-        *,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> list[ApprovalRequest]:
-        where = saga_filter(prefix, tool, since, until)
-        return await asyncio.to_thread(self._pending, saga_id, where)
+    pending_approvals_async = in_thread(pending_approvals)
 
     def _pending(self, saga_id: str | None, where: SagaFilter = ANY_SAGA) -> list[ApprovalRequest]:
         requests = self.journal.read(self.store.list_approval_requests, saga_id)
         return [r for r in requests if where.keeps_request(r)]
-
-    def approvals(
-        self,
-        saga_id: str | None = None,
-        *,
-        limit: int | None = None,
-        after: str | None = None,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        requester: str | None = None,
-        awaiting: str | None = None,
-        sort: str = "created",
-        descending: bool = False,
-    ) -> list[PendingApproval]:
-        """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first; at most ``limit``. Read-only. :meth:`approval_page` says more."""
-        _refuse_in_loop("approvals")
-        return self._approval_page(
-            saga_id,
-            limit,
-            after,
-            saga_filter(prefix, tool, since, until),
-            requester,
-            awaiting,
-            sort,
-            descending,
-        ).items
-
-    async def approvals_async(
-        self,
-        saga_id: str | None = None,
-        *,
-        limit: int | None = None,
-        after: str | None = None,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        requester: str | None = None,
-        awaiting: str | None = None,
-        sort: str = "created",
-        descending: bool = False,
-    ) -> list[PendingApproval]:
-        where = saga_filter(prefix, tool, since, until)
-        args = (saga_id, limit, after, where, requester, awaiting, sort, descending)
-        return (await asyncio.to_thread(self._approval_page, *args)).items
 
     def approval_page(
         self,
@@ -736,6 +660,15 @@ class Sagacity:
         _refuse_in_loop("approval_page")
         where = saga_filter(prefix, tool, since, until)
         return self._approval_page(saga_id, limit, after, where, requester, awaiting, sort, descending)
+
+    @signature_of(approval_page)
+    def approvals(self, *args: Any, **kwargs: Any) -> list[PendingApproval]:
+        """Pending requests as an approver sees them (who approved, how many must, may it resume
+        now), oldest first; at most ``limit``. Read-only. :meth:`approval_page` says more."""
+        _refuse_in_loop("approvals")
+        return self.approval_page(*args, **kwargs).items  # its refusal cannot fire after ours
+
+    approvals_async = in_thread(approvals)
 
     def _approval_page(
         self,
@@ -948,16 +881,14 @@ class Sagacity:
         _refuse_in_loop("entries")
         return self.journal.entries(saga_id)
 
-    async def entries_async(self, saga_id: str) -> list[Entry]:
-        return await asyncio.to_thread(self.journal.entries, saga_id)
+    entries_async = in_thread(entries)
 
     def saga_ids(self) -> list[str]:
         """Every saga with at least one entry, sorted. Read-only."""
         _refuse_in_loop("saga_ids")
         return self._saga_ids()
 
-    async def saga_ids_async(self) -> list[str]:
-        return await asyncio.to_thread(self._saga_ids)
+    saga_ids_async = in_thread(saga_ids)
 
     def _saga_ids(self) -> list[str]:
         return self.journal.read(self.store.saga_ids)
@@ -972,8 +903,7 @@ class Sagacity:
         _refuse_in_loop("verify")
         return self._verify(saga_id)
 
-    async def verify_async(self, saga_id: str) -> Verification:
-        return await asyncio.to_thread(self._verify, saga_id)
+    verify_async = in_thread(verify)
 
     def _verify(self, saga_id: str) -> Verification:
         verification = self.journal.verify(saga_id)

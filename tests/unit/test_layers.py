@@ -196,7 +196,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
     3: ("_journal", "_index", "_queue", "_engine"),  # the journal level
     4: ("checkpoints", "guardrails"),
     5: ("_compensation", "_view", "_approvals", "_recovery", "_keyed", "doctor", "_saga", "_traced"),
-    6: ("_sagacity", "", "framework", "otel", "testing"),  # the facade and what wraps it
+    6: ("_sagacity", "_twins", "", "framework", "otel", "testing"),  # the facade and what wraps it
     7: ("workflows", "integrations", "_wire", "mcp", "server", "cli"),  # the surfaces
 }
 
