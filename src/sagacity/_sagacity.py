@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -201,30 +202,19 @@ class Sagacity:
         anything is journaled or any tool runs. To add to a saga on purpose, use
         ``sg.saga(saga_id, continue_existing=True)``.
         """
-        return self._run(saga_id, fn, args, kwargs)
+        return self._run(Start(saga_id), fn, args, kwargs)
 
     def _run(
-        self,
-        saga_id: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        continue_existing: bool = False,
-        on_abandon: str | None = None,
+        self, start: Start, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> SagaResult:
         """``run``, also for a saga continued on purpose (a workflow's next stage), and one whose
         START is to say another ``on_abandon`` than this Sagacity's."""
         _refuse_in_loop("run")
         if inspect.iscoroutinefunction(fn):
             raise InvalidValueError(f"{fn.__name__} is a coroutine function: use `await sg.run_async(...)`")
-        run = self._start(saga_id, continue_existing, on_abandon)
-        try:
-            with entered(run):
-                value = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            return _reraise_interrupt(self._conclude(run, None, exc), exc)
-        return self._conclude(run, value, None)
+        with _Attempt(self, self._start(start)) as attempt:
+            attempt.value = fn(*args, **kwargs)
+        return attempt.result
 
     async def run_async(
         self, saga_id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
@@ -234,28 +224,17 @@ class Sagacity:
         Cancelled (``task.cancel()``, ``asyncio.timeout``, a failing TaskGroup), the saga
         compensates, shielded from further cancellation, then ``CancelledError`` propagates.
         """
-        return await self._run_async(saga_id, fn, args, kwargs)
+        return await self._run_async(Start(saga_id), fn, args, kwargs)
 
     async def _run_async(
-        self,
-        saga_id: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        continue_existing: bool = False,
-        on_abandon: str | None = None,
+        self, start: Start, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> SagaResult:
-        run = await self._start_async(saga_id, continue_existing, on_abandon)
-        try:
-            with entered(run):
-                if inspect.iscoroutinefunction(fn):
-                    value: Any = await fn(*args, **kwargs)
-                else:
-                    value = await asyncio.to_thread(fn, *args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
-        return await self._conclude_async(run, value, None)
+        async with _Attempt(self, self._start(start)) as attempt:  # no I/O to start: on the loop
+            if inspect.iscoroutinefunction(fn):
+                attempt.value = await fn(*args, **kwargs)
+            else:
+                attempt.value = await asyncio.to_thread(fn, *args, **kwargs)
+        return attempt.result
 
     def saga(
         self, saga_id: str, *, continue_existing: bool = False, on_abandon: str | None = None
@@ -272,7 +251,7 @@ class Sagacity:
         chosen = require_on_abandon(on_abandon) if on_abandon is not None else None
         return SagaScope(self, saga_id, continue_existing, chosen)
 
-    def _start(self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None) -> SagaRun:
+    def _start(self, start: Start) -> SagaRun:
         """The run of a saga starting here. It reads nothing: the journal's first append is the
         check (a fresh run's lands only as seq 1, else ``SagaExistsError`` and nothing written;
         in a saga whose compensation started it is refused before the tool runs,
@@ -282,6 +261,7 @@ class Sagacity:
         Continuing a saga reads its first entry: a START naming another principal than the one
         this run acts for is refused as an unknown saga is (``SagaNotFoundError``), unless the
         run acts as an admin (``acting_as(..., admin=True)``)."""
+        saga_id = start.saga_id
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
         require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
@@ -290,14 +270,14 @@ class Sagacity:
         acting = current_principal()
         principal = acting.name if acting is not None else self.principal
         started_input = None
-        if continue_existing:
+        if start.continue_existing:
             started_input = self._owned_start(saga_id, principal, acting)
         self.engine.enter(saga_id)
         run = new_run(self.engine, saga_id, existed=None, last_seq=0)
-        run.fresh = not continue_existing
+        run.fresh = not start.continue_existing
         run.principal = principal
         run.started_input = started_input
-        facts = start_input(on_abandon or self.on_abandon, run.principal)
+        facts = start_input(start.on_abandon or self.on_abandon, run.principal)
         run.start = self.journal.starting(saga_id, facts)
         return run
 
@@ -309,11 +289,6 @@ class Sagacity:
             return None
         refuse_foreign(saga_id, first.input, principal, acting)
         return first.input
-
-    async def _start_async(
-        self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None
-    ) -> SagaRun:
-        return self._start(saga_id, continue_existing, on_abandon)  # no I/O: nothing off the loop
 
     def _leave(self, run: SagaRun) -> None:
         self.engine.leave(run.saga_id)
@@ -755,19 +730,16 @@ class Sagacity:
         try:
             granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
         except ApprovalNotFoundError:
-            running = self._resume_running(saga_id, seq)
-            if running is not None:
-                raise running from None
+            self._refuse_running(saga_id, seq)
             raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
-        try:
-            with entered(run):
-                value = run.execute(granted.spec, granted.seq, payload, granted.args, granted.kwargs or {})
-        except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-            return _reraise_interrupt(self._conclude(run, None, exc), exc)
-        return self._conclude(run, value, None)
+        with _Attempt(self, run) as attempt:  # a failure is journaled FAILED and compensates
+            attempt.value = run.execute(
+                granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
+            )
+        return attempt.result
 
     @operation("resume")
     async def resume_async(
@@ -778,37 +750,32 @@ class Sagacity:
         try:
             granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
         except ApprovalNotFoundError:
-            running = await asyncio.to_thread(self._resume_running, saga_id, seq)
-            if running is not None:
-                raise running from None
+            await asyncio.to_thread(self._refuse_running, saga_id, seq)
             raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
-        try:
-            with entered(run):
-                value = await run.execute_async(
-                    granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
-                )
-        except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-            return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
-        return await self._conclude_async(run, value, None)
+        async with _Attempt(self, run) as attempt:
+            attempt.value = await run.execute_async(
+                granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
+            )
+        return attempt.result
 
-    def _resume_running(self, saga_id: str, seq: int) -> SagaRunningElsewhereError | None:
-        """Why a resume found no request, when the reason is that the gate's call is still
+    def _refuse_running(self, saga_id: str, seq: int) -> None:
+        """Raise why a resume found no request when the reason is that the gate's call is still
         running: another resume journaled its INTENT, it has no outcome, and a living process
-        runs the saga. None otherwise (not found stands: resumed and ended, rejected, in doubt)."""
+        runs the saga. Return otherwise (not found stands: resumed and ended, rejected, in doubt)."""
         state = self.engine.snapshot(saga_id)
         gate = state.gates.get(seq)
         call = gate.resumed if gate is not None else None
         if call is None or call.outcome is not None or not self.engine.is_live(saga_id):
-            return None
-        return SagaRunningElsewhereError(
+            return
+        raise SagaRunningElsewhereError(
             f"saga {saga_id!r} seq {seq}: the approved call is still running in a living process "
             f"(its INTENT is seq {call.intent.seq}); nothing was done here, ask again once it has ended",
             saga_id,
             seq,
-        )
+        ) from None
 
     def _resumable(self, saga_id: str, seq: int) -> None:
         """A resume acting for a principal may only run a saga that principal started (or an
@@ -1002,19 +969,59 @@ def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
     )
 
 
-def _reraise_interrupt(result: SagaResult, error: BaseException) -> SagaResult:
-    """``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` go on their way once the saga
-    is compensated; any other failure of the work comes back in the result."""
-    if not isinstance(error, Exception):
-        raise error
-    return result
-
-
 def _refused(saga_id: str, seq: int, granted: Claim) -> SagaResult:
     """The result of a resume whose payload did not match: REJECTED, compensated."""
     assert granted.run is not None
     kind = ApprovalRefusedError if granted.denied else PayloadMismatchError
     return granted.run.result(saga_id, error=kind(f"saga {saga_id!r} seq {seq}: {granted.refused}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Which saga a run starts and how: ``continue_existing`` adds to a saga on purpose (a
+    workflow's next stage), ``on_abandon`` is what its START says instead of the Sagacity's."""
+
+    saga_id: str
+    continue_existing: bool = False
+    on_abandon: str | None = None
+
+
+class _Attempt:
+    """The work of one run, concluded as the block ends (``with`` or ``async with``: set
+    ``value`` inside, read ``result`` after). Any failure compensates; an ordinary error comes
+    back in the result, while ``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` go on
+    their way once the saga is compensated."""
+
+    __slots__ = ("_entered", "result", "run", "sagacity", "value")
+
+    result: SagaResult
+
+    def __init__(self, sg: Sagacity, run: SagaRun) -> None:
+        self.sagacity = sg
+        self.run = run
+        self.value: Any = None
+        self._entered = entered(run)
+
+    def __enter__(self) -> _Attempt:
+        self._entered.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        self._entered.__exit__(exc_type, exc, tb)
+        self.result = self.sagacity._conclude(self.run, self.value, exc)
+        return isinstance(exc, Exception)
+
+    async def __aenter__(self) -> _Attempt:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        self._entered.__exit__(exc_type, exc, tb)
+        self.result = await self.sagacity._conclude_async(self.run, self.value, exc)
+        return isinstance(exc, Exception)
 
 
 class SagaScope:
@@ -1032,38 +1039,37 @@ class SagaScope:
         self.continue_existing = continue_existing
         self.on_abandon = on_abandon
         self.result: SagaResult | None = None
-        self._run: SagaRun | None = None
-        self._entered: Any = None
+        self._attempt: _Attempt | None = None
 
-    def _enter(self, run: SagaRun) -> SagaScope:
-        self._run = run
-        self._entered = entered(run)
-        self._entered.__enter__()
+    def _enter(self) -> SagaScope:
+        start = Start(self.saga_id, self.continue_existing, self.on_abandon)
+        self._attempt = _Attempt(self.sagacity, self.sagacity._start(start)).__enter__()
         return self
 
-    def _exit_context(self) -> SagaRun:
-        assert self._run is not None
-        assert self._entered is not None
-        self._entered.__exit__(None, None, None)
-        return self._run
+    def _exited(self) -> _Attempt:
+        assert self._attempt is not None
+        return self._attempt
 
     def __enter__(self) -> SagaScope:
         _refuse_in_loop("saga", "`async with sg.saga(...)`")
-        return self._enter(self.sagacity._start(self.saga_id, self.continue_existing, self.on_abandon))
+        return self._enter()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.result = self.sagacity._conclude(self._exit_context(), None, exc)
+        attempt = self._exited()
+        attempt.__exit__(exc_type, exc, tb)  # the block's exception is re-raised, whatever it was
+        self.result = attempt.result
 
     async def __aenter__(self) -> SagaScope:
-        started = await self.sagacity._start_async(self.saga_id, self.continue_existing, self.on_abandon)
-        return self._enter(started)
+        return self._enter()  # no I/O to start: on the loop
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.result = await self.sagacity._conclude_async(self._exit_context(), None, exc)
+        attempt = self._exited()
+        await attempt.__aexit__(exc_type, exc, tb)
+        self.result = attempt.result
 
     @property
     def id(self) -> str:
