@@ -8,6 +8,7 @@ IDEs through the ``ParamSpec`` (the same type an ``async def`` has), ``help()`` 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -45,11 +46,22 @@ def signature_of(
     source: Callable[Concatenate[S, P], Any],
 ) -> Callable[[Callable[Concatenate[S, ...], T]], Callable[Concatenate[S, P], T]]:
     """Give the decorated method ``source``'s parameters (its own return type stays): for a
-    method that answers the same question in another shape, e.g. a page's items."""
+    method that answers the same question in another shape, e.g. a page's items. A call is
+    checked against them first, so a wrong argument is named as the method's own."""
 
     def decorate(method: Callable[Concatenate[S, ...], T]) -> Callable[Concatenate[S, P], T]:
         returns = inspect.signature(method).return_annotation
-        method.__signature__ = inspect.signature(source).replace(return_annotation=returns)  # type: ignore[attr-defined]
-        return method
+        signature = inspect.signature(source).replace(return_annotation=returns)
+
+        @functools.wraps(method)
+        def checked(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            try:
+                signature.bind(self, *args, **kwargs)
+            except TypeError as exc:
+                raise TypeError(f"{method.__qualname__}() {exc}") from None
+            return method(self, *args, **kwargs)
+
+        checked.__signature__ = signature  # type: ignore[attr-defined]
+        return checked
 
     return decorate

@@ -70,3 +70,10 @@ def test_help_shows_a_made_twins_parameters() -> None:
     assert "broken_chain: 'bool | None' = None) -> 'list[SagaSummary]'" in text
     assert "async view_async(self, saga_id: 'str') -> 'SagaView'" in text
     assert "approvals(self, saga_id: 'str | None' = None, *, limit: 'int | None' = None," in text
+
+
+def test_a_wrong_argument_names_the_method_called() -> None:
+    """``approvals`` takes ``approval_page``'s parameters, and a misspelt one is its own error."""
+    with Sagacity("memory://") as sg, pytest.raises(TypeError) as raised:
+        sg.approvals(prefx="a")  # type: ignore[call-arg]
+    assert str(raised.value) == "Sagacity.approvals() got an unexpected keyword argument 'prefx'"
