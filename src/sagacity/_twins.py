@@ -29,13 +29,16 @@ def in_thread(
     a loop) does not fire there; what it raises reaches the awaiting caller. ``name``: the
     twin's, when it is not the blocking method's name with ``_async``."""
     twin_name = name or f"{blocking.__name__}_async"
+    qualname = f"{blocking.__qualname__.rpartition('.')[0]}.{twin_name}".lstrip(".")
+    signature = inspect.signature(blocking)
 
     async def twin(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        _check(signature, qualname, self, args, kwargs)
         return await asyncio.to_thread(blocking, self, *args, **kwargs)
 
     twin.__wrapped__ = blocking  # type: ignore[attr-defined]
     twin.__name__ = twin_name
-    twin.__qualname__ = f"{blocking.__qualname__.rpartition('.')[0]}.{twin_name}".lstrip(".")
+    twin.__qualname__ = qualname
     twin.__doc__ = (
         f"``{twin_name.removesuffix('_async')}`` for event loops: the read runs in a worker thread."
     )
@@ -55,13 +58,18 @@ def signature_of(
 
         @functools.wraps(method)
         def checked(self: S, /, *args: P.args, **kwargs: P.kwargs) -> T:
-            try:
-                signature.bind(self, *args, **kwargs)
-            except TypeError as exc:
-                raise TypeError(f"{method.__qualname__}() {exc}") from None
+            _check(signature, method.__qualname__, self, args, kwargs)
             return method(self, *args, **kwargs)
 
         checked.__signature__ = signature  # type: ignore[attr-defined]
         return checked
 
     return decorate
+
+
+def _check(signature: inspect.Signature, qualname: str, self: Any, args: Any, kwargs: Any) -> None:
+    """A wrong argument is ``TypeError`` naming the method called, as Python words it."""
+    try:
+        signature.bind(self, *args, **kwargs)
+    except TypeError as exc:
+        raise TypeError(f"{qualname}() {exc}") from None

@@ -6,6 +6,7 @@ parameters would show (mypy sees it through the ``ParamSpec``; ``mypy --strict``
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import pydoc
 
@@ -73,7 +74,11 @@ def test_help_shows_a_made_twins_parameters() -> None:
 
 
 def test_a_wrong_argument_names_the_method_called() -> None:
-    """``approvals`` takes ``approval_page``'s parameters, and a misspelt one is its own error."""
-    with Sagacity("memory://") as sg, pytest.raises(TypeError) as raised:
-        sg.approvals(prefx="a")  # type: ignore[call-arg]
-    assert str(raised.value) == "Sagacity.approvals() got an unexpected keyword argument 'prefx'"
+    """A made method refuses a misspelt keyword naming itself, as a written-out one does."""
+    with Sagacity("memory://") as sg:
+        with pytest.raises(TypeError) as raised:
+            sg.approvals(prefx="a")  # type: ignore[call-arg]
+        assert str(raised.value) == "Sagacity.approvals() got an unexpected keyword argument 'prefx'"
+        with pytest.raises(TypeError) as raised:
+            asyncio.run(sg.sagas_async(prefx="a"))  # type: ignore[call-arg]
+        assert str(raised.value) == "Sagacity.sagas_async() got an unexpected keyword argument 'prefx'"
