@@ -3,7 +3,8 @@
 Every operation lives below (``_engine``, ``_approvals``, ``_compensation``, ``_recovery``,
 ``_saga``), written once; a blocking method drives it in the calling thread and refuses to run
 inside an event loop, naming its ``_async`` twin, which drives the same operation without
-blocking the loop (journal I/O in worker threads, async user code on the caller's loop).
+blocking the loop (journal I/O in worker threads, async user code on the caller's loop). A
+read's twin is made from the blocking method (``_twins``), so its signature is written once.
 """
 
 from __future__ import annotations
