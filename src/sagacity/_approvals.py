@@ -573,7 +573,7 @@ def claim(
         )
     args, kwargs = spec.decode_input(payload)
     guard = engine.guard
-    verdict = None
+    verdict: Verdict | None = None
     if guard is not None:  # the call is made for whoever asked for it, as its gate journaled
         verdict = guard.judge_resume(saga_id, spec.name, payload, state.gates[seq].requester)
     if verdict is not None and verdict.action is not Action.ALLOW:

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
 from sagacity._journal import Journal
 from sagacity._state import SagaState, fold
@@ -31,13 +31,38 @@ from sagacity.model import ApprovalRequest, Entry, Phase
 from sagacity.stores.base import Capability, Store, capable
 from sagacity.tools import ToolRegistry
 
-if TYPE_CHECKING:
-    from sagacity.guardrails import Guard
-
 #: One entry a decision appends: (tool_name, phase, input, payload).
 Row = tuple[str, Phase, str, str]
 #: Who else runs a saga (``Engine.other_runner``).
 Runner = Literal["here", "there", "none", "unknown"]
+
+
+class Guarding(Protocol):
+    """What the runtime asks of the guard the engine carries (``sagacity.guardrails.Guard``).
+
+    Typed here, by what is called, so the journal level need not know the guardrails above it;
+    a verdict is the guardrails' own and passes through opaque (the runtime that reads one names
+    its type)."""
+
+    def check_start(self, saga_id: str) -> None: ...
+
+    def judge(
+        self,
+        saga_id: str,
+        tool: str,
+        input: str,
+        *,
+        irreversible: bool,
+        approvals: int = 1,
+        principal: str | None = None,
+        dry: bool = False,
+    ) -> Any: ...
+
+    def judge_resume(self, saga_id: str, tool: str, input: str, principal: str | None = None) -> Any: ...
+
+    def record_outcome(self, saga_id: str, tool: str, principal: str | None, *, failed: bool) -> None: ...
+
+    def give_back_verdict(self, saga_id: str, verdict: Any) -> None: ...
 
 
 def age(since: datetime, now: datetime | None = None) -> timedelta:
@@ -55,7 +80,7 @@ class Engine:
         self.registry = registry
         self.approval_ttl = approval_ttl
         #: The guardrails policy every call is judged by (``sagacity.guardrails``), if any.
-        self.guard: Guard | None = None
+        self.guard: Guarding | None = None
         # Sagas running in this process (for leaving them out of this process's own ``recover``),
         # each also holding its liveness lease on a store that offers them, so that every
         # process can tell them RUNNING (``is_live``).

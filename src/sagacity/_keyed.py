@@ -66,6 +66,7 @@ from sagacity.errors import (
 )
 from sagacity.guardrails._deny import denied_rows
 from sagacity.guardrails._rules import Action
+from sagacity.guardrails._verdict import Verdict
 from sagacity.model import ApprovalRequest, CallPending, CallRefused, CallRejected, Entry, Phase
 from sagacity.tools import ToolSpec
 
@@ -243,7 +244,7 @@ def _start(
     """Journal the call id's first INTENT (or gate), fenced; None if another got there first."""
 
     guard = engine.guard
-    verdict = None
+    verdict: Verdict | None = None
     if guard is not None:
         verdict = guard.judge(
             state.saga_id,

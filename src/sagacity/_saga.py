@@ -241,7 +241,7 @@ class SagaRun:
         or a denial's message to the model), or ``_RUN`` with the INTENT's seq journaled."""
         guard = self.engine.guard
         assert guard is not None
-        verdict = guard.judge(
+        verdict: Verdict = guard.judge(
             self.saga_id,
             spec.name,
             input,

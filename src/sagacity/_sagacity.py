@@ -3,7 +3,8 @@
 Every operation lives below (``_engine``, ``_approvals``, ``_compensation``, ``_recovery``,
 ``_saga``), written once; a blocking method drives it in the calling thread and refuses to run
 inside an event loop, naming its ``_async`` twin, which drives the same operation without
-blocking the loop (journal I/O in worker threads, async user code on the caller's loop).
+blocking the loop (journal I/O in worker threads, async user code on the caller's loop). A
+read's twin is made from the blocking method (``_twins``), so its signature is written once.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from types import TracebackType
@@ -33,6 +35,7 @@ from sagacity._saga import SagaRun
 from sagacity._state import fold, misaligned
 from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
+from sagacity._twins import in_thread, signature_of
 from sagacity.chain import Verification, utc_now
 from sagacity.checks import require_identity
 from sagacity.doctor import DEFAULT_OLDER_THAN, Diagnosis
@@ -148,14 +151,15 @@ class Sagacity:
         self.principal = require_principal(principal) if principal is not None else None
         self.on_abandon = require_on_abandon(on_abandon)
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
+        # The engine carries it for the runtime, typed only by what the runtime calls.
+        self._guard: Guard | None = None
         if policy is not None:
-            self.engine.guard = Guard(self.journal, policy, poll=switch_poll, known=self.registry.names)
+            self._guard = Guard(self.journal, policy, poll=switch_poll, known=self.registry.names)
+            self.engine.guard = self._guard
         #: The kill switch (``sagacity.guardrails``): halt or drain every agent, one agent or one
         #: tool. Every ``Sagacity`` opened with a ``policy`` honours it.
         self.kill_switch = (
-            self.engine.guard.switch
-            if self.engine.guard is not None
-            else KillSwitch(self.journal, switch_poll)
+            self._guard.switch if self._guard is not None else KillSwitch(self.journal, switch_poll)
         )
         self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
@@ -165,16 +169,16 @@ class Sagacity:
     @property
     def guard(self) -> Guard | None:
         """What judges every call against the guardrails policy (``policy=``), or None: no policy."""
-        return self.engine.guard
+        return self._guard
 
     def use_policy(self, policy: Policy) -> Guard:
         """Put a guardrails ``policy`` in force from now on, whole (journaled first when its text
         is new), and return the guard that judges by it: this ``Sagacity``'s, or one made now
         (honouring :attr:`kill_switch`) if it was opened without ``policy=``. For an owner that
         reads the policy itself, as the MCP gateway reloading its file does."""
-        guard = self.engine.guard
+        guard = self._guard
         if guard is None:
-            guard = self.engine.guard = Guard(
+            guard = self._guard = self.engine.guard = Guard(
                 self.journal, policy, switch=self.kill_switch, known=self.registry.names
             )
         else:
@@ -193,30 +197,19 @@ class Sagacity:
         anything is journaled or any tool runs. To add to a saga on purpose, use
         ``sg.saga(saga_id, continue_existing=True)``.
         """
-        return self._run(saga_id, fn, args, kwargs)
+        return self._run(Start(saga_id), fn, args, kwargs)
 
     def _run(
-        self,
-        saga_id: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        continue_existing: bool = False,
-        on_abandon: str | None = None,
+        self, start: Start, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> SagaResult:
         """``run``, also for a saga continued on purpose (a workflow's next stage), and one whose
         START is to say another ``on_abandon`` than this Sagacity's."""
         _refuse_in_loop("run")
         if inspect.iscoroutinefunction(fn):
             raise InvalidValueError(f"{fn.__name__} is a coroutine function: use `await sg.run_async(...)`")
-        run = self._start(saga_id, continue_existing, on_abandon)
-        try:
-            with entered(run):
-                value = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            return _reraise_interrupt(self._conclude(run, None, exc), exc)
-        return self._conclude(run, value, None)
+        with _Attempt(self, self._start(start)) as attempt:
+            attempt.value = fn(*args, **kwargs)
+        return attempt.result
 
     async def run_async(
         self, saga_id: str, fn: Callable[P, Awaitable[T]], /, *args: P.args, **kwargs: P.kwargs
@@ -226,28 +219,17 @@ class Sagacity:
         Cancelled (``task.cancel()``, ``asyncio.timeout``, a failing TaskGroup), the saga
         compensates, shielded from further cancellation, then ``CancelledError`` propagates.
         """
-        return await self._run_async(saga_id, fn, args, kwargs)
+        return await self._run_async(Start(saga_id), fn, args, kwargs)
 
     async def _run_async(
-        self,
-        saga_id: str,
-        fn: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        *,
-        continue_existing: bool = False,
-        on_abandon: str | None = None,
+        self, start: Start, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> SagaResult:
-        run = await self._start_async(saga_id, continue_existing, on_abandon)
-        try:
-            with entered(run):
-                if inspect.iscoroutinefunction(fn):
-                    value: Any = await fn(*args, **kwargs)
-                else:
-                    value = await asyncio.to_thread(fn, *args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - any failure of the work compensates
-            return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
-        return await self._conclude_async(run, value, None)
+        async with _Attempt(self, self._start(start)) as attempt:  # no I/O to start: on the loop
+            if inspect.iscoroutinefunction(fn):
+                attempt.value = await fn(*args, **kwargs)
+            else:
+                attempt.value = await asyncio.to_thread(fn, *args, **kwargs)
+        return attempt.result
 
     def saga(
         self, saga_id: str, *, continue_existing: bool = False, on_abandon: str | None = None
@@ -264,7 +246,7 @@ class Sagacity:
         chosen = require_on_abandon(on_abandon) if on_abandon is not None else None
         return SagaScope(self, saga_id, continue_existing, chosen)
 
-    def _start(self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None) -> SagaRun:
+    def _start(self, start: Start) -> SagaRun:
         """The run of a saga starting here. It reads nothing: the journal's first append is the
         check (a fresh run's lands only as seq 1, else ``SagaExistsError`` and nothing written;
         in a saga whose compensation started it is refused before the tool runs,
@@ -274,6 +256,7 @@ class Sagacity:
         Continuing a saga reads its first entry: a START naming another principal than the one
         this run acts for is refused as an unknown saga is (``SagaNotFoundError``), unless the
         run acts as an admin (``acting_as(..., admin=True)``)."""
+        saga_id = start.saga_id
         if not saga_id:
             raise InvalidValueError("saga_id must not be empty")
         require_storable("saga_id", saga_id)  # refuses a saga id no journal can hold
@@ -282,14 +265,14 @@ class Sagacity:
         acting = current_principal()
         principal = acting.name if acting is not None else self.principal
         started_input = None
-        if continue_existing:
+        if start.continue_existing:
             started_input = self._owned_start(saga_id, principal, acting)
         self.engine.enter(saga_id)
         run = new_run(self.engine, saga_id, existed=None, last_seq=0)
-        run.fresh = not continue_existing
+        run.fresh = not start.continue_existing
         run.principal = principal
         run.started_input = started_input
-        facts = start_input(on_abandon or self.on_abandon, run.principal)
+        facts = start_input(start.on_abandon or self.on_abandon, run.principal)
         run.start = self.journal.starting(saga_id, facts)
         return run
 
@@ -301,11 +284,6 @@ class Sagacity:
             return None
         refuse_foreign(saga_id, first.input, principal, acting)
         return first.input
-
-    async def _start_async(
-        self, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None
-    ) -> SagaRun:
-        return self._start(saga_id, continue_existing, on_abandon)  # no I/O: nothing off the loop
 
     def _leave(self, run: SagaRun) -> None:
         self.engine.leave(run.saga_id)
@@ -333,8 +311,7 @@ class Sagacity:
         _refuse_in_loop("status")
         return self._status(saga_id)
 
-    async def status_async(self, saga_id: str) -> SagaStatus:
-        return await asyncio.to_thread(self._status, saga_id)
+    status_async = in_thread(status)
 
     def _status(self, saga_id: str) -> SagaStatus:
         state = self.engine.snapshot(saga_id)
@@ -377,20 +354,7 @@ class Sagacity:
         where = saga_filter(prefix, tool, since, until, broken_chain)
         return self._sagas(status, limit, after, where)
 
-    async def sagas_async(
-        self,
-        *,
-        status: SagaStatus | str | None = None,
-        limit: int | None = None,
-        after: str | None = None,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        broken_chain: bool | None = None,
-    ) -> list[SagaSummary]:
-        where = saga_filter(prefix, tool, since, until, broken_chain)
-        return await asyncio.to_thread(self._sagas, status, limit, after, where)
+    sagas_async = in_thread(sagas)
 
     def _sagas(
         self, status: SagaStatus | str | None, limit: int | None, after: str | None, where: SagaFilter
@@ -432,9 +396,6 @@ class Sagacity:
             _refuse_in_loop("view")
         return self._view(saga_id)
 
-    async def view_async(self, saga_id: str) -> SagaView:
-        return await asyncio.to_thread(self._view, saga_id)
-
     def _view(self, saga_id: str) -> SagaView:
         entries = self.journal.entries(saga_id)
         if not entries:
@@ -448,6 +409,8 @@ class Sagacity:
             self.index.note_broken(saga_id, view.verification.break_at_index)
         return view
 
+    view_async = in_thread(_view, "view_async")
+
     def saga_detail(self, saga_id: str) -> SagaDetail:
         """One saga as an operator reads it: status, journal, chain verification, decisions,
         pending requests and in-doubt calls (a projection of :meth:`view`). Read-only;
@@ -455,8 +418,7 @@ class Sagacity:
         _refuse_in_loop("saga_detail")
         return _detail(self._view(saga_id))
 
-    async def saga_detail_async(self, saga_id: str) -> SagaDetail:
-        return _detail(await self.view_async(saga_id))
+    saga_detail_async = in_thread(saga_detail)
 
     def saga_counts(self) -> dict[SagaStatus, int]:
         """How many sagas have each status (those with none left out); sums to the saga count.
@@ -469,8 +431,7 @@ class Sagacity:
         _refuse_in_loop("saga_counts")
         return self._counts()
 
-    async def saga_counts_async(self) -> dict[SagaStatus, int]:
-        return await asyncio.to_thread(self._counts)
+    saga_counts_async = in_thread(saga_counts)
 
     def broken_chain_count(self) -> int:
         """How many sagas' hash chains did not verify when last read (``sagas(broken_chain=True)``
@@ -478,8 +439,7 @@ class Sagacity:
         _refuse_in_loop("broken_chain_count")
         return len(self.index.watched(Watch.BROKEN_CHAIN))
 
-    async def broken_chain_count_async(self) -> int:
-        return await asyncio.to_thread(self.broken_chain_count)
+    broken_chain_count_async = in_thread(broken_chain_count)
 
     def _counts(self) -> dict[SagaStatus, int]:
         counts = self.index.counts()
@@ -516,8 +476,7 @@ class Sagacity:
         _refuse_in_loop("in_doubt")
         return self._in_doubt(saga_id)
 
-    async def in_doubt_async(self, saga_id: str | None = None) -> list[InDoubtCall]:
-        return await asyncio.to_thread(self._in_doubt, saga_id)
+    in_doubt_async = in_thread(in_doubt)
 
     def _in_doubt(self, saga_id: str | None) -> list[InDoubtCall]:
         if saga_id is not None:
@@ -635,69 +594,11 @@ class Sagacity:
         _refuse_in_loop("pending_approvals")
         return self._pending(saga_id, saga_filter(prefix, tool, since, until))
 
-    async def pending_approvals_async(
-        self,
-        saga_id: str | None = None,
-        *,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-    ) -> list[ApprovalRequest]:
-        where = saga_filter(prefix, tool, since, until)
-        return await asyncio.to_thread(self._pending, saga_id, where)
+    pending_approvals_async = in_thread(pending_approvals)
 
     def _pending(self, saga_id: str | None, where: SagaFilter = ANY_SAGA) -> list[ApprovalRequest]:
         requests = self.journal.read(self.store.list_approval_requests, saga_id)
         return [r for r in requests if where.keeps_request(r)]
-
-    def approvals(
-        self,
-        saga_id: str | None = None,
-        *,
-        limit: int | None = None,
-        after: str | None = None,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        requester: str | None = None,
-        awaiting: str | None = None,
-        sort: str = "created",
-        descending: bool = False,
-    ) -> list[PendingApproval]:
-        """Pending requests as an approver sees them (who approved, how many must, may it resume
-        now), oldest first; at most ``limit``. Read-only. :meth:`approval_page` says more."""
-        _refuse_in_loop("approvals")
-        return self._approval_page(
-            saga_id,
-            limit,
-            after,
-            saga_filter(prefix, tool, since, until),
-            requester,
-            awaiting,
-            sort,
-            descending,
-        ).items
-
-    async def approvals_async(
-        self,
-        saga_id: str | None = None,
-        *,
-        limit: int | None = None,
-        after: str | None = None,
-        prefix: str | None = None,
-        tool: str | None = None,
-        since: datetime | None = None,
-        until: datetime | None = None,
-        requester: str | None = None,
-        awaiting: str | None = None,
-        sort: str = "created",
-        descending: bool = False,
-    ) -> list[PendingApproval]:
-        where = saga_filter(prefix, tool, since, until)
-        args = (saga_id, limit, after, where, requester, awaiting, sort, descending)
-        return (await asyncio.to_thread(self._approval_page, *args)).items
 
     def approval_page(
         self,
@@ -729,6 +630,15 @@ class Sagacity:
         _refuse_in_loop("approval_page")
         where = saga_filter(prefix, tool, since, until)
         return self._approval_page(saga_id, limit, after, where, requester, awaiting, sort, descending)
+
+    @signature_of(approval_page)
+    def approvals(self, *args: Any, **kwargs: Any) -> list[PendingApproval]:
+        """Pending requests as an approver sees them (who approved, how many must, may it resume
+        now), oldest first; at most ``limit``. Read-only. :meth:`approval_page` says more."""
+        _refuse_in_loop("approvals")
+        return self.approval_page(*args, **kwargs).items  # its refusal cannot fire after ours
+
+    approvals_async = in_thread(approvals)
 
     def _approval_page(
         self,
@@ -815,19 +725,16 @@ class Sagacity:
         try:
             granted = drive(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
         except ApprovalNotFoundError:
-            running = self._resume_running(saga_id, seq)
-            if running is not None:
-                raise running from None
+            self._refuse_running(saga_id, seq)
             raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
-        try:
-            with entered(run):
-                value = run.execute(granted.spec, granted.seq, payload, granted.args, granted.kwargs or {})
-        except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-            return _reraise_interrupt(self._conclude(run, None, exc), exc)
-        return self._conclude(run, value, None)
+        with _Attempt(self, run) as attempt:  # a failure is journaled FAILED and compensates
+            attempt.value = run.execute(
+                granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
+            )
+        return attempt.result
 
     @operation("resume")
     async def resume_async(
@@ -838,37 +745,32 @@ class Sagacity:
         try:
             granted = await drive_async(_approvals.claim(self.engine, saga_id, seq, payload, resumed_by))
         except ApprovalNotFoundError:
-            running = await asyncio.to_thread(self._resume_running, saga_id, seq)
-            if running is not None:
-                raise running from None
+            await asyncio.to_thread(self._refuse_running, saga_id, seq)
             raise
         if granted.refused:
             return _refused(saga_id, seq, granted)
         run = self._resumed(saga_id, granted)
-        try:
-            with entered(run):
-                value = await run.execute_async(
-                    granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
-                )
-        except BaseException as exc:  # noqa: BLE001 - journaled FAILED; the saga compensates
-            return _reraise_interrupt(await self._conclude_async(run, None, exc), exc)
-        return await self._conclude_async(run, value, None)
+        async with _Attempt(self, run) as attempt:
+            attempt.value = await run.execute_async(
+                granted.spec, granted.seq, payload, granted.args, granted.kwargs or {}
+            )
+        return attempt.result
 
-    def _resume_running(self, saga_id: str, seq: int) -> SagaRunningElsewhereError | None:
-        """Why a resume found no request, when the reason is that the gate's call is still
+    def _refuse_running(self, saga_id: str, seq: int) -> None:
+        """Raise why a resume found no request when the reason is that the gate's call is still
         running: another resume journaled its INTENT, it has no outcome, and a living process
-        runs the saga. None otherwise (not found stands: resumed and ended, rejected, in doubt)."""
+        runs the saga. Return otherwise (not found stands: resumed and ended, rejected, in doubt)."""
         state = self.engine.snapshot(saga_id)
         gate = state.gates.get(seq)
         call = gate.resumed if gate is not None else None
         if call is None or call.outcome is not None or not self.engine.is_live(saga_id):
-            return None
-        return SagaRunningElsewhereError(
+            return
+        raise SagaRunningElsewhereError(
             f"saga {saga_id!r} seq {seq}: the approved call is still running in a living process "
             f"(its INTENT is seq {call.intent.seq}); nothing was done here, ask again once it has ended",
             saga_id,
             seq,
-        )
+        ) from None
 
     def _resumable(self, saga_id: str, seq: int) -> None:
         """A resume acting for a principal may only run a saga that principal started (or an
@@ -941,16 +843,14 @@ class Sagacity:
         _refuse_in_loop("entries")
         return self.journal.entries(saga_id)
 
-    async def entries_async(self, saga_id: str) -> list[Entry]:
-        return await asyncio.to_thread(self.journal.entries, saga_id)
+    entries_async = in_thread(entries)
 
     def saga_ids(self) -> list[str]:
         """Every saga with at least one entry, sorted. Read-only."""
         _refuse_in_loop("saga_ids")
         return self._saga_ids()
 
-    async def saga_ids_async(self) -> list[str]:
-        return await asyncio.to_thread(self._saga_ids)
+    saga_ids_async = in_thread(saga_ids)
 
     def _saga_ids(self) -> list[str]:
         return self.journal.read(self.store.saga_ids)
@@ -965,8 +865,7 @@ class Sagacity:
         _refuse_in_loop("verify")
         return self._verify(saga_id)
 
-    async def verify_async(self, saga_id: str) -> Verification:
-        return await asyncio.to_thread(self._verify, saga_id)
+    verify_async = in_thread(verify)
 
     def _verify(self, saga_id: str) -> Verification:
         verification = self.journal.verify(saga_id)
@@ -1065,19 +964,59 @@ def _summary(row: IndexRow, status: SagaStatus) -> SagaSummary:
     )
 
 
-def _reraise_interrupt(result: SagaResult, error: BaseException) -> SagaResult:
-    """``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` go on their way once the saga
-    is compensated; any other failure of the work comes back in the result."""
-    if not isinstance(error, Exception):
-        raise error
-    return result
-
-
 def _refused(saga_id: str, seq: int, granted: Claim) -> SagaResult:
     """The result of a resume whose payload did not match: REJECTED, compensated."""
     assert granted.run is not None
     kind = ApprovalRefusedError if granted.denied else PayloadMismatchError
     return granted.run.result(saga_id, error=kind(f"saga {saga_id!r} seq {seq}: {granted.refused}"))
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Which saga a run starts and how: ``continue_existing`` adds to a saga on purpose (a
+    workflow's next stage), ``on_abandon`` is what its START says instead of the Sagacity's."""
+
+    saga_id: str
+    continue_existing: bool = False
+    on_abandon: str | None = None
+
+
+class _Attempt:
+    """The work of one run, concluded as the block ends (``with`` or ``async with``: set
+    ``value`` inside, read ``result`` after). Any failure compensates; an ordinary error comes
+    back in the result, while ``KeyboardInterrupt``, ``SystemExit`` and ``CancelledError`` go on
+    their way once the saga is compensated."""
+
+    __slots__ = ("_entered", "result", "run", "sagacity", "value")
+
+    result: SagaResult
+
+    def __init__(self, sg: Sagacity, run: SagaRun) -> None:
+        self.sagacity = sg
+        self.run = run
+        self.value: Any = None
+        self._entered = entered(run)
+
+    def __enter__(self) -> _Attempt:
+        self._entered.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        self._entered.__exit__(exc_type, exc, tb)
+        self.result = self.sagacity._conclude(self.run, self.value, exc)
+        return isinstance(exc, Exception)
+
+    async def __aenter__(self) -> _Attempt:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        self._entered.__exit__(exc_type, exc, tb)
+        self.result = await self.sagacity._conclude_async(self.run, self.value, exc)
+        return isinstance(exc, Exception)
 
 
 class SagaScope:
@@ -1095,38 +1034,37 @@ class SagaScope:
         self.continue_existing = continue_existing
         self.on_abandon = on_abandon
         self.result: SagaResult | None = None
-        self._run: SagaRun | None = None
-        self._entered: Any = None
+        self._attempt: _Attempt | None = None
 
-    def _enter(self, run: SagaRun) -> SagaScope:
-        self._run = run
-        self._entered = entered(run)
-        self._entered.__enter__()
+    def _enter(self) -> SagaScope:
+        start = Start(self.saga_id, self.continue_existing, self.on_abandon)
+        self._attempt = _Attempt(self.sagacity, self.sagacity._start(start)).__enter__()
         return self
 
-    def _exit_context(self) -> SagaRun:
-        assert self._run is not None
-        assert self._entered is not None
-        self._entered.__exit__(None, None, None)
-        return self._run
+    def _exited(self) -> _Attempt:
+        assert self._attempt is not None
+        return self._attempt
 
     def __enter__(self) -> SagaScope:
         _refuse_in_loop("saga", "`async with sg.saga(...)`")
-        return self._enter(self.sagacity._start(self.saga_id, self.continue_existing, self.on_abandon))
+        return self._enter()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.result = self.sagacity._conclude(self._exit_context(), None, exc)
+        attempt = self._exited()
+        attempt.__exit__(exc_type, exc, tb)  # the block's exception is re-raised, whatever it was
+        self.result = attempt.result
 
     async def __aenter__(self) -> SagaScope:
-        started = await self.sagacity._start_async(self.saga_id, self.continue_existing, self.on_abandon)
-        return self._enter(started)
+        return self._enter()  # no I/O to start: on the loop
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.result = await self.sagacity._conclude_async(self._exit_context(), None, exc)
+        attempt = self._exited()
+        await attempt.__aexit__(exc_type, exc, tb)
+        self.result = attempt.result
 
     @property
     def id(self) -> str:

@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from sagacity import _context
 from sagacity._payloads import ON_ABANDON_REPORT
+from sagacity._sagacity import Start
 from sagacity._state import Gate, SagaState
 from sagacity.errors import (
     ApprovalNotFoundError,
@@ -392,23 +393,16 @@ class Workflow:
         start = self._run_input(sg, run_id, input)
         # A workflow run is one saga over its stages: each run continues it on purpose. It is
         # never abandoned, only waiting to be continued: ``recover`` reports it, never undoes it.
-        result = sg._run(
-            run_id, self._drive, (sg, run_id, start), {}, continue_existing=True, on_abandon=ON_ABANDON_REPORT
-        )
+        again = Start(run_id, continue_existing=True, on_abandon=ON_ABANDON_REPORT)
+        result = sg._run(again, self._drive, (sg, run_id, start), {})
         return self._result(sg, run_id, result.status, result.value, result.error, result.awaiting)
 
     async def run_async(self, sg: Sagacity, run_id: str, input: Any = None) -> WorkflowResult:
         """``run`` from a coroutine; stages may be ``async def``."""
         self._require_stages()
         start = await asyncio.to_thread(self._run_input, sg, run_id, input)
-        result = await sg._run_async(
-            run_id,
-            self._drive_async,
-            (sg, run_id, start),
-            {},
-            continue_existing=True,
-            on_abandon=ON_ABANDON_REPORT,
-        )
+        again = Start(run_id, continue_existing=True, on_abandon=ON_ABANDON_REPORT)
+        result = await sg._run_async(again, self._drive_async, (sg, run_id, start), {})
         return await asyncio.to_thread(
             self._result, sg, run_id, result.status, result.value, result.error, result.awaiting
         )

@@ -19,6 +19,7 @@ agent see its saga, declare it done, or have it undone.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -43,6 +44,7 @@ from sagacity.errors import (
     SagaStateError,
 )
 from sagacity.guardrails import Denied
+from sagacity.guardrails import Policy as GuardrailsPolicy
 from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
@@ -199,7 +201,9 @@ class Gateway:
                 if settle_interval:
                     tg.start_soon(gateway._settle_loop, settle_interval)
                 if policy_path is not None:
-                    gateway.reloader = PolicyReloader(gateway, Path(policy_path))
+                    gateway.reloader = PolicyReloader(
+                        Path(policy_path), sg, lambda: list(tools.listed), gateway._guardrails_in_force
+                    )
                     if policy_poll:
                         tg.start_soon(gateway.reloader.watch, policy_poll)
                 yield gateway
@@ -211,6 +215,10 @@ class Gateway:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await asyncio.to_thread(sg.close)
+
+    def _guardrails_in_force(self, rules: GuardrailsPolicy) -> None:
+        """The reloaded guardrails, kept in the policy this gateway answers by."""
+        self.policy = dataclasses.replace(self.policy, guardrails=rules)
 
     async def reload_policy(self) -> str:
         """Re-read the policy file now (SIGHUP): its guardrails go into force whole, or the new

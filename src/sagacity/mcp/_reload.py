@@ -18,21 +18,21 @@ silently.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import tomllib
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from sagacity.errors import PolicyError
-from sagacity.guardrails import GATEWAY_TABLES, Guard, file_stamp, read_policy_text
+from sagacity.guardrails import GATEWAY_TABLES, Guard, Policy, file_stamp, read_policy_text
 from sagacity.guardrails import parse_policy as parse_guardrails
 from sagacity.mcp._policy import parse_policy
 
 if TYPE_CHECKING:
-    from sagacity.mcp._gateway import Gateway
+    from sagacity import Sagacity
 
 __all__ = ["PolicyReloader"]
 
@@ -46,11 +46,23 @@ def _gateway_tables(text: str) -> dict[str, Any]:
 
 
 class PolicyReloader:
-    """Re-reads one gateway's policy file and puts its guardrails in force, whole, or refuses it."""
+    """Re-reads one gateway's policy file and puts its guardrails in force, whole, or refuses it.
 
-    def __init__(self, gateway: Gateway, path: Path) -> None:
-        self.gateway = gateway
+    It knows its owner only by callbacks: ``listed()``, the tool names the upstream lists now
+    (a new text is checked against them), and ``in_force(rules)``, called once the guard of
+    ``sagacity`` judges by the new guardrails, so the owner's own copy of the policy follows."""
+
+    def __init__(
+        self,
+        path: Path,
+        sagacity: Sagacity,
+        listed: Callable[[], Sequence[str]],
+        in_force: Callable[[Policy], None],
+    ) -> None:
         self.path = path
+        self.sagacity = sagacity
+        self._listed = listed
+        self._in_force = in_force
         self._text = read_policy_text(path)
         self._stamp = file_stamp(path)
         self._tables = _gateway_tables(self._text)
@@ -92,15 +104,15 @@ class PolicyReloader:
             self._text = text
             return f"refused (every call is denied until it is fixed): {exc}"
         self._guard().use(rules)
-        self.gateway.policy = dataclasses.replace(self.gateway.policy, guardrails=rules)
+        self._in_force(rules)
         self._text = text
         return f"in force: {len(rules.rules)} rule(s), sha256 {rules.sha256}"
 
-    def _check(self, text: str) -> Any:
+    def _check(self, text: str) -> Policy:
         """The new text's guardrails policy, or ``PolicyError`` saying why it cannot be used."""
         source = str(self.path)
         new = parse_policy(text, source=source)  # every table, as at start
-        problems = new.problems_with(list(self.gateway.tools.listed))
+        problems = new.problems_with(self._listed())
         if problems:
             raise PolicyError("; ".join(problems))
         if _gateway_tables(text) != self._tables:
@@ -115,7 +127,7 @@ class PolicyReloader:
 
     def _guard(self) -> Guard:
         """The gateway's guard, made now (with the file's rules as they were) if it had none."""
-        sg = self.gateway.sagacity
+        sg = self.sagacity
         guard = sg.guard
         return (
             guard if guard is not None else sg.use_policy(parse_guardrails(self._text, source=str(self.path)))
