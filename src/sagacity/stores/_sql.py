@@ -18,10 +18,9 @@ from datetime import datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from sagacity._index import ANY_SAGA, Folder, IndexRow, SagaFilter, Watch
 from sagacity.errors import StoreError, StoreUnavailableError, StoreWriteRefusedError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
-from sagacity.stores.base import Capability
+from sagacity.stores.base import ANY_SAGA, Capability, Folder, IndexRow, SagaFilter, Watch
 
 if TYPE_CHECKING:
     from sagacity.stores._group import GroupCommit
