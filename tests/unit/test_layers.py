@@ -231,8 +231,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("sagacity.mcp._reload", "sagacity.mcp._gateway"): "type-only Gateway: the reloader should take a "
     f"callback {_BUSY}",
     ("sagacity.stores._group", "sagacity"): _ROOT,
-    ("sagacity.stores._group", "sagacity.stores._sql"): "type-only Cursor and Dialect: move them to a "
-    "dialect module below both",
 }
 
 

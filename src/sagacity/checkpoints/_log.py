@@ -30,7 +30,8 @@ from typing import Protocol
 
 from sagacity.checkpoints import _merkle
 from sagacity.errors import StoreError
-from sagacity.stores._sql import JOURNAL, LOG, SQLStore
+from sagacity.stores._dialect import JOURNAL, LOG
+from sagacity.stores._sql import SQLStore
 from sagacity.stores.base import Store
 
 #: Leaves read per statement.

@@ -57,9 +57,7 @@ from pymysql.cursors import Cursor as DriverCursor
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, Pending, RowWriter
-from sagacity.stores._lease import LiveLeases, SessionLeases
-from sagacity.stores._sql import (
+from sagacity.stores._dialect import (
     APPROVALS,
     EXPIRY,
     INDEX,
@@ -71,10 +69,10 @@ from sagacity.stores._sql import (
     TRACE,
     Cursor,
     Dialect,
-    SQLStore,
-    load_ddl,
-    split_statements,
 )
+from sagacity.stores._group import GroupCommit, Pending, RowWriter
+from sagacity.stores._lease import LiveLeases, SessionLeases
+from sagacity.stores._sql import SQLStore, load_ddl, split_statements
 from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
 
