@@ -32,7 +32,7 @@ from sagacity.checkpoints import _merkle
 from sagacity.errors import StoreError
 from sagacity.stores._dialect import JOURNAL, LOG
 from sagacity.stores._sql import SQLStore
-from sagacity.stores.base import Store
+from sagacity.stores.base import LogRow, Store
 
 #: Leaves read per statement.
 BATCH = 5000
@@ -57,15 +57,12 @@ _MYSQL_DDL = (
 
 
 @dataclass(frozen=True, slots=True)
-class LogLeaf:
-    """Log row ``index``: the entry (saga_id, seq), its hash as logged, and as the journal holds it
-    now (``current`` is None when the journal no longer has that entry)."""
+class LogLeaf(LogRow):
+    """A log row (``stores.base.LogRow``) as a leaf of the log's tree."""
 
-    index: int
-    saga_id: str
-    seq: int
-    logged: str
-    current: str | None
+    @classmethod
+    def of(cls, row: LogRow) -> LogLeaf:
+        return cls(row.index, row.saga_id, row.seq, row.logged, row.current)
 
     @property
     def intact(self) -> bool:
@@ -247,7 +244,7 @@ class SQLEntryLog:
             )
         return count
 
-    def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
+    def rows(self, start: int, end: int) -> Iterator[LogRow]:
         if not self._ensure(create=False):
             if start < end:
                 raise StoreError(f"the log has no row {start}: the table {LOG} does not exist")
@@ -266,7 +263,7 @@ class SQLEntryLog:
             for index, saga_id, seq, logged, current in rows:
                 if int(index) != position:
                     raise StoreError(f"the log has no row {position}: rows were deleted")
-                yield LogLeaf(position, saga_id, int(seq), logged, current)
+                yield LogRow(position, saga_id, int(seq), logged, current)
                 position += 1
             if position < upto:
                 raise StoreError(f"the log has no row {position}: rows were deleted")
@@ -276,7 +273,7 @@ class SQLEntryLog:
             cur.execute(f"SELECT COUNT(*) FROM {JOURNAL}")
             return int(cur.fetchone()[0])
 
-    def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
+    def last_logged(self, saga_id: str, below: int) -> LogRow | None:
         if not self._ensure(create=False):
             return None
         with self._store._cursor() as cur:
@@ -288,7 +285,30 @@ class SQLEntryLog:
                 (saga_id, below),
             )
             row = cur.fetchone()
-        return None if row is None else next(self.leaves(int(row[0]), int(row[0]) + 1))
+        return None if row is None else next(self.rows(int(row[0]), int(row[0]) + 1))
+
+
+class StoreEntryLog:
+    """A log the store keeps in its own database, its rows read as the tree's leaves."""
+
+    def __init__(self, rows: SQLEntryLog) -> None:
+        self._log = rows
+
+    def extend(self) -> int:
+        return self._log.extend()
+
+    def size(self) -> int:
+        return self._log.size()
+
+    def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
+        return map(LogLeaf.of, self._log.rows(start, end))
+
+    def journal_entries(self) -> int:
+        return self._log.journal_entries()
+
+    def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
+        row = self._log.last_logged(saga_id, below)
+        return None if row is None else LogLeaf.of(row)
 
 
 class ProcessEntryLog:
@@ -332,7 +352,7 @@ _process_logs: weakref.WeakKeyDictionary[Store, ProcessEntryLog] = weakref.WeakK
 def entry_log(store: Store) -> EntryLog:
     """The log of the journal in ``store``."""
     if isinstance(store, SQLStore):
-        return SQLEntryLog(store)
+        return StoreEntryLog(SQLEntryLog(store))
     log = _process_logs.get(store)
     if log is None:
         log = _process_logs[store] = ProcessEntryLog(store)

@@ -40,6 +40,7 @@ __all__ = [
     "IndexRow",
     "IndexedStore",
     "LivenessStore",
+    "LogRow",
     "SagaFilter",
     "StampedInsert",
     "Store",
@@ -198,6 +199,18 @@ class LivenessStore(Protocol):
         meets a call without outcome whether its runner lives, while this store holds the lease
         itself. One query, or none."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """Row ``index`` of the checkpoint log: the entry (saga_id, seq), its hash as logged, and as
+    the journal holds it now (``current`` is None when the journal no longer has that entry)."""
+
+    index: int
+    saga_id: str
+    seq: int
+    logged: str
+    current: str | None
 
 
 # -- the saga index (``Capability.SAGA_INDEX``): its rows and the filters of a listing ---------
