@@ -4,7 +4,7 @@ The shared schema (SPEC §2) has no column that orders entries across sagas, and
 append path would slow every tool call. So the **checkpointer** fixes the order, not the appends:
 each run takes the entries it has not logged yet, in a deterministic order (timestamp, then saga
 id, then seq), gives them the next log indexes, and records them in its own working table beside
-the SPEC tables::
+the SPEC tables (the SQL stores' ``entry_log()``, in ``stores/_sql.py``)::
 
     sagacity_log (log_index BIGINT PRIMARY KEY, saga_id, seq, hash, UNIQUE (saga_id, seq))
 
@@ -16,7 +16,8 @@ error), rolls back and reads again. The operator can rewrite this table like any
 is why the checkpoint over it goes to witnesses: a log that re-numbers or re-hashes a logged entry
 has a new tree that no consistency proof links to the one they cosigned.
 
-On a store without SQL (``memory://``) the log is held in the process, like the journal.
+Which log a store gets is what it declares: one declaring ``Capability.ENTRY_LOG`` keeps it
+(``stores/base.py``); any other (``memory://``) has it held in the process, like its journal.
 """
 
 from __future__ import annotations
@@ -27,8 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sagacity.checkpoints import _merkle
-from sagacity.stores._sql import SQLEntryLog, SQLStore
-from sagacity.stores.base import LogRow, Store
+from sagacity.stores.base import Capability, LogRow, Store, StoreLog, capable
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +103,7 @@ def roots_at(log: EntryLog, sizes: set[int], end: int, *, as_journal: bool) -> d
 class StoreEntryLog:
     """A log the store keeps in its own database, its rows read as the tree's leaves."""
 
-    def __init__(self, rows: SQLEntryLog) -> None:
+    def __init__(self, rows: StoreLog) -> None:
         self._log = rows
 
     def extend(self) -> int:
@@ -162,9 +162,11 @@ _process_logs: weakref.WeakKeyDictionary[Store, ProcessEntryLog] = weakref.WeakK
 
 
 def entry_log(store: Store) -> EntryLog:
-    """The log of the journal in ``store``."""
-    if isinstance(store, SQLStore):
-        return StoreEntryLog(SQLEntryLog(store))
+    """The log of the journal in ``store``: the store's own if it declares ``Capability.ENTRY_LOG``
+    (chosen by that declaration, never by the store's class), else one held in this process."""
+    kept = capable(store, Capability.ENTRY_LOG)
+    if kept is not None:
+        return StoreEntryLog(kept.entry_log())
     log = _process_logs.get(store)
     if log is None:
         log = _process_logs[store] = ProcessEntryLog(store)

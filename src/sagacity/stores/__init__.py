@@ -21,8 +21,7 @@ from typing import Any
 
 from sagacity.errors import ConfigurationError
 from sagacity.stores._deadline import limited_wait
-from sagacity.stores._url import safe_url
-from sagacity.stores.base import Store
+from sagacity.stores.base import Store, safe_url
 
 __all__ = ["DEFAULT_URL", "Store", "default_url", "limited_wait", "open_store", "safe_url"]
 

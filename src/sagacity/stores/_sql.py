@@ -112,7 +112,9 @@ class SQLStore(ABC):
     #: Each store's group commit (``stores/_group.py``), used unless made with group_commit=False.
     _group: GroupCommit
     _group_commit: bool
-    capabilities: frozenset[Capability] = frozenset({Capability.TRACE_CONTEXT, Capability.SAGA_INDEX})
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.TRACE_CONTEXT, Capability.SAGA_INDEX, Capability.ENTRY_LOG}
+    )
 
     # -- dialect hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -142,6 +144,10 @@ class SQLStore(ABC):
 
     def _sql(self, statement: str) -> str:
         return self.dialect.sql(statement)
+
+    def entry_log(self) -> SQLEntryLog:
+        """``Capability.ENTRY_LOG``: the checkpoint log in a working table of this database."""
+        return SQLEntryLog(self)
 
     # -- journal -------------------------------------------------------------------------------
     def _entry(self, row: Sequence[Any]) -> Entry:
@@ -569,7 +575,8 @@ class _Raced(Exception):
 
 
 class SQLEntryLog:
-    """The log in the journal's own database (SQLite, PostgreSQL): one working table."""
+    """The checkpoint log in the journal's own database: one working table, ``sagacity_log``
+    (``log_index`` primary key; ``saga_id``, ``seq``, ``hash``; ``(saga_id, seq)`` unique)."""
 
     def __init__(self, store: SQLStore) -> None:
         self._store = store

@@ -18,12 +18,17 @@ capability                  promises                                used by
 ``APPEND_ONLY_GRANT``       :class:`AppendOnlyGrant`                ``sagacity db grant``
 ``SAGA_INDEX``              the SQL stores' own saga index          operator reads (else a scan)
 ``LIVENESS``                :class:`LivenessStore`                  RUNNING seen from any process
+``ENTRY_LOG``               :class:`EntryLogStore`                  the log checkpointer
 ==========================  =====================================  ==========================
+
+Also here: the saga index's rows and the filters a listing passes to it (:class:`IndexRow`,
+:class:`SagaFilter`, :class:`Watch`), the checkpoint log's rows (:class:`LogRow`), and
+:func:`safe_url`, how a store words its URL in a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,11 +36,13 @@ from enum import StrEnum
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
+from sagacity.stores._url import safe_url
 
 __all__ = [
     "ANY_SAGA",
     "AppendOnlyGrant",
     "Capability",
+    "EntryLogStore",
     "Folder",
     "IndexRow",
     "IndexedStore",
@@ -44,9 +51,11 @@ __all__ = [
     "SagaFilter",
     "StampedInsert",
     "Store",
+    "StoreLog",
     "TraceContextStore",
     "Watch",
     "capable",
+    "safe_url",
 ]
 
 
@@ -69,6 +78,11 @@ class Capability(StrEnum):
     #: running saga from one whose process is gone. Without it, RUNNING is known only in the
     #: process that runs the saga.
     LIVENESS = "liveness"
+    #: ``entry_log()``: the log the checkpointer orders entries in (``checkpoint_log``), kept in
+    #: the store's own database, so every process and every run extends the same log. Without it
+    #: the log is held in the checkpointing process: right only for a journal that lives in the
+    #: process too (``memory://``).
+    ENTRY_LOG = "entry-log"
 
 
 @runtime_checkable
@@ -211,6 +225,41 @@ class LogRow:
     seq: int
     logged: str
     current: str | None
+
+
+class StoreLog(Protocol):
+    """The checkpoint log as a store keeps it: each entry gets the next log index once, and a row,
+    once written, is never changed (``checkpoints/_log.py`` builds the tree over it)."""
+
+    def extend(self) -> int:
+        """Log every entry not yet logged, in (timestamp, saga_id, seq) order; how many were
+        added. Safe against other processes extending at once: an index is given once."""
+        ...
+
+    def size(self) -> int:
+        """How many entries are logged; raises ``StoreError`` for a log with gaps."""
+        ...
+
+    def rows(self, start: int, end: int) -> Iterator[LogRow]:
+        """Rows ``[start, end)`` in index order; raises ``StoreError`` at a row that is missing."""
+        ...
+
+    def journal_entries(self) -> int:
+        """How many entries the journal holds now, logged or not."""
+        ...
+
+    def last_logged(self, saga_id: str, below: int) -> LogRow | None:
+        """The saga's row with the highest seq among log indexes below ``below``."""
+        ...
+
+
+@runtime_checkable
+class EntryLogStore(Protocol):
+    """``Capability.ENTRY_LOG``: the checkpoint log kept beside the journal, in the store."""
+
+    def entry_log(self) -> StoreLog:
+        """The journal's log (reading it never creates its table; extending it does)."""
+        ...
 
 
 # -- the saga index (``Capability.SAGA_INDEX``): its rows and the filters of a listing ---------
@@ -365,6 +414,8 @@ def capable(store: Store, capability: Literal[Capability.TRACE_CONTEXT]) -> Trac
 def capable(store: Store, capability: Literal[Capability.APPEND_ONLY_GRANT]) -> AppendOnlyGrant | None: ...
 @overload
 def capable(store: Store, capability: Literal[Capability.LIVENESS]) -> LivenessStore | None: ...
+@overload
+def capable(store: Store, capability: Literal[Capability.ENTRY_LOG]) -> EntryLogStore | None: ...
 @overload
 def capable(store: Store, capability: Capability) -> Any: ...
 def capable(store: Store, capability: Capability) -> Any:
