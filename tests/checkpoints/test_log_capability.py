@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from sagacity import Sagacity
-from sagacity.checkpoints import SigningKey, checkpoint_log
+from sagacity.checkpoints import SigningKey, checkpoint_log, verify_log
 from sagacity.stores import Store, open_store
 from sagacity.stores.base import Capability
 
@@ -68,3 +68,15 @@ def test_a_store_not_declaring_the_log_has_it_in_the_process(
     )
     assert _checkpointed(without_log(journal_url), key) == ENTRIES
     assert raw_sql("DELETE FROM sagacity_log", ()) == 0
+
+
+def test_a_journal_made_before_the_log_gets_its_table_at_the_first_checkpoint(
+    sg: Sagacity, key: SigningKey, raw_sql: RawSQL
+) -> None:
+    """Each dialect makes the log's table in its own column types (on MariaDB/MySQL, the
+    journal's collation): ids logged from the journal join back to it byte for byte."""
+    raw_sql("DROP TABLE sagacity_log", ())
+    first = checkpoint_log(sg, key, ORIGIN)
+    assert first.size == ENTRIES
+    assert verify_log(sg, [first]) == []
+    assert raw_sql("DELETE FROM sagacity_log", ()) == ENTRIES

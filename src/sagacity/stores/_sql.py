@@ -47,18 +47,6 @@ BATCH = 5000
 #: practice, and small enough to hold in memory (about 15 MiB of ids and hashes).
 EXTEND_BATCH = 50_000
 _ATTEMPTS = 20
-#: A journal made before the log was part of the schema gets its table on first checkpoint.
-_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
-    "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
-)
-#: MariaDB / MySQL: the journal's own column types, and its table's (binary) collation, so ids
-#: compare and join byte for byte as they do in the journal.
-_MYSQL_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id VARCHAR(512) NOT NULL, "
-    "seq BIGINT NOT NULL, hash CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, "
-    "UNIQUE (saga_id, seq)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={collation}"
-)
 #: Sagas whose journals one statement reads (placeholders stay far below both drivers' limits).
 _JOURNALS_PER_READ = 500
 #: The rows of each watched subset; every one implies ``attention``, so the partial index serves it.
@@ -144,6 +132,14 @@ class SQLStore(ABC):
 
     def _sql(self, statement: str) -> str:
         return self.dialect.sql(statement)
+
+    def log_table_ddl(self) -> str:
+        """The checkpoint log's table, for a journal made before the log was part of the schema
+        (it gets the table on its first checkpoint); a dialect with other column types overrides it."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
+            "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
+        )
 
     def entry_log(self) -> SQLEntryLog:
         """``Capability.ENTRY_LOG``: the checkpoint log in a working table of this database."""
@@ -590,26 +586,9 @@ class SQLEntryLog:
         if not self._store.has_table(LOG):
             if not create:
                 return False
-            self._store.create_table(self._ddl())
+            self._store.create_table(self._store.log_table_ddl())
         self._ready = True
         return True
-
-    def _ddl(self) -> str:
-        if self._store.dialect.on_conflict:
-            return _DDL
-        with self._store._cursor() as cur:
-            cur.execute(
-                self._store._sql(
-                    "SELECT table_collation FROM information_schema.tables "
-                    "WHERE table_schema = DATABASE() AND table_name = ?"
-                ),
-                (JOURNAL,),
-            )
-            row = cur.fetchone()
-        collation = str(row[0]) if row is not None else ""
-        if not collation.replace("_", "").isalnum():
-            raise StoreError(f"cannot tell the collation of {JOURNAL} (is the schema created?)")
-        return _MYSQL_DDL.format(collation=collation)
 
     def extend(self) -> int:
         self._ensure(create=True)
