@@ -16,7 +16,7 @@ capability                  promises                                used by
 ``STAMPED_INSERT``          :class:`StampedInsert`                  every append, when present
 ``TRACE_CONTEXT``           :class:`TraceContextStore`              OpenTelemetry gate links
 ``APPEND_ONLY_GRANT``       :class:`AppendOnlyGrant`                ``sagacity db grant``
-``SAGA_INDEX``              the SQL stores' own saga index          operator reads (else a scan)
+``SAGA_INDEX``              :class:`IndexedStore`                   operator reads (else a scan)
 ``LIVENESS``                :class:`LivenessStore`                  RUNNING seen from any process
 ``ENTRY_LOG``               :class:`EntryLogStore`                  the log checkpointer
 ==========================  =====================================  ==========================
