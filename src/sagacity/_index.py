@@ -23,117 +23,29 @@ read by :class:`ScanIndex`, the old cost, with the same answers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from datetime import datetime
-from enum import StrEnum
-from typing import TYPE_CHECKING, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, cast
 
 from sagacity._state import SagaState
 from sagacity.chain import Verification, to_utc_micros, verify
 from sagacity.errors import InvalidValueError, StoreError
-from sagacity.model import ApprovalRequest, Entry, Progress, SagaStatus
-from sagacity.stores.base import Capability, Store
+from sagacity.model import Entry, Progress, SagaStatus
+from sagacity.stores.base import (
+    ANY_SAGA,
+    Capability,
+    IndexedStore,
+    IndexRow,
+    SagaFilter,
+    Store,
+    Watch,
+)
 
 if TYPE_CHECKING:
     from sagacity._journal import Journal
 
 #: Sagas folded per catch-up transaction: bounds memory and how long a catch-up holds a write.
 REFRESH_BATCH = 500
-
-
-class Watch(StrEnum):
-    """Subsets of sagas that operator reads walk; each is a partial index in SQL."""
-
-    #: Sagas with an INTENT that has no outcome (in-doubt calls or compensations).
-    IN_DOUBT = "in_doubt"
-    #: Sagas whose compensation started (or is due) and has not finished: what ``recover`` finishes.
-    COMPENSATING = "compensating"
-    #: Sagas started, not ended, with nothing in flight or awaited: what ``recover`` may treat.
-    ABANDONED = "abandoned"
-    #: Sagas whose hash chain did not verify when last folded (or when last verified).
-    BROKEN_CHAIN = "broken_chain"
-    #: Everything the doctor looks at: the above, failed compensations, open gates, broken chains.
-    ATTENTION = "attention"
-
-
-@dataclass(frozen=True, slots=True)
-class IndexRow:
-    """One saga as the index holds it: a fold of its journal up to ``entry_count`` entries."""
-
-    saga_id: str
-    status: SagaStatus
-    entry_count: int
-    started_at: datetime
-    updated_at: datetime
-    awaiting_approval: int
-    in_doubt: int
-    compensating: bool
-    #: Zero-based index of the first entry that breaks the hash chain, or None when it holds.
-    broken_at: int | None = None
-    broken_message: str = ""
-
-    @property
-    def attention(self) -> bool:
-        """Whether the doctor must look at this saga."""
-        return (
-            self.in_doubt > 0
-            or self.compensating
-            or self.broken_at is not None
-            or self.status
-            in (SagaStatus.COMPENSATION_FAILED, SagaStatus.AWAITING_APPROVAL, SagaStatus.ABANDONED)
-        )
-
-    def watched(self, watch: Watch) -> bool:
-        if watch is Watch.IN_DOUBT:
-            return self.in_doubt > 0
-        if watch is Watch.COMPENSATING:
-            return self.compensating
-        if watch is Watch.ABANDONED:
-            return self.status is SagaStatus.ABANDONED
-        if watch is Watch.BROKEN_CHAIN:
-            return self.broken_at is not None
-        return self.attention
-
-
-@dataclass(frozen=True, slots=True)
-class SagaFilter:
-    """Which sagas a listing keeps: those meeting every condition given (None: any).
-
-    ``prefix``: the saga id starts with it (case-sensitive). ``tool``: the journal has an entry of
-    that tool. ``since`` / ``until``: last updated at or after ``since`` and before ``until``
-    (naive UTC, as the journal keeps time). ``broken_chain``: True keeps only sagas whose chain
-    did not verify when last folded, False only those whose chain did.
-    """
-
-    prefix: str | None = None
-    tool: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-    broken_chain: bool | None = None
-
-    def keeps(self, row: IndexRow, tools: Callable[[str], set[str]]) -> bool:
-        """Whether ``row`` is kept; ``tools(saga_id)`` (asked only when needed) names its tools."""
-        return (
-            (self.prefix is None or row.saga_id.startswith(self.prefix))
-            and (self.since is None or row.updated_at >= self.since)
-            and (self.until is None or row.updated_at < self.until)
-            and (self.broken_chain is None or (row.broken_at is not None) is self.broken_chain)
-            and (self.tool is None or self.tool in tools(row.saga_id))
-        )
-
-    def keeps_request(self, request: ApprovalRequest) -> bool:
-        """Whether an approval request is kept: its saga id, its tool, when it was requested."""
-        return (
-            (self.prefix is None or request.saga_id.startswith(self.prefix))
-            and (self.tool is None or request.tool_name == self.tool)
-            and (self.since is None or request.created_at >= self.since)
-            and (self.until is None or request.created_at < self.until)
-        )
-
-
-#: Every saga.
-ANY_SAGA = SagaFilter()
 
 
 def saga_filter(
@@ -198,55 +110,6 @@ def index_row(saga_id: str, entries: Sequence[Entry]) -> IndexRow | None:
 def index_rows(journals: Mapping[str, Sequence[Entry]]) -> list[IndexRow]:
     """Rows for the sagas read, skipping sagas that have no entries (nothing to index)."""
     return [row for sid, entries in journals.items() if (row := index_row(sid, entries)) is not None]
-
-
-#: What a store calls to turn journals it read into rows (the store never folds itself).
-Folder = Callable[[Mapping[str, Sequence[Entry]]], list[IndexRow]]
-
-
-@runtime_checkable
-class IndexedStore(Protocol):
-    """``Capability.SAGA_INDEX``: a store that keeps the index itself (the SQL stores)."""
-
-    def refresh_index(self, fold: Folder, batch: int) -> int:
-        """Fold again every saga whose journal changed since the last refresh; how many."""
-        ...
-
-    def rebuild_index(self, fold: Folder, batch: int) -> int:
-        """Forget every row and fold every saga again; how many sagas are indexed."""
-        ...
-
-    def index_page(
-        self,
-        status: SagaStatus | None,
-        limit: int | None,
-        after: tuple[datetime, str] | None,
-        where: SagaFilter = ANY_SAGA,
-    ) -> list[IndexRow]:
-        """Rows by (updated_at, saga_id) descending, strictly after ``after``; one status or all;
-        only the sagas ``where`` keeps."""
-        ...
-
-    def index_counts(self) -> dict[SagaStatus, int]:
-        """How many sagas have each status (statuses with none are left out)."""
-        ...
-
-    def index_watched(self, watch: Watch) -> list[IndexRow]:
-        """The rows of one watched subset, by saga id."""
-        ...
-
-    def index_rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
-        """The rows of these sagas (those indexed)."""
-        ...
-
-    def index_journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
-        """Every entry of these sagas, by saga in the order given, each in seq order."""
-        ...
-
-    def refold_index(self, fold: Folder, saga_ids: Sequence[str]) -> None:
-        """Fold these sagas' journals again now, whether or not the store noticed a change: a
-        verification found a break no change note announced (a file edited in place)."""
-        ...
 
 
 class SagaIndex:

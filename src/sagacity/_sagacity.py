@@ -24,7 +24,7 @@ from sagacity._approvals import Claim
 from sagacity._context import Acting, current_principal, refuse_foreign, require_principal
 from sagacity._effects import Operation, drive, drive_async
 from sagacity._engine import Engine
-from sagacity._index import ANY_SAGA, IndexRow, SagaFilter, Watch, open_index, saga_filter
+from sagacity._index import open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
 from sagacity._paging import decode_cursor, decode_request_cursor
@@ -66,6 +66,7 @@ from sagacity.model import (
     SagaView,
 )
 from sagacity.stores import Store, default_url, open_store, safe_url
+from sagacity.stores.base import ANY_SAGA, IndexRow, SagaFilter, Watch
 from sagacity.tools import ToolRegistry
 from sagacity.tools import registry as default_registry
 

@@ -22,10 +22,11 @@ from datetime import datetime, timedelta
 from shlex import quote
 from typing import Any, Protocol
 
-from sagacity._index import SagaIndex, ScanIndex, Watch
+from sagacity._index import SagaIndex, ScanIndex
 from sagacity._state import SagaState, fold
 from sagacity.chain import Verification, utc_now, verify
 from sagacity.model import ApprovalRequest, Entry, FindingKind, InDoubtCall, Phase, Progress, SagaStatus
+from sagacity.stores.base import Watch
 from sagacity.tools import ToolRegistry
 
 __all__ = [

@@ -19,10 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sagacity import Phase, Reversibility, Sagacity, SagaStatus, tool
-from sagacity._index import SagaIndex, ScanIndex, Watch
+from sagacity._index import SagaIndex, ScanIndex
 from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.doctor import FindingKind, diagnose
 from sagacity.errors import InvalidValueError, SagaClosedError, SagaStateError, StoreError
+from sagacity.stores.base import Watch
 from sagacity.stores.sqlite import path_from_url
 
 

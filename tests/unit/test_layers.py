@@ -226,10 +226,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("sagacity.mcp._gateway", "sagacity.mcp"): f"{_FACE} {_BUSY}",
     ("sagacity.mcp._proxy", "sagacity.mcp"): f"{_FACE} {_BUSY}",
     ("sagacity.stores._group", "sagacity"): _ROOT,
-    ("sagacity.stores._group", "sagacity.stores._sql"): "type-only Cursor and Dialect: move them to a "
-    "dialect module below both",
-    ("sagacity.stores._sql", "sagacity._index"): "the index rows and filters are store contract: their home "
-    "is stores/base.py (being changed for issue #33)",
 }
 
 

@@ -4,7 +4,7 @@ The shared schema (SPEC §2) has no column that orders entries across sagas, and
 append path would slow every tool call. So the **checkpointer** fixes the order, not the appends:
 each run takes the entries it has not logged yet, in a deterministic order (timestamp, then saga
 id, then seq), gives them the next log indexes, and records them in its own working table beside
-the SPEC tables::
+the SPEC tables (the SQL stores' ``entry_log()``, in ``stores/_sql.py``)::
 
     sagacity_log (log_index BIGINT PRIMARY KEY, saga_id, seq, hash, UNIQUE (saga_id, seq))
 
@@ -16,55 +16,28 @@ error), rolls back and reads again. The operator can rewrite this table like any
 is why the checkpoint over it goes to witnesses: a log that re-numbers or re-hashes a logged entry
 has a new tree that no consistency proof links to the one they cosigned.
 
-On a store without SQL (``memory://``) the log is held in the process, like the journal.
+Which log a store gets is what it declares: one declaring ``Capability.ENTRY_LOG`` keeps it
+(``stores/base.py``); any other (``memory://``) has it held in the process, like its journal.
 """
 
 from __future__ import annotations
 
-import random
-import time
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from sagacity.checkpoints import _merkle
-from sagacity.errors import StoreError
-from sagacity.stores._sql import JOURNAL, LOG, SQLStore
-from sagacity.stores.base import Store
-
-#: Leaves read per statement.
-BATCH = 5000
-#: Entries logged per transaction. Each transaction runs one anti-join of the whole journal against
-#: the log (the journal has no index that orders it), so a run logging k entries costs about
-#: k / EXTEND_BATCH such scans: large, so that a first run over a big journal is not quadratic in
-#: practice, and small enough to hold in memory (about 15 MiB of ids and hashes).
-EXTEND_BATCH = 50_000
-_ATTEMPTS = 20
-#: A journal made before the log was part of the schema gets its table on first checkpoint.
-_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
-    "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
-)
-#: MariaDB / MySQL: the journal's own column types, and its table's (binary) collation, so ids
-#: compare and join byte for byte as they do in the journal.
-_MYSQL_DDL = (
-    f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id VARCHAR(512) NOT NULL, "
-    "seq BIGINT NOT NULL, hash CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, "
-    "UNIQUE (saga_id, seq)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={collation}"
-)
+from sagacity.stores.base import Capability, LogRow, Store, StoreLog, capable
 
 
 @dataclass(frozen=True, slots=True)
-class LogLeaf:
-    """Log row ``index``: the entry (saga_id, seq), its hash as logged, and as the journal holds it
-    now (``current`` is None when the journal no longer has that entry)."""
+class LogLeaf(LogRow):
+    """A log row (``stores.base.LogRow``) as a leaf of the log's tree."""
 
-    index: int
-    saga_id: str
-    seq: int
-    logged: str
-    current: str | None
+    @classmethod
+    def of(cls, row: LogRow) -> LogLeaf:
+        return cls(row.index, row.saga_id, row.seq, row.logged, row.current)
 
     @property
     def intact(self) -> bool:
@@ -74,10 +47,6 @@ class LogLeaf:
         """The tree leaf: "saga S had ``seq`` entries ending in this hash" (a missing row: a hash
         nothing can match)."""
         return _merkle.leaf_hash(self.saga_id, self.seq, (self.current or "") if as_journal else self.logged)
-
-
-class _Raced(Exception):
-    """Another checkpointer logged the same indexes first; roll back and read again."""
 
 
 class EntryLog(Protocol):
@@ -131,163 +100,27 @@ def roots_at(log: EntryLog, sizes: set[int], end: int, *, as_journal: bool) -> d
     return heads
 
 
-class SQLEntryLog:
-    """The log in the journal's own database (SQLite, PostgreSQL): one working table."""
+class StoreEntryLog:
+    """A log the store keeps in its own database, its rows read as the tree's leaves."""
 
-    def __init__(self, store: SQLStore) -> None:
-        self._store = store
-        self._ready = False
-
-    def _ensure(self, *, create: bool) -> bool:
-        """Whether the table exists, making it first if ``create``: reads never create it, so a
-        read-only session (or a journal never checkpointed) reads an empty log."""
-        if self._ready:
-            return True
-        if not self._store.has_table(LOG):
-            if not create:
-                return False
-            self._store.create_table(self._ddl())
-        self._ready = True
-        return True
-
-    def _ddl(self) -> str:
-        if self._store.dialect.on_conflict:
-            return _DDL
-        with self._store._cursor() as cur:
-            cur.execute(
-                self._store._sql(
-                    "SELECT table_collation FROM information_schema.tables "
-                    "WHERE table_schema = DATABASE() AND table_name = ?"
-                ),
-                (JOURNAL,),
-            )
-            row = cur.fetchone()
-        collation = str(row[0]) if row is not None else ""
-        if not collation.replace("_", "").isalnum():
-            raise StoreError(f"cannot tell the collation of {JOURNAL} (is the schema created?)")
-        return _MYSQL_DDL.format(collation=collation)
+    def __init__(self, rows: StoreLog) -> None:
+        self._log = rows
 
     def extend(self) -> int:
-        self._ensure(create=True)
-        added = 0
-        while True:
-            batch = self._extend_retried()
-            added += batch
-            if batch < EXTEND_BATCH:
-                return added
-
-    def _extend_retried(self) -> int:
-        # The loser of a race backs off a random, growing moment, so two checkpointers that keep
-        # colliding (on a loaded machine, in lockstep) drift apart instead of exhausting the bound.
-        for attempt in range(_ATTEMPTS - 1):
-            try:
-                return self._extend_checked()
-            except _Raced:
-                time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
-        try:
-            return self._extend_checked()
-        except _Raced as exc:
-            raise StoreError("the log kept changing under this checkpointer: another logs as often") from exc
-
-    def _extend_checked(self) -> int:
-        """One batch; a key another checkpointer took first is a race (rolled back) on every dialect."""
-        try:
-            return self._extend_once()
-        except StoreError as exc:
-            if exc.__cause__ is not None and self._store.dialect.taken(exc.__cause__):
-                raise _Raced from exc
-            raise
-
-    def _extend_once(self) -> int:
-        sql = self._store._sql
-        # Where the database cannot skip a taken key, the insert fails on it instead (``taken``).
-        skip = " ON CONFLICT DO NOTHING" if self._store.dialect.on_conflict else ""
-        with self._store._cursor(transaction=True) as cur:
-            cur.execute(f"SELECT COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
-            following = int(cur.fetchone()[0])
-            cur.execute(
-                sql(
-                    f"SELECT j.saga_id, j.seq, j.hash FROM {JOURNAL} j WHERE NOT EXISTS "
-                    f"(SELECT 1 FROM {LOG} l WHERE l.saga_id = j.saga_id AND l.seq = j.seq) "
-                    "ORDER BY j.timestamp, j.saga_id, j.seq LIMIT ?"
-                ),
-                (EXTEND_BATCH,),
-            )
-            rows = cur.fetchall()
-            for start in range(0, len(rows), 500):
-                chunk = rows[start : start + 500]
-                params = [
-                    value
-                    for offset, (saga_id, seq, hash_) in enumerate(chunk)
-                    for value in (following + start + offset, saga_id, int(seq), hash_)
-                ]
-                cur.execute(
-                    sql(
-                        f"INSERT INTO {LOG} (log_index, saga_id, seq, hash) VALUES "
-                        + ", ".join(["(?, ?, ?, ?)"] * len(chunk))
-                        + skip
-                    ),
-                    params,
-                )
-                if cur.rowcount != len(chunk):
-                    raise _Raced
-            return len(rows)
+        return self._log.extend()
 
     def size(self) -> int:
-        if not self._ensure(create=False):
-            return 0
-        with self._store._cursor() as cur:
-            cur.execute(f"SELECT COUNT(*), COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
-            count, following = (int(value) for value in cur.fetchone())
-        if count != following:
-            raise StoreError(
-                f"the log table {LOG} has {following - count} missing row(s) below index {following}: "
-                "rows were deleted behind the library's back"
-            )
-        return count
+        return self._log.size()
 
     def leaves(self, start: int, end: int) -> Iterator[LogLeaf]:
-        if not self._ensure(create=False):
-            if start < end:
-                raise StoreError(f"the log has no row {start}: the table {LOG} does not exist")
-            return
-        statement = self._store._sql(
-            f"SELECT l.log_index, l.saga_id, l.seq, l.hash, j.hash FROM {LOG} l LEFT JOIN {JOURNAL} j "
-            "ON j.saga_id = l.saga_id AND j.seq = l.seq "
-            "WHERE l.log_index >= ? AND l.log_index < ? ORDER BY l.log_index"
-        )
-        position = start
-        while position < end:
-            upto = min(end, position + BATCH)
-            with self._store._cursor() as cur:
-                cur.execute(statement, (position, upto))
-                rows = cur.fetchall()
-            for index, saga_id, seq, logged, current in rows:
-                if int(index) != position:
-                    raise StoreError(f"the log has no row {position}: rows were deleted")
-                yield LogLeaf(position, saga_id, int(seq), logged, current)
-                position += 1
-            if position < upto:
-                raise StoreError(f"the log has no row {position}: rows were deleted")
+        return map(LogLeaf.of, self._log.rows(start, end))
 
     def journal_entries(self) -> int:
-        with self._store._cursor() as cur:
-            cur.execute(f"SELECT COUNT(*) FROM {JOURNAL}")
-            return int(cur.fetchone()[0])
+        return self._log.journal_entries()
 
     def last_logged(self, saga_id: str, below: int) -> LogLeaf | None:
-        if not self._ensure(create=False):
-            return None
-        with self._store._cursor() as cur:
-            cur.execute(
-                self._store._sql(
-                    f"SELECT log_index FROM {LOG} WHERE saga_id = ? AND log_index < ? "
-                    "ORDER BY seq DESC LIMIT 1"
-                ),
-                (saga_id, below),
-            )
-            row = cur.fetchone()
-        return None if row is None else next(self.leaves(int(row[0]), int(row[0]) + 1))
+        row = self._log.last_logged(saga_id, below)
+        return None if row is None else LogLeaf.of(row)
 
 
 class ProcessEntryLog:
@@ -329,9 +162,11 @@ _process_logs: weakref.WeakKeyDictionary[Store, ProcessEntryLog] = weakref.WeakK
 
 
 def entry_log(store: Store) -> EntryLog:
-    """The log of the journal in ``store``."""
-    if isinstance(store, SQLStore):
-        return SQLEntryLog(store)
+    """The log of the journal in ``store``: the store's own if it declares ``Capability.ENTRY_LOG``
+    (chosen by that declaration, never by the store's class), else one held in this process."""
+    kept = capable(store, Capability.ENTRY_LOG)
+    if kept is not None:
+        return StoreEntryLog(kept.entry_log())
     log = _process_logs.get(store)
     if log is None:
         log = _process_logs[store] = ProcessEntryLog(store)

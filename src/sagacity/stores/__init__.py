@@ -16,13 +16,14 @@ A surface that must answer in seconds (a dashboard, a health check) reads under
 
 from __future__ import annotations
 
+import importlib
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from sagacity.errors import ConfigurationError
 from sagacity.stores._deadline import limited_wait
-from sagacity.stores._url import safe_url
-from sagacity.stores.base import Store
+from sagacity.stores.base import Store, safe_url
 
 __all__ = ["DEFAULT_URL", "Store", "default_url", "limited_wait", "open_store", "safe_url"]
 
@@ -34,36 +35,48 @@ def default_url() -> str:
     return os.environ.get("SAGACITY_URL") or DEFAULT_URL
 
 
+@dataclass(frozen=True)
+class _Backend:
+    """Where a URL scheme's store lives; a driver outside the core names the extra installing it."""
+
+    module: str
+    store: str
+    driver: str | None = None
+    extra: str | None = None
+
+
+_POSTGRES = _Backend("postgres", "PostgresStore", "PostgreSQL", "postgres")
+_MYSQL = _Backend("mysql", "MySQLStore", "MariaDB/MySQL", "mysql")
+#: Each URL scheme's store. A new store is its module (for SQL: a ``Dialect`` and a ``SQLStore``
+#: subclass, docs/stores.md "Writing a store") and a line here.
+_BACKENDS = {
+    "memory": _Backend("memory", "MemoryStore"),
+    "sqlite": _Backend("sqlite", "SQLiteStore"),
+    "postgresql": _POSTGRES,
+    "postgres": _POSTGRES,
+    "mysql": _MYSQL,
+    "mariadb": _MYSQL,
+}
+
+
 def open_store(url: str | None = None, **options: Any) -> Store:
     """Open (not yet initialise) the store a URL names; ``options`` go to its constructor."""
     url = url or default_url()
     scheme = url.split(":", 1)[0].lower()
-    if scheme == "memory":
-        from sagacity.stores.memory import MemoryStore
-
-        return MemoryStore(url, **options)
-    if scheme == "sqlite":
-        from sagacity.stores.sqlite import SQLiteStore
-
-        return SQLiteStore(url, **options)
-    if scheme in {"postgresql", "postgres"}:
-        try:
-            from sagacity.stores.postgres import PostgresStore
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"{url.split('@')[-1]!r} needs the PostgreSQL driver: pip install 'sagacity[postgres]'"
-            ) from exc
-        return PostgresStore(url, **options)
-    if scheme in {"mysql", "mariadb"}:
-        try:
-            from sagacity.stores.mysql import MySQLStore
-        except ImportError as exc:
-            raise ConfigurationError(
-                f"{safe_url(url).split('@')[-1]!r} needs the MariaDB/MySQL driver: "
-                "pip install 'sagacity[mysql]'"
-            ) from exc
-        return MySQLStore(url, **options)
-    raise ConfigurationError(
-        f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db, postgresql://... "
-        "or mysql://..."
-    )
+    backend = _BACKENDS.get(scheme)
+    if backend is None:
+        raise ConfigurationError(
+            f"unknown journal URL scheme {scheme!r}: use memory://, sqlite:///path.db, postgresql://... "
+            "or mysql://..."
+        )
+    try:  # imported only when asked for, so the core install needs no driver
+        module = importlib.import_module(f"sagacity.stores.{backend.module}")
+    except ImportError as exc:
+        if backend.driver is None:
+            raise
+        raise ConfigurationError(
+            f"{safe_url(url).split('@')[-1]!r} needs the {backend.driver} driver: "
+            f"pip install 'sagacity[{backend.extra}]'"
+        ) from exc
+    store: Store = getattr(module, backend.store)(url, **options)
+    return store

@@ -36,7 +36,7 @@ from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
 
 if TYPE_CHECKING:
-    from sagacity.stores._sql import Cursor, Dialect
+    from sagacity.stores._dialect import Cursor, Dialect
 
 C = TypeVar("C", bound="Cursor")
 

@@ -9,37 +9,44 @@ few abstract hooks of :class:`SQLStore`.
 
 from __future__ import annotations
 
-import functools
+import random
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from sagacity._index import ANY_SAGA, Folder, IndexRow, SagaFilter, Watch
-from sagacity.errors import StoreError, StoreUnavailableError, StoreWriteRefusedError
+from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import ApprovalRequest, Entry, SagaStatus
-from sagacity.stores.base import Capability
+from sagacity.stores._dialect import (
+    APPROVALS,
+    ENTRY_COLUMNS,
+    EXPIRY,
+    INDEX,
+    INDEX_COLUMNS,
+    INDEX_COUNTS,
+    INDEX_DIRTY,
+    JOURNAL,
+    LOG,
+    TRACE,
+    Cursor,
+    Dialect,
+)
+from sagacity.stores.base import ANY_SAGA, Capability, Folder, IndexRow, LogRow, SagaFilter, Watch
 
 if TYPE_CHECKING:
     from sagacity.stores._group import GroupCommit
 
-JOURNAL = "side_effect_journal"
-APPROVALS = "sagacity_approval_request"
-EXPIRY = "sagacity_approval_expiry"
-TRACE = "sagacity_approval_trace"
-INDEX = "sagacity_saga_index"
-INDEX_COUNTS = "sagacity_saga_counts"
-INDEX_MARK = "sagacity_index_mark"
-INDEX_DIRTY = "sagacity_index_dirty"
-#: The append-only log the checkpointer orders entries in (``checkpoints/_log.py``).
-LOG = "sagacity_log"
-INDEX_COLUMNS = (
-    "saga_id, status, entry_count, started_at, updated_at, awaiting_approval, in_doubt, "
-    "compensating, broken_at, broken_message, attention"
-)
+#: Leaves read per statement.
+BATCH = 5000
+#: Entries logged per transaction. Each transaction runs one anti-join of the whole journal against
+#: the log (the journal has no index that orders it), so a run logging k entries costs about
+#: k / EXTEND_BATCH such scans: large, so that a first run over a big journal is not quadratic in
+#: practice, and small enough to hold in memory (about 15 MiB of ids and hashes).
+EXTEND_BATCH = 50_000
+_ATTEMPTS = 20
 #: Sagas whose journals one statement reads (placeholders stay far below both drivers' limits).
 _JOURNALS_PER_READ = 500
 #: The rows of each watched subset; every one implies ``attention``, so the partial index serves it.
@@ -50,103 +57,10 @@ _WATCHED = {
     Watch.BROKEN_CHAIN: "attention AND broken_at IS NOT NULL",
     Watch.ATTENTION: "attention",
 }
-ENTRY_COLUMNS = "saga_id, seq, tool_name, phase, input, payload, timestamp, hash"
-ENTRY_WIDTH = len(ENTRY_COLUMNS.split(","))
-_ENTRY_ROW = "(" + ", ".join(["?"] * ENTRY_WIDTH) + ")"
 
 
 class _LostRace(Exception):
     """Raised inside a transaction to roll it back: a fenced insert found a seq taken."""
-
-
-class Cursor(Protocol):
-    """The DB-API cursor subset the drivers share."""
-
-    @property
-    def rowcount(self) -> int: ...
-
-    def execute(self, sql: Any, params: Any = ..., /) -> Any: ...
-    def fetchone(self) -> Any: ...
-    def fetchall(self) -> Sequence[Any]: ...
-
-
-def _never(exc: BaseException) -> bool:
-    return False
-
-
-@dataclass(frozen=True, eq=False)
-class Dialect:
-    """How one database spells what the shared statements need, and what its driver's errors mean."""
-
-    #: The database as messages name it ("SQLite", "PostgreSQL", "MariaDB/MySQL").
-    label: str
-    #: The driver's base error classes: only these are classified (anything else is a bug).
-    errors: tuple[type[Exception], ...]
-    #: Whether this driver error is the connection or server failing: the outcome of what ran may
-    #: be unknown and a retry on a fresh connection may succeed (``StoreUnavailableError``).
-    unavailable: Callable[[BaseException], bool]
-    #: Whether this driver error is a primary key already taken (the statement wrote nothing).
-    taken: Callable[[BaseException], bool] = _never
-    #: Whether this unavailable error is the database failing to write, not the connection
-    #: (``StoreWriteRefusedError``): a full disk.
-    refused: Callable[[BaseException], bool] = _never
-    #: The driver's parameter marker.
-    placeholder: str = "?"
-    #: ``INSERT ... ON CONFLICT (key) DO NOTHING [RETURNING]`` (SQLite, PostgreSQL). Without it
-    #: (MariaDB, MySQL) an insert meeting a taken key fails with the error ``taken`` names, and
-    #: upserts are ``ON DUPLICATE KEY UPDATE``.
-    on_conflict: bool = True
-
-    def sql(self, statement: str) -> str:
-        """A statement written with ``?`` in this driver's parameter marker."""
-        return statement if self.placeholder == "?" else statement.replace("?", self.placeholder)
-
-    @functools.cache  # noqa: B019 - dialects are a few module constants, never freed
-    def insert_rows(self, rows: int, *, skip_taken: bool = False) -> str:
-        """A multi-row INSERT of ``rows`` journal rows, with ``?`` placeholders.
-
-        Plain, it fails whole (writing nothing) if any key is taken. With ``skip_taken`` (only
-        where ``on_conflict``) it skips the taken keys instead and returns the keys it wrote.
-        """
-        sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {', '.join([_ENTRY_ROW] * rows)}"
-        if skip_taken:
-            if not self.on_conflict:
-                raise StoreError(f"{self.label}: an insert cannot skip taken keys")
-            sql += " ON CONFLICT (saga_id, seq) DO NOTHING RETURNING saga_id, seq"
-        return sql
-
-    def insert_entry(self) -> str:
-        """The one-row append, ``?`` placeholders. Where the database can, it skips a taken key
-        (``rowcount`` 0: no aborted transaction, no error in the server's log, one round trip);
-        elsewhere it fails with the error ``taken`` recognises."""
-        sql = f"INSERT INTO {JOURNAL} ({ENTRY_COLUMNS}) VALUES {_ENTRY_ROW}"
-        return sql + " ON CONFLICT (saga_id, seq) DO NOTHING" if self.on_conflict else sql
-
-    def upsert(
-        self, table: str, keys: Sequence[str], columns: Sequence[str], *, add: Sequence[str] = ()
-    ) -> str:
-        """Insert a row of ``keys`` + ``columns``, or on a taken key set ``columns`` to the new
-        values (those in ``add``: the old value plus the new)."""
-        names = [*keys, *columns]
-        sql = f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))}) "
-        if self.on_conflict:
-            sets = (
-                f"{c} = {table}.{c} + excluded.{c}" if c in add else f"{c} = excluded.{c}" for c in columns
-            )
-            return sql + f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET " + ", ".join(sets)
-        # VALUES(c) is the row that was to be inserted (MariaDB's only spelling; MySQL 8 still
-        # takes it).
-        sets = (f"{c} = {c} + VALUES({c})" if c in add else f"{c} = VALUES({c})" for c in columns)
-        return sql + "ON DUPLICATE KEY UPDATE " + ", ".join(sets)
-
-    def translate(self, exc: BaseException, where: str | None = None) -> StoreError:
-        """The ``sagacity.errors`` form of a driver error; ``where`` names the database (no
-        password) in the message of an unavailable one."""
-        if self.unavailable(exc):
-            at = "" if where is None else f" at {where}"
-            kind = StoreWriteRefusedError if self.refused(exc) else StoreUnavailableError
-            return kind(f"{self.label}{at}: {exc}")
-        return StoreError(f"{self.label}: {exc}")
 
 
 def load_ddl(dialect: str) -> str:
@@ -186,7 +100,9 @@ class SQLStore(ABC):
     #: Each store's group commit (``stores/_group.py``), used unless made with group_commit=False.
     _group: GroupCommit
     _group_commit: bool
-    capabilities: frozenset[Capability] = frozenset({Capability.TRACE_CONTEXT, Capability.SAGA_INDEX})
+    capabilities: frozenset[Capability] = frozenset(
+        {Capability.TRACE_CONTEXT, Capability.SAGA_INDEX, Capability.ENTRY_LOG}
+    )
 
     # -- dialect hooks -----------------------------------------------------------------------
     @abstractmethod
@@ -216,6 +132,18 @@ class SQLStore(ABC):
 
     def _sql(self, statement: str) -> str:
         return self.dialect.sql(statement)
+
+    def log_table_ddl(self) -> str:
+        """The checkpoint log's table, for a journal made before the log was part of the schema
+        (it gets the table on its first checkpoint); a dialect with other column types overrides it."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id TEXT NOT NULL, "
+            "seq BIGINT NOT NULL, hash CHAR(64) NOT NULL, UNIQUE (saga_id, seq))"
+        )
+
+    def entry_log(self) -> SQLEntryLog:
+        """``Capability.ENTRY_LOG``: the checkpoint log in a working table of this database."""
+        return SQLEntryLog(self)
 
     # -- journal -------------------------------------------------------------------------------
     def _entry(self, row: Sequence[Any]) -> Entry:
@@ -636,3 +564,150 @@ class SQLStore(ABC):
                 tuple(saga_ids),
             )
             return [self._index_row(r) for r in cur.fetchall()]
+
+
+class _Raced(Exception):
+    """Another checkpointer logged the same indexes first; roll back and read again."""
+
+
+class SQLEntryLog:
+    """The checkpoint log in the journal's own database: one working table, ``sagacity_log``
+    (``log_index`` primary key; ``saga_id``, ``seq``, ``hash``; ``(saga_id, seq)`` unique)."""
+
+    def __init__(self, store: SQLStore) -> None:
+        self._store = store
+        self._ready = False
+
+    def _ensure(self, *, create: bool) -> bool:
+        """Whether the table exists, making it first if ``create``: reads never create it, so a
+        read-only session (or a journal never checkpointed) reads an empty log."""
+        if self._ready:
+            return True
+        if not self._store.has_table(LOG):
+            if not create:
+                return False
+            self._store.create_table(self._store.log_table_ddl())
+        self._ready = True
+        return True
+
+    def extend(self) -> int:
+        self._ensure(create=True)
+        added = 0
+        while True:
+            batch = self._extend_retried()
+            added += batch
+            if batch < EXTEND_BATCH:
+                return added
+
+    def _extend_retried(self) -> int:
+        # The loser of a race backs off a random, growing moment, so two checkpointers that keep
+        # colliding (on a loaded machine, in lockstep) drift apart instead of exhausting the bound.
+        for attempt in range(_ATTEMPTS - 1):
+            try:
+                return self._extend_checked()
+            except _Raced:
+                time.sleep(random.uniform(0, min(1.0, 0.01 * 2**attempt)))
+        try:
+            return self._extend_checked()
+        except _Raced as exc:
+            raise StoreError("the log kept changing under this checkpointer: another logs as often") from exc
+
+    def _extend_checked(self) -> int:
+        """One batch; a key another checkpointer took first is a race (rolled back) on every dialect."""
+        try:
+            return self._extend_once()
+        except StoreError as exc:
+            if exc.__cause__ is not None and self._store.dialect.taken(exc.__cause__):
+                raise _Raced from exc
+            raise
+
+    def _extend_once(self) -> int:
+        sql = self._store._sql
+        # Where the database cannot skip a taken key, the insert fails on it instead (``taken``).
+        skip = " ON CONFLICT DO NOTHING" if self._store.dialect.on_conflict else ""
+        with self._store._cursor(transaction=True) as cur:
+            cur.execute(f"SELECT COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
+            following = int(cur.fetchone()[0])
+            cur.execute(
+                sql(
+                    f"SELECT j.saga_id, j.seq, j.hash FROM {JOURNAL} j WHERE NOT EXISTS "
+                    f"(SELECT 1 FROM {LOG} l WHERE l.saga_id = j.saga_id AND l.seq = j.seq) "
+                    "ORDER BY j.timestamp, j.saga_id, j.seq LIMIT ?"
+                ),
+                (EXTEND_BATCH,),
+            )
+            rows = cur.fetchall()
+            for start in range(0, len(rows), 500):
+                chunk = rows[start : start + 500]
+                params = [
+                    value
+                    for offset, (saga_id, seq, hash_) in enumerate(chunk)
+                    for value in (following + start + offset, saga_id, int(seq), hash_)
+                ]
+                cur.execute(
+                    sql(
+                        f"INSERT INTO {LOG} (log_index, saga_id, seq, hash) VALUES "
+                        + ", ".join(["(?, ?, ?, ?)"] * len(chunk))
+                        + skip
+                    ),
+                    params,
+                )
+                if cur.rowcount != len(chunk):
+                    raise _Raced
+            return len(rows)
+
+    def size(self) -> int:
+        if not self._ensure(create=False):
+            return 0
+        with self._store._cursor() as cur:
+            cur.execute(f"SELECT COUNT(*), COALESCE(MAX(log_index) + 1, 0) FROM {LOG}")
+            count, following = (int(value) for value in cur.fetchone())
+        if count != following:
+            raise StoreError(
+                f"the log table {LOG} has {following - count} missing row(s) below index {following}: "
+                "rows were deleted behind the library's back"
+            )
+        return count
+
+    def rows(self, start: int, end: int) -> Iterator[LogRow]:
+        if not self._ensure(create=False):
+            if start < end:
+                raise StoreError(f"the log has no row {start}: the table {LOG} does not exist")
+            return
+        statement = self._store._sql(
+            f"SELECT l.log_index, l.saga_id, l.seq, l.hash, j.hash FROM {LOG} l LEFT JOIN {JOURNAL} j "
+            "ON j.saga_id = l.saga_id AND j.seq = l.seq "
+            "WHERE l.log_index >= ? AND l.log_index < ? ORDER BY l.log_index"
+        )
+        position = start
+        while position < end:
+            upto = min(end, position + BATCH)
+            with self._store._cursor() as cur:
+                cur.execute(statement, (position, upto))
+                rows = cur.fetchall()
+            for index, saga_id, seq, logged, current in rows:
+                if int(index) != position:
+                    raise StoreError(f"the log has no row {position}: rows were deleted")
+                yield LogRow(position, saga_id, int(seq), logged, current)
+                position += 1
+            if position < upto:
+                raise StoreError(f"the log has no row {position}: rows were deleted")
+
+    def journal_entries(self) -> int:
+        with self._store._cursor() as cur:
+            cur.execute(f"SELECT COUNT(*) FROM {JOURNAL}")
+            return int(cur.fetchone()[0])
+
+    def last_logged(self, saga_id: str, below: int) -> LogRow | None:
+        if not self._ensure(create=False):
+            return None
+        with self._store._cursor() as cur:
+            cur.execute(
+                self._store._sql(
+                    f"SELECT log_index FROM {LOG} WHERE saga_id = ? AND log_index < ? "
+                    "ORDER BY seq DESC LIMIT 1"
+                ),
+                (saga_id, below),
+            )
+            row = cur.fetchone()
+        return None if row is None else next(self.rows(int(row[0]), int(row[0]) + 1))

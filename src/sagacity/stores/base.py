@@ -16,28 +16,46 @@ capability                  promises                                used by
 ``STAMPED_INSERT``          :class:`StampedInsert`                  every append, when present
 ``TRACE_CONTEXT``           :class:`TraceContextStore`              OpenTelemetry gate links
 ``APPEND_ONLY_GRANT``       :class:`AppendOnlyGrant`                ``sagacity db grant``
-``SAGA_INDEX``              the SQL stores' own saga index          operator reads (else a scan)
+``SAGA_INDEX``              :class:`IndexedStore`                   operator reads (else a scan)
 ``LIVENESS``                :class:`LivenessStore`                  RUNNING seen from any process
+``ENTRY_LOG``               :class:`EntryLogStore`                  the log checkpointer
 ==========================  =====================================  ==========================
+
+Also here: the saga index's rows and the filters a listing passes to it (:class:`IndexRow`,
+:class:`SagaFilter`, :class:`Watch`), the checkpoint log's rows (:class:`LogRow`), and
+:func:`safe_url`, how a store words its URL in a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal, Protocol, overload, runtime_checkable
 
-from sagacity.model import ApprovalRequest, Entry
+from sagacity.model import ApprovalRequest, Entry, SagaStatus
+from sagacity.stores._url import safe_url
 
 __all__ = [
+    "ANY_SAGA",
     "AppendOnlyGrant",
     "Capability",
+    "EntryLogStore",
+    "Folder",
+    "IndexRow",
+    "IndexedStore",
     "LivenessStore",
+    "LogRow",
+    "SagaFilter",
     "StampedInsert",
     "Store",
+    "StoreLog",
     "TraceContextStore",
+    "Watch",
     "capable",
+    "safe_url",
 ]
 
 
@@ -52,7 +70,7 @@ class Capability(StrEnum):
     TRACE_CONTEXT = "trace-context"
     #: ``grant_append_only(role)``: the privilege split of SPEC §2 for a database with roles.
     APPEND_ONLY_GRANT = "append-only-grant"
-    #: The saga index kept in the store itself (``sagacity._index.IndexedStore``, internal to the
+    #: The saga index kept in the store itself (``IndexedStore``, internal to the
     #: SQL stores for now); a store without it is folded whole on each operator read.
     SAGA_INDEX = "saga-index"
     #: ``hold_live`` / ``release_live`` / ``live_among``: a saga running in a process holds a
@@ -60,6 +78,11 @@ class Capability(StrEnum):
     #: running saga from one whose process is gone. Without it, RUNNING is known only in the
     #: process that runs the saga.
     LIVENESS = "liveness"
+    #: ``entry_log()``: the log the checkpointer orders entries in (``checkpoint_log``), kept in
+    #: the store's own database, so every process and every run extends the same log. Without it
+    #: the log is held in the checkpointing process: right only for a journal that lives in the
+    #: process too (``memory://``).
+    ENTRY_LOG = "entry-log"
 
 
 @runtime_checkable
@@ -192,6 +215,197 @@ class LivenessStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """Row ``index`` of the checkpoint log: the entry (saga_id, seq), its hash as logged, and as
+    the journal holds it now (``current`` is None when the journal no longer has that entry)."""
+
+    index: int
+    saga_id: str
+    seq: int
+    logged: str
+    current: str | None
+
+
+class StoreLog(Protocol):
+    """The checkpoint log as a store keeps it: each entry gets the next log index once, and a row,
+    once written, is never changed (``checkpoints/_log.py`` builds the tree over it)."""
+
+    def extend(self) -> int:
+        """Log every entry not yet logged, in (timestamp, saga_id, seq) order; how many were
+        added. Safe against other processes extending at once: an index is given once."""
+        ...
+
+    def size(self) -> int:
+        """How many entries are logged; raises ``StoreError`` for a log with gaps."""
+        ...
+
+    def rows(self, start: int, end: int) -> Iterator[LogRow]:
+        """Rows ``[start, end)`` in index order; raises ``StoreError`` at a row that is missing."""
+        ...
+
+    def journal_entries(self) -> int:
+        """How many entries the journal holds now, logged or not."""
+        ...
+
+    def last_logged(self, saga_id: str, below: int) -> LogRow | None:
+        """The saga's row with the highest seq among log indexes below ``below``."""
+        ...
+
+
+@runtime_checkable
+class EntryLogStore(Protocol):
+    """``Capability.ENTRY_LOG``: the checkpoint log kept beside the journal, in the store."""
+
+    def entry_log(self) -> StoreLog:
+        """The journal's log (reading it never creates its table; extending it does)."""
+        ...
+
+
+# -- the saga index (``Capability.SAGA_INDEX``): its rows and the filters of a listing ---------
+class Watch(StrEnum):
+    """Subsets of sagas that operator reads walk; each is a partial index in SQL."""
+
+    #: Sagas with an INTENT that has no outcome (in-doubt calls or compensations).
+    IN_DOUBT = "in_doubt"
+    #: Sagas whose compensation started (or is due) and has not finished: what ``recover`` finishes.
+    COMPENSATING = "compensating"
+    #: Sagas started, not ended, with nothing in flight or awaited: what ``recover`` may treat.
+    ABANDONED = "abandoned"
+    #: Sagas whose hash chain did not verify when last folded (or when last verified).
+    BROKEN_CHAIN = "broken_chain"
+    #: Everything the doctor looks at: the above, failed compensations, open gates, broken chains.
+    ATTENTION = "attention"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexRow:
+    """One saga as the index holds it: a fold of its journal up to ``entry_count`` entries."""
+
+    saga_id: str
+    status: SagaStatus
+    entry_count: int
+    started_at: datetime
+    updated_at: datetime
+    awaiting_approval: int
+    in_doubt: int
+    compensating: bool
+    #: Zero-based index of the first entry that breaks the hash chain, or None when it holds.
+    broken_at: int | None = None
+    broken_message: str = ""
+
+    @property
+    def attention(self) -> bool:
+        """Whether the doctor must look at this saga."""
+        return (
+            self.in_doubt > 0
+            or self.compensating
+            or self.broken_at is not None
+            or self.status
+            in (SagaStatus.COMPENSATION_FAILED, SagaStatus.AWAITING_APPROVAL, SagaStatus.ABANDONED)
+        )
+
+    def watched(self, watch: Watch) -> bool:
+        if watch is Watch.IN_DOUBT:
+            return self.in_doubt > 0
+        if watch is Watch.COMPENSATING:
+            return self.compensating
+        if watch is Watch.ABANDONED:
+            return self.status is SagaStatus.ABANDONED
+        if watch is Watch.BROKEN_CHAIN:
+            return self.broken_at is not None
+        return self.attention
+
+
+@dataclass(frozen=True, slots=True)
+class SagaFilter:
+    """Which sagas a listing keeps: those meeting every condition given (None: any).
+
+    ``prefix``: the saga id starts with it (case-sensitive). ``tool``: the journal has an entry of
+    that tool. ``since`` / ``until``: last updated at or after ``since`` and before ``until``
+    (naive UTC, as the journal keeps time). ``broken_chain``: True keeps only sagas whose chain
+    did not verify when last folded, False only those whose chain did.
+    """
+
+    prefix: str | None = None
+    tool: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    broken_chain: bool | None = None
+
+    def keeps(self, row: IndexRow, tools: Callable[[str], set[str]]) -> bool:
+        """Whether ``row`` is kept; ``tools(saga_id)`` (asked only when needed) names its tools."""
+        return (
+            (self.prefix is None or row.saga_id.startswith(self.prefix))
+            and (self.since is None or row.updated_at >= self.since)
+            and (self.until is None or row.updated_at < self.until)
+            and (self.broken_chain is None or (row.broken_at is not None) is self.broken_chain)
+            and (self.tool is None or self.tool in tools(row.saga_id))
+        )
+
+    def keeps_request(self, request: ApprovalRequest) -> bool:
+        """Whether an approval request is kept: its saga id, its tool, when it was requested."""
+        return (
+            (self.prefix is None or request.saga_id.startswith(self.prefix))
+            and (self.tool is None or request.tool_name == self.tool)
+            and (self.since is None or request.created_at >= self.since)
+            and (self.until is None or request.created_at < self.until)
+        )
+
+
+#: Every saga.
+ANY_SAGA = SagaFilter()
+
+
+#: What a store calls to turn journals it read into rows (the store never folds itself).
+Folder = Callable[[Mapping[str, Sequence[Entry]]], list[IndexRow]]
+
+
+@runtime_checkable
+class IndexedStore(Protocol):
+    """``Capability.SAGA_INDEX``: a store that keeps the index itself (the SQL stores)."""
+
+    def refresh_index(self, fold: Folder, batch: int) -> int:
+        """Fold again every saga whose journal changed since the last refresh; how many."""
+        ...
+
+    def rebuild_index(self, fold: Folder, batch: int) -> int:
+        """Forget every row and fold every saga again; how many sagas are indexed."""
+        ...
+
+    def index_page(
+        self,
+        status: SagaStatus | None,
+        limit: int | None,
+        after: tuple[datetime, str] | None,
+        where: SagaFilter = ANY_SAGA,
+    ) -> list[IndexRow]:
+        """Rows by (updated_at, saga_id) descending, strictly after ``after``; one status or all;
+        only the sagas ``where`` keeps."""
+        ...
+
+    def index_counts(self) -> dict[SagaStatus, int]:
+        """How many sagas have each status (statuses with none are left out)."""
+        ...
+
+    def index_watched(self, watch: Watch) -> list[IndexRow]:
+        """The rows of one watched subset, by saga id."""
+        ...
+
+    def index_rows(self, saga_ids: Sequence[str]) -> list[IndexRow]:
+        """The rows of these sagas (those indexed)."""
+        ...
+
+    def index_journals(self, saga_ids: Sequence[str]) -> dict[str, list[Entry]]:
+        """Every entry of these sagas, by saga in the order given, each in seq order."""
+        ...
+
+    def refold_index(self, fold: Folder, saga_ids: Sequence[str]) -> None:
+        """Fold these sagas' journals again now, whether or not the store noticed a change: a
+        verification found a break no change note announced (a file edited in place)."""
+        ...
+
+
 @overload
 def capable(store: Store, capability: Literal[Capability.STAMPED_INSERT]) -> StampedInsert | None: ...
 @overload
@@ -200,6 +414,8 @@ def capable(store: Store, capability: Literal[Capability.TRACE_CONTEXT]) -> Trac
 def capable(store: Store, capability: Literal[Capability.APPEND_ONLY_GRANT]) -> AppendOnlyGrant | None: ...
 @overload
 def capable(store: Store, capability: Literal[Capability.LIVENESS]) -> LivenessStore | None: ...
+@overload
+def capable(store: Store, capability: Literal[Capability.ENTRY_LOG]) -> EntryLogStore | None: ...
 @overload
 def capable(store: Store, capability: Capability) -> Any: ...
 def capable(store: Store, capability: Capability) -> Any:

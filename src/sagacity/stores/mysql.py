@@ -57,9 +57,7 @@ from pymysql.cursors import Cursor as DriverCursor
 
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, Pending, RowWriter
-from sagacity.stores._lease import LiveLeases, SessionLeases
-from sagacity.stores._sql import (
+from sagacity.stores._dialect import (
     APPROVALS,
     EXPIRY,
     INDEX,
@@ -71,10 +69,10 @@ from sagacity.stores._sql import (
     TRACE,
     Cursor,
     Dialect,
-    SQLStore,
-    load_ddl,
-    split_statements,
 )
+from sagacity.stores._group import GroupCommit, Pending, RowWriter
+from sagacity.stores._lease import LiveLeases, SessionLeases
+from sagacity.stores._sql import SQLStore, load_ddl, split_statements
 from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
 
@@ -325,6 +323,25 @@ class MySQLStore(SQLStore):
                 (name,),
             )
             return cur.fetchone() is not None
+
+    def log_table_ddl(self) -> str:
+        """The journal's own column types, and its table's (binary) collation, so ids compare and
+        join byte for byte as they do in the journal."""
+        with self._cursor() as cur:
+            cur.execute(
+                "SELECT table_collation FROM information_schema.tables "
+                "WHERE table_schema = DATABASE() AND table_name = %s",
+                (JOURNAL,),
+            )
+            row = cur.fetchone()
+        collation = str(row[0]) if row is not None else ""
+        if not collation.replace("_", "").isalnum():
+            raise StoreError(f"cannot tell the collation of {JOURNAL} (is the schema created?)")
+        return (
+            f"CREATE TABLE IF NOT EXISTS {LOG} (log_index BIGINT PRIMARY KEY, saga_id VARCHAR(512) NOT NULL, "
+            "seq BIGINT NOT NULL, hash CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL, "
+            f"UNIQUE (saga_id, seq)) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE={collation}"
+        )
 
     def _missing_tables(self) -> list[str]:
         with self._cursor() as cur:

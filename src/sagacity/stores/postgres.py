@@ -54,9 +54,7 @@ from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
 from sagacity.errors import ConfigurationError, StoreError, StoreUnavailableError
 from sagacity.model import Entry
 from sagacity.stores._deadline import time_left
-from sagacity.stores._group import GroupCommit, RowWriter
-from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
-from sagacity.stores._sql import (
+from sagacity.stores._dialect import (
     APPROVALS,
     EXPIRY,
     INDEX,
@@ -67,10 +65,10 @@ from sagacity.stores._sql import (
     TRACE,
     Cursor,
     Dialect,
-    SQLStore,
-    load_ddl,
-    numbered,
 )
+from sagacity.stores._group import GroupCommit, RowWriter
+from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
+from sagacity.stores._sql import SQLStore, load_ddl, numbered
 from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
 

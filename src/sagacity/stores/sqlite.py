@@ -43,17 +43,10 @@ from typing import Any
 from sagacity.errors import ConfigurationError, StoreError
 from sagacity.model import Entry
 from sagacity.stores._deadline import time_left
+from sagacity.stores._dialect import INDEX_MARK, JOURNAL, Cursor, Dialect
 from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import FileLeases, FileLiveness
-from sagacity.stores._sql import (
-    INDEX_MARK,
-    JOURNAL,
-    Cursor,
-    Dialect,
-    SQLStore,
-    load_ddl,
-    split_statements,
-)
+from sagacity.stores._sql import SQLStore, load_ddl, split_statements
 from sagacity.stores.base import Capability
 
 #: The name of the saga index's mark: the highest journal rowid folded.

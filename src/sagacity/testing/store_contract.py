@@ -35,7 +35,9 @@ from sagacity.model import ApprovalRequest, Entry, Phase, SagaStatus
 from sagacity.stores.base import (
     AppendOnlyGrant,
     Capability,
+    EntryLogStore,
     LivenessStore,
+    LogRow,
     StampedInsert,
     Store,
     TraceContextStore,
@@ -70,6 +72,7 @@ _PROTOCOLS: dict[Capability, type] = {
     Capability.TRACE_CONTEXT: TraceContextStore,
     Capability.APPEND_ONLY_GRANT: AppendOnlyGrant,
     Capability.LIVENESS: LivenessStore,
+    Capability.ENTRY_LOG: EntryLogStore,
 }
 
 
@@ -371,6 +374,43 @@ class StoreContract:
             assert live.live_among([]) == set()
         finally:
             if other is not store:
+                other.close()
+
+    def test_entry_log_when_declared(self, store: Store, store_factory: Callable[[], Store]) -> None:
+        """The checkpoint log gives each entry one index, in (timestamp, saga id, seq) order, and
+        never another; its rows carry the hash logged and the journal's hash now. Reading an empty
+        log finds nothing; a second store on the journal reads the same log."""
+        kept = capable(store, Capability.ENTRY_LOG)
+        if kept is None:
+            pytest.skip("the store does not declare Capability.ENTRY_LOG")
+        log = kept.entry_log()
+        assert (log.size(), list(log.rows(0, 0)), log.last_logged("a", 10)) == (0, [], None)
+        a1 = _entry("a", 1, GENESIS_HASH)
+        a2 = _entry("a", 2, a1.hash)
+        b1 = _entry("b", 1, GENESIS_HASH)  # as old as a1: the saga id orders them
+        assert store.insert_entries([a1, a2])
+        assert store.insert_entry(b1)
+        assert log.journal_entries() == 3
+        assert log.extend() == 3
+        rows = [LogRow(i, e.saga_id, e.seq, e.hash, e.hash) for i, e in enumerate((a1, b1, a2))]
+        assert (log.size(), list(log.rows(0, 3)), list(log.rows(1, 2))) == (3, rows, rows[1:2])
+        assert log.extend() == 0
+        b2 = _entry("b", 2, b1.hash)
+        assert store.insert_entry(b2)
+        assert log.extend() == 1
+        rows.append(LogRow(3, "b", 2, b2.hash, b2.hash))
+        assert (log.last_logged("a", 4), log.last_logged("a", 2), log.last_logged("b", 4)) == (
+            rows[2],
+            rows[0],
+            rows[3],
+        )
+        if self.persistent:
+            other = store_factory()
+            try:
+                seen = capable(other, Capability.ENTRY_LOG)
+                assert seen is not None
+                assert list(seen.entry_log().rows(0, 4)) == rows
+            finally:
                 other.close()
 
     def test_operator_reads_list_and_count_sagas(self, sg: Sagacity) -> None:
