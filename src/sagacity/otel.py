@@ -25,7 +25,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sagacity import _telemetry
-from sagacity._telemetry import CAPTURE_CONTENT_ENV, INSTRUMENTS, Instrument
+from sagacity._otel_instruments import INSTRUMENTS, Instrument
+from sagacity._telemetry import CAPTURE_CONTENT_ENV
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

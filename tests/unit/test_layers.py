@@ -188,12 +188,15 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "checks",
         "_toml_lines",
         "tools",
+        "_otel_instruments",
+        "_otel_gauges",
         "_telemetry",
+        "_otel_hooks",
         "export",
         "verify_bundle",
     ),
     2: ("stores",),  # the store contract and the stores
-    3: ("_journal", "_index", "_queue", "_engine"),  # the journal level
+    3: ("_journal", "_index", "_queue", "_engine", "_otel_spans", "_otel_operations"),  # the journal level
     4: ("checkpoints", "guardrails"),
     5: ("_compensation", "_view", "_approvals", "_recovery", "_keyed", "doctor", "_saga", "_traced"),
     6: ("_sagacity", "", "framework", "otel", "testing"),  # the facade and what wraps it
@@ -214,8 +217,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ): f"type-only Guard: type the engine's guard by a Protocol {_BUSY}",
     ("sagacity._journal", "sagacity"): f"{_ROOT} {_BUSY}",
     ("sagacity._sagacity", "sagacity"): f"{_ROOT}; closes the loop with the root {_BUSY}",
-    ("sagacity._telemetry", "sagacity.stores.base"): "the hooks read Capability/capable off the store: "
-    "split the hooks from the store-facing spans, or move the capability flags to the ground",
     ("sagacity._traced", "sagacity"): _ROOT,
     ("sagacity.checkpoints._bundle", "sagacity.checkpoints"): _FACE,
     ("sagacity.checkpoints._format", "sagacity.checkpoints"): _FACE,
