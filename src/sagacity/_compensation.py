@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import sagacity._otel_spans as _otel_spans
-from sagacity import _telemetry
+import sagacity._telemetry as _telemetry
 from sagacity._effects import Invoke, Operation, Outcome
 from sagacity._engine import Engine, Row
 from sagacity._state import (

@@ -30,7 +30,8 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 import sagacity._otel_hooks as _otel_hooks
-from sagacity import _telemetry, chain
+import sagacity._telemetry as _telemetry
+import sagacity.chain as chain
 from sagacity._json import escape_text, require_storable
 from sagacity._state import LIFE_TOOL, closes_saga
 from sagacity.errors import (

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+import sagacity._context as _context
 import sagacity._otel_spans as _otel_spans
-from sagacity import _context, _telemetry
+import sagacity._telemetry as _telemetry
 from sagacity._effects import Operation
 from sagacity._engine import Engine
 from sagacity._saga import SagaRun

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sagacity import _telemetry
+import sagacity._telemetry as _telemetry
 from sagacity._otel_instruments import INSTRUMENTS, Instrument
 from sagacity._telemetry import CAPTURE_CONTENT_ENV
 

@@ -47,7 +47,7 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sagacity import _context
+import sagacity._context as _context
 from sagacity._state import ON_ABANDON_REPORT, Gate, SagaState
 from sagacity.errors import (
     ApprovalNotFoundError,

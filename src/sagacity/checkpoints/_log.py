@@ -28,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from sagacity.checkpoints import _merkle
+import sagacity.checkpoints._merkle as _merkle
 from sagacity.errors import StoreError
 from sagacity.stores._sql import JOURNAL, LOG, SQLStore
 from sagacity.stores.base import Store

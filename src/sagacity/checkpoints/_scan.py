@@ -15,7 +15,8 @@ from enum import StrEnum
 from typing import Protocol
 
 import sagacity._otel_hooks as _otel_hooks
-from sagacity import _telemetry, chain
+import sagacity._telemetry as _telemetry
+import sagacity.chain as chain
 from sagacity._journal import Journal
 from sagacity.checkpoints._format import Checkpoint, Leaf, format_time, sign
 from sagacity.checkpoints._keys import SigningKey

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import sagacity._otel_hooks as _otel_hooks
-from sagacity import _telemetry
+import sagacity._telemetry as _telemetry
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
 
