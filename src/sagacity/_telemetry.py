@@ -11,14 +11,15 @@ not configured. Whether it is on is the module attribute :data:`active`:
   telemetry on, the facade makes a ``_traced.TracedSagaRun`` instead, which wraps the same calls in
   spans. Off, the only cost per call is the journal's two ``if _telemetry.active`` checks per
   append (one global attribute read each).
-- Every other hook site checks :data:`active` (or gets a no-op object) before calling in here.
+- Every other hook site checks :data:`active` (or gets a no-op object) before calling into the
+  other telemetry modules.
 - The import of ``opentelemetry`` happens once, on the first check (a saga's start, a
   ``Sagacity``), never at ``import sagacity``; without it installed nothing else is ever tried.
 
 While it is on, :data:`live` holds the tracer and the instruments (``_otel_instruments.Otel``). The
 rest reads it: the journal's and the stores' hooks (``_otel_hooks``), the spans of calls, sagas
-and compensations (``_otel_spans``), the facade's decisions (``_otel_operations``) and the gauges
-(``_otel_gauges``).
+and compensations (``_otel_spans``) and the facade's decisions (``_otel_operations``). The gauges
+(``_otel_gauges``) are registered on its meter as it is made.
 """
 
 from __future__ import annotations
