@@ -26,7 +26,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sagacity import _telemetry
+import sagacity._otel_spans as _otel_spans
+import sagacity._telemetry as _telemetry
 from sagacity._effects import Invoke, Operation, Outcome
 from sagacity._engine import Engine, Row
 from sagacity._payloads import (
@@ -194,7 +195,7 @@ def compensate(
     Returns None, doing nothing, when ``wait`` is False and another runner holds the lease, or
     when ``only_if`` (the decision to start, checked on the state the start is fenced on) says no.
     """
-    traced = _telemetry.CompensationTrace(saga_id) if _telemetry.active else _telemetry.UNTRACED
+    traced = _otel_spans.CompensationTrace(saga_id) if _telemetry.active else _otel_spans.UNTRACED
     with engine.lease(saga_id, wait=wait) as held, traced as trace:
         if not held:
             return None

@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from sagacity import _telemetry, chain
+import sagacity._otel_hooks as _otel_hooks
+import sagacity._telemetry as _telemetry
+import sagacity.chain as chain
 from sagacity._json import escape_text, require_storable
 from sagacity._payloads import LIFE_TOOL
 from sagacity._state import closes_saga
@@ -235,7 +237,7 @@ class Journal:
                 if inserted:
                     _remember(tails, saga_id, (entry.seq, entry.hash, closed))
                     if started:
-                        _telemetry.appended(entry, started)
+                        _otel_hooks.appended(entry, started)
                     return entry
                 seq, prev, closed = self._catch_up(saga_id, seq, closed)
                 if attempt >= 3:
@@ -304,7 +306,7 @@ class Journal:
                 closed = closed or (cached is not None and cached[2])
                 _remember(tails, saga_id, (entries[-1].seq, entries[-1].hash, closed))
         if started:
-            _telemetry.committed(entries, started)
+            _otel_hooks.committed(entries, started)
         return entries
 
     def is_closed(self, saga_id: str) -> bool:
@@ -469,5 +471,5 @@ class Journal:
         if result.entry_count == 0:
             raise SagaNotFoundError(f"no journal entries for saga {saga_id!r}")
         if not result.valid and _telemetry.active:
-            _telemetry.verification_failed("chain")
+            _otel_hooks.verification_failed("chain")
         return result

@@ -19,6 +19,7 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import sagacity._otel_gauges as _otel_gauges
 from sagacity import _approvals, _recovery, _telemetry, _view, doctor
 from sagacity._approvals import Claim
 from sagacity._context import Acting, current_principal, refuse_foreign, require_principal
@@ -27,13 +28,13 @@ from sagacity._engine import Engine
 from sagacity._index import open_index, saga_filter
 from sagacity._journal import DEFAULT_APPEND_ATTEMPTS, DEFAULT_RECONNECT_ATTEMPTS, Journal
 from sagacity._json import require_storable
+from sagacity._otel_operations import operation
 from sagacity._paging import decode_cursor, decode_request_cursor
 from sagacity._payloads import LIFE_TOOL, ON_ABANDON_COMPENSATE, require_on_abandon, start_input
 from sagacity._queue import arrange, past, queue_order
 from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
 from sagacity._state import fold, misaligned
-from sagacity._telemetry import operation
 from sagacity._traced import current, entered, new_run
 from sagacity._twins import in_thread, signature_of
 from sagacity.chain import Verification, utc_now
@@ -164,7 +165,7 @@ class Sagacity:
         )
         self.index = open_index(self.store, self.journal)
         _telemetry.refresh()
-        _telemetry.watch(self, safe_url(self.url), pending=_all_pending, in_doubt=_in_doubt_count)
+        _otel_gauges.watch(self, safe_url(self.url), pending=_all_pending, in_doubt=_in_doubt_count)
 
     # -- guardrails --------------------------------------------------------------------------------
     @property
@@ -896,7 +897,7 @@ class Sagacity:
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
         """Release the store's connections."""
-        _telemetry.unwatch(self)
+        _otel_gauges.unwatch(self)
         self.store.close()
 
     def __enter__(self) -> Sagacity:

@@ -3,7 +3,7 @@
 ``_saga.SagaRun`` — the tool-call hot path — carries no telemetry code. When a saga starts with
 telemetry on (``_telemetry.active``), :func:`new_run` makes a :class:`TracedSagaRun` instead: the
 same run, its calls wrapped in spans. The journal hands every entry it lands to the span current
-in that context (``_telemetry.appended``), so these wrappers learn seqs, phases and hashes without
+in that context (``_otel_hooks.appended``), so these wrappers learn seqs, phases and hashes without
 the call path passing anything on. Off, a saga costs one flag check here and nothing per call.
 """
 
@@ -14,7 +14,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from sagacity import _context, _telemetry
+import sagacity._context as _context
+import sagacity._otel_spans as _otel_spans
+import sagacity._telemetry as _telemetry
 from sagacity._effects import Operation
 from sagacity._engine import Engine
 from sagacity._saga import SagaRun
@@ -27,52 +29,52 @@ class TracedSagaRun(SagaRun):
 
     def __init__(self, engine: Engine, saga_id: str, *, gate: int | None = None, **kw: Any) -> None:
         super().__init__(engine, saga_id, **kw)
-        self.trace = _telemetry.SagaTrace(saga_id, gate=gate)
+        self.trace = _otel_spans.SagaTrace(saga_id, gate=gate)
 
     def call(self, spec: ToolSpec, input: str, *rest: Any, **kw: Any) -> Any:
-        with _telemetry.ToolCallSpan(self.saga_id, spec, input) as span:
+        with _otel_spans.ToolCallSpan(self.saga_id, spec, input) as span:
             result = super().call(spec, input, *rest, **kw)
-        _telemetry.save_gate(self.engine.store, span)
+        _otel_spans.save_gate(self.engine.store, span)
         return result
 
     async def call_async(self, spec: ToolSpec, input: str, *rest: Any, **kw: Any) -> Any:
-        with _telemetry.ToolCallSpan(self.saga_id, spec, input) as span:
+        with _otel_spans.ToolCallSpan(self.saga_id, spec, input) as span:
             result = await super().call_async(spec, input, *rest, **kw)
         if span.gated is not None:
-            await asyncio.to_thread(_telemetry.save_gate, self.engine.store, span)
+            await asyncio.to_thread(_otel_spans.save_gate, self.engine.store, span)
         return result
 
     def call_keyed(self, spec: ToolSpec, input: str, call_id: str, *rest: Any, **kw: Any) -> Any:
-        token = _telemetry.tool_call_id.set(call_id)  # gen_ai.tool.call.id: the framework's id
+        token = _otel_spans.tool_call_id.set(call_id)  # gen_ai.tool.call.id: the framework's id
         try:
-            with _telemetry.ToolCallSpan(self.saga_id, spec, input) as span:
+            with _otel_spans.ToolCallSpan(self.saga_id, spec, input) as span:
                 result = super().call_keyed(spec, input, call_id, *rest, **kw)
         finally:
-            _telemetry.tool_call_id.reset(token)
-        _telemetry.save_gate(self.engine.store, span)
+            _otel_spans.tool_call_id.reset(token)
+        _otel_spans.save_gate(self.engine.store, span)
         return result
 
     async def call_keyed_async(self, spec: ToolSpec, input: str, call_id: str, *rest: Any, **kw: Any) -> Any:
-        token = _telemetry.tool_call_id.set(call_id)
+        token = _otel_spans.tool_call_id.set(call_id)
         try:
-            with _telemetry.ToolCallSpan(self.saga_id, spec, input) as span:
+            with _otel_spans.ToolCallSpan(self.saga_id, spec, input) as span:
                 result = await super().call_keyed_async(spec, input, call_id, *rest, **kw)
         finally:
-            _telemetry.tool_call_id.reset(token)
+            _otel_spans.tool_call_id.reset(token)
         if span.gated is not None:
-            await asyncio.to_thread(_telemetry.save_gate, self.engine.store, span)
+            await asyncio.to_thread(_otel_spans.save_gate, self.engine.store, span)
         return result
 
     def execute(self, spec: ToolSpec, seq: int, input: str, *rest: Any, **kw: Any) -> Any:
-        if _telemetry.traces_call(self.saga_id, seq):  # from ``call``: its span is open
+        if _otel_spans.traces_call(self.saga_id, seq):  # from ``call``: its span is open
             return super().execute(spec, seq, input, *rest, **kw)
-        with _telemetry.ToolCallSpan(self.saga_id, spec, input, seq=seq):  # a resumed call
+        with _otel_spans.ToolCallSpan(self.saga_id, spec, input, seq=seq):  # a resumed call
             return super().execute(spec, seq, input, *rest, **kw)
 
     async def execute_async(self, spec: ToolSpec, seq: int, input: str, *rest: Any, **kw: Any) -> Any:
-        if _telemetry.traces_call(self.saga_id, seq):
+        if _otel_spans.traces_call(self.saga_id, seq):
             return await super().execute_async(spec, seq, input, *rest, **kw)
-        with _telemetry.ToolCallSpan(self.saga_id, spec, input, seq=seq):
+        with _otel_spans.ToolCallSpan(self.saga_id, spec, input, seq=seq):
             return await super().execute_async(spec, seq, input, *rest, **kw)
 
     def conclusion(self, value: Any, error: BaseException | None) -> Operation[SagaResult]:

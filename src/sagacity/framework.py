@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from sagacity import _context
+import sagacity._context as _context
 from sagacity._json import compact
 from sagacity.errors import SagaNotFoundError, SagaRunningElsewhereError, SagaStateError
 from sagacity.model import CallPending, CallRefused, CallRejected, CallStatus, CallView, SagaView

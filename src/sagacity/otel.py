@@ -24,8 +24,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sagacity import _telemetry
-from sagacity._telemetry import CAPTURE_CONTENT_ENV, INSTRUMENTS, Instrument
+import sagacity._telemetry as _telemetry
+from sagacity._otel_instruments import INSTRUMENTS, Instrument
+from sagacity._telemetry import CAPTURE_CONTENT_ENV
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import MeterProvider

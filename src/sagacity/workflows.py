@@ -47,7 +47,7 @@ from enum import StrEnum
 from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from sagacity import _context
+import sagacity._context as _context
 from sagacity._payloads import ON_ABANDON_REPORT
 from sagacity._sagacity import Start
 from sagacity._state import Gate, SagaState

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sagacity import Sagacity, tool
-from sagacity._telemetry import tool_call_id
+from sagacity._otel_spans import tool_call_id
 
 from .conftest import Otel
 

@@ -72,7 +72,7 @@ def test_the_store_failing_costs_the_link_not_the_gate(
         raise PermissionError("no INSERT on sagacity_approval_trace")
 
     monkeypatch.setattr(sg.store, "put_trace_context", refuse)
-    monkeypatch.setattr("sagacity._telemetry._logged", set())
+    monkeypatch.setattr("sagacity._otel_instruments._logged", set())
     with caplog.at_level(logging.WARNING, logger="sagacity.otel"):
         for saga in ("a", "b"):
             assert sg.run(saga, lambda: wire("1")).status is SagaStatus.AWAITING_APPROVAL

@@ -24,9 +24,11 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import sagacity.checkpoints._log as _log
+import sagacity.checkpoints._merkle as _merkle
+import sagacity.checkpoints._note as _note
 from sagacity._journal import Journal
 from sagacity.chain import verify
-from sagacity.checkpoints import _log, _merkle, _note
 from sagacity.checkpoints._format import Checkpoint, Leaf
 from sagacity.checkpoints._scan import DEFAULT_BATCH, Source, journal_of
 from sagacity.checkpoints._tlog import LogCheckpoint

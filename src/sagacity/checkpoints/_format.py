@@ -28,7 +28,8 @@ from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote, unquote
 
-from sagacity.checkpoints import _merkle, _note
+import sagacity.checkpoints._merkle as _merkle
+import sagacity.checkpoints._note as _note
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
 from sagacity.errors import CheckpointError
 

@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
-from sagacity.checkpoints import _merkle
+import sagacity.checkpoints._merkle as _merkle
 from sagacity.stores.base import Capability, LogRow, Store, StoreLog, capable
 
 

@@ -14,7 +14,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
 
-from sagacity import _telemetry, chain
+import sagacity._otel_hooks as _otel_hooks
+import sagacity._telemetry as _telemetry
+import sagacity.chain as chain
 from sagacity._journal import Journal
 from sagacity.checkpoints._format import Checkpoint, Leaf, format_time, sign
 from sagacity.checkpoints._keys import SigningKey
@@ -281,5 +283,5 @@ def verify_against_checkpoint(
     """
     _, report = scan_journal(source, checkpoint, max_skew=max_skew, progress=progress, batch=batch)
     if not report.ok and _telemetry.active:
-        _telemetry.verification_failed("checkpoint")
+        _otel_hooks.verification_failed("checkpoint")
     return report

@@ -25,7 +25,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 
-from sagacity.checkpoints import _log, _merkle, _note, _timestamp
+import sagacity.checkpoints._log as _log
+import sagacity.checkpoints._merkle as _merkle
+import sagacity.checkpoints._note as _note
+import sagacity.checkpoints._timestamp as _timestamp
 from sagacity.checkpoints._format import check_origin
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
 from sagacity.checkpoints._scan import CheckpointFinding, CheckpointFindingKind, Source, journal_of

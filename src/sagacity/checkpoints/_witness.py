@@ -36,7 +36,8 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from sagacity.checkpoints import _merkle, _note
+import sagacity.checkpoints._merkle as _merkle
+import sagacity.checkpoints._note as _note
 from sagacity.checkpoints._keys import SigningKey, VerifierKey, b64decode_canonical
 from sagacity.checkpoints._tlog import LogCheckpoint, check_witnesses, parse_log_text
 from sagacity.errors import CheckpointError, SignatureError

@@ -31,7 +31,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from sagacity import _telemetry
+import sagacity._otel_hooks as _otel_hooks
+import sagacity._telemetry as _telemetry
 from sagacity.errors import StoreError, StoreUnavailableError
 from sagacity.model import Entry
 
@@ -177,7 +178,7 @@ class GroupCommit:
             if not self.largest_batch:
                 self.largest_batch = 1
             if _telemetry.active and self._journal:
-                _telemetry.batch_written(1)
+                _otel_hooks.batch_written(1)
             try:
                 if rows > 1:
                     assert self._write_together is not None
@@ -266,7 +267,7 @@ class GroupCommit:
     def _lead(self, batch: list[Pending]) -> None:
         self.largest_batch = max(self.largest_batch, len(batch))
         if _telemetry.active and self._journal:
-            _telemetry.batch_written(len(batch))
+            _otel_hooks.batch_written(len(batch))
         single = [request for request in batch if request.rows == 1]
         try:
             if single:
