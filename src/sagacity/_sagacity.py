@@ -19,8 +19,12 @@ from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+import sagacity._approvals as _approvals
 import sagacity._otel_gauges as _otel_gauges
-from sagacity import _approvals, _recovery, _telemetry, _view, doctor
+import sagacity._recovery as _recovery
+import sagacity._telemetry as _telemetry
+import sagacity._view as _view
+import sagacity.doctor as doctor
 from sagacity._approvals import Claim
 from sagacity._context import Acting, current_principal, refuse_foreign, require_principal
 from sagacity._effects import Operation, drive, drive_async

@@ -86,6 +86,7 @@ def test_top_level_help_imports_no_command() -> None:
     modules = _imported_after(["--help"], ["--version"])
     assert _heavy(modules) == []
     assert [m for m in modules if m.startswith("sagacity.cli.")] == [
+        "sagacity.cli._app",
         "sagacity.cli._examples",
         "sagacity.cli._lazy",
     ]
@@ -107,7 +108,7 @@ def test_summary_is_the_commands_own(name: str) -> None:
     lazy = COMMANDS[name]
     command = getattr(importlib.import_module(lazy.module), lazy.attribute)
     assert command.get_short_help_str(limit=10_000) == lazy.summary, (
-        f"update COMMANDS[{name!r}] in src/sagacity/cli/__init__.py to the command's docstring"
+        f"update COMMANDS[{name!r}] in src/sagacity/cli/_app.py to the command's docstring"
     )
 
 

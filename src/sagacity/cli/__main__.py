@@ -1,5 +1,5 @@
 """``python -m sagacity.cli``."""
 
-from sagacity.cli import main
+from sagacity.cli._app import main
 
 main()

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from sagacity.cli import _examples as examples
+import sagacity.cli._examples as examples
 
 if TYPE_CHECKING:
     from click.shell_completion import CompletionItem

@@ -47,8 +47,8 @@ def demo(db_url: str) -> None:
     """
     from rich.markup import escape
 
+    import sagacity.cli._demo as _demo
     from sagacity import Sagacity
-    from sagacity.cli import _demo
 
     out = console()
     run_id = time.strftime("%H%M%S")

@@ -33,6 +33,7 @@ import anyio
 import anyio.abc
 import mcp_types as types
 
+import sagacity.mcp._answers as answers
 from sagacity import ApprovalGate, CallStatus, Sagacity, SagaResult, SagaStatus, SagaView, acting_as
 from sagacity._wire import mcp_gate_state, mcp_status_json
 from sagacity.errors import (
@@ -45,7 +46,6 @@ from sagacity.errors import (
 )
 from sagacity.guardrails import Denied
 from sagacity.guardrails import Policy as GuardrailsPolicy
-from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import SCOPE_CALL, SCOPE_COMMIT, SCOPE_ROLLBACK, Caller
 from sagacity.mcp._canonical import canonical_json
 from sagacity.mcp._policy import Decision, GatewayPolicy, PolicyError, ToolKind

@@ -23,8 +23,8 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import ASGIApp
 
+import sagacity.mcp._answers as answers
 from sagacity import __version__
-from sagacity.mcp import _answers as answers
 from sagacity.mcp._auth import AgentAuth, Caller
 from sagacity.mcp._gateway import Gateway
 from sagacity.mcp._sagas import SAGA_META_KEY, SessionlessError
