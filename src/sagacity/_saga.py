@@ -17,7 +17,8 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -301,37 +302,69 @@ class SagaRun:
         """Run the call whose INTENT is ``seq`` (retrying as the tool says) and journal how it
         ended. ``invoke``: a framework's handler runs the tool instead (``call_keyed``), and its
         ``control_flow`` exceptions close the call without failing the saga."""
+        steps = self._attempts(spec, input, control_flow)
+        step = next(steps)
+        while True:
+            answer: Any = None
+            if isinstance(step, _Try):
+                answer = self._try(spec, seq, step.attempt, args, kwargs, invoke)
+            elif isinstance(step, _Pause):
+                time.sleep(step.seconds)
+            else:
+                step.fn(spec, input, step.what)
+            try:
+                step = steps.send(answer)
+            except StopIteration as done:
+                return _ended(done.value)
+
+    def _attempts(self, spec: ToolSpec, input: str, control_flow: ControlFlow) -> _Attempts:
+        """How a call is tried and journaled, written once for ``execute`` and ``execute_async``:
+        it asks its shell for each try, pause and journal write (the shells differ only in how
+        they wait and where the journal I/O runs) and returns the try the call ended with."""
         attempt = 1
         while True:
-            try:
-                token = enter_call((self.saga_id, seq, spec.name, attempt))
-                try:
-                    if invoke is None:
-                        result = spec.fn(*args, **kwargs)
-                        if spec.is_async:
-                            result = asyncio.run(result)
-                    else:
-                        with entered(_Invoking(self, spec)):
-                            result = invoke()
-                        if inspect.isawaitable(result):
-                            raise TypeError(
-                                f"invoke() of {spec.name} returned an awaitable: use call_keyed_async"
-                            )
-                finally:
-                    leave_call(token)
-            except control_flow as exc:
-                self._passed(spec, input, exc)
-                raise
-            except BaseException as exc:
-                delay = _retry_delay(spec, exc, attempt)
-                if delay is not None:
-                    time.sleep(delay)
-                    attempt += 1
-                    continue
-                self.failed(spec, input, exc)
-                raise
-            self._record_outcome(spec, input, result)
-            return result
+            tried: _Tried = yield _Try(attempt)
+            exc = tried.error
+            if exc is None:
+                yield _Journal(self._record_outcome, tried.result)
+                return tried
+            if isinstance(exc, control_flow):
+                yield _Journal(self._passed, exc)
+                return tried
+            delay = _retry_delay(spec, exc, attempt)
+            if delay is not None:
+                yield _Pause(delay)
+                attempt += 1
+                continue
+            yield _Journal(self.failed, exc)
+            return tried
+
+    def _try(
+        self,
+        spec: ToolSpec,
+        seq: int,
+        attempt: int,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        invoke: Callable[[], Any] | None,
+    ) -> _Tried:
+        """One try of the tool in this thread (an ``async def`` tool gets an event loop of its own)."""
+        token = enter_call((self.saga_id, seq, spec.name, attempt))
+        try:
+            if invoke is None:
+                result = spec.fn(*args, **kwargs)
+                if spec.is_async:
+                    result = asyncio.run(result)
+            else:
+                with entered(_Invoking(self, spec)):
+                    result = invoke()
+                if inspect.isawaitable(result):
+                    raise TypeError(f"invoke() of {spec.name} returned an awaitable: use call_keyed_async")
+        except BaseException as exc:  # noqa: BLE001 - every way a try ends is journaled by _attempts
+            return _Tried(error=exc)
+        finally:
+            leave_call(token)
+        return _Tried(result)
 
     async def call_async(
         self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -360,37 +393,49 @@ class SagaRun:
     ) -> Any:
         """``execute`` from a coroutine: journal I/O in worker threads; ``invoke()`` may return
         an awaitable."""
-        attempt = 1
+        steps = self._attempts(spec, input, control_flow)
+        step = next(steps)
         while True:
-            try:
-                token = enter_call((self.saga_id, seq, spec.name, attempt))
-                try:
-                    if invoke is None:
-                        result = spec.fn(*args, **kwargs)
-                        if spec.is_async:
-                            result = await result
-                    else:
-                        with entered(_Invoking(self, spec)):
-                            result = invoke()
-                            if inspect.isawaitable(result):
-                                result = await result
-                finally:
-                    leave_call(token)
-            except control_flow as exc:
-                await finish_shielded(asyncio.to_thread(self._passed, spec, input, exc))
-                raise
-            except BaseException as exc:
-                delay = _retry_delay(spec, exc, attempt)
-                if delay is not None:
-                    await asyncio.sleep(delay)
-                    attempt += 1
-                    continue
+            answer: Any = None
+            if isinstance(step, _Try):
+                answer = await self._try_async(spec, seq, step.attempt, args, kwargs, invoke)
+            elif isinstance(step, _Pause):
+                await asyncio.sleep(step.seconds)
+            else:
                 # Cancelled mid-call: the effect is unknown; FAILED is journaled even if the task
                 # is cancelled again meanwhile, then the cancellation goes on.
-                await finish_shielded(asyncio.to_thread(self.failed, spec, input, exc))
-                raise
-            await finish_shielded(asyncio.to_thread(self._record_outcome, spec, input, result))
-            return result
+                await finish_shielded(asyncio.to_thread(step.fn, spec, input, step.what))
+            try:
+                step = steps.send(answer)
+            except StopIteration as done:
+                return _ended(done.value)
+
+    async def _try_async(
+        self,
+        spec: ToolSpec,
+        seq: int,
+        attempt: int,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        invoke: Callable[[], Any] | None,
+    ) -> _Tried:
+        """One try of the tool on the caller's loop."""
+        token = enter_call((self.saga_id, seq, spec.name, attempt))
+        try:
+            if invoke is None:
+                result = spec.fn(*args, **kwargs)
+                if spec.is_async:
+                    result = await result
+            else:
+                with entered(_Invoking(self, spec)):
+                    result = invoke()
+                    if inspect.isawaitable(result):
+                        result = await result
+        except BaseException as exc:  # noqa: BLE001 - every way a try ends is journaled by _attempts
+            return _Tried(error=exc)
+        finally:
+            leave_call(token)
+        return _Tried(result)
 
     # -- calls an agent framework makes, keyed by its call id (``_keyed``) -------------------------
     def call_keyed(
@@ -585,6 +630,46 @@ def _held_by(verdict: Verdict | None) -> str:
 
 def closed_message(saga_id: str, status: str) -> str:
     return f"saga {saga_id!r} is {status}; its journal is closed, start a new saga id"
+
+
+@dataclass(frozen=True, slots=True)
+class _Tried:
+    """How one try of a tool ended: its result, or what it raised (any ``BaseException``)."""
+
+    result: Any = None
+    error: BaseException | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Try:
+    """Try the tool (``attempt`` counts from 1) and send back a ``_Tried``."""
+
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Pause:
+    """Wait before the next try."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Journal:
+    """Journal how the call ended: ``fn(spec, input, what)`` (blocking journal I/O)."""
+
+    fn: Callable[[ToolSpec, str, Any], object]
+    what: Any
+
+
+_Attempts = Generator[_Try | _Pause | _Journal, Any, _Tried]
+
+
+def _ended(tried: _Tried) -> Any:
+    """The call's result, or what it raised, raised again as it was."""
+    if tried.error is not None:
+        raise tried.error
+    return tried.result
 
 
 def _retry_delay(spec: ToolSpec, exc: BaseException, attempt: int) -> float | None:
