@@ -17,7 +17,8 @@ import asyncio
 import inspect
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -302,69 +303,41 @@ class SagaRun:
         """Run the call whose INTENT is ``seq`` (retrying as the tool says) and journal how it
         ended. ``invoke``: a framework's handler runs the tool instead (``call_keyed``), and its
         ``control_flow`` exceptions close the call without failing the saga."""
+        call = _Call(self, spec, seq, args, kwargs, invoke)
         steps = self._attempts(spec, input, control_flow)
-        step = next(steps)
-        while True:
-            answer: Any = None
+        answer: Any = None
+        while not isinstance(step := steps.send(answer), _Tried):
             if isinstance(step, _Try):
-                answer = self._try(spec, seq, step.attempt, args, kwargs, invoke)
-            elif isinstance(step, _Pause):
-                time.sleep(step.seconds)
+                answer = call.once(step.attempt)
             else:
-                step.fn(spec, input, step.what)
-            try:
-                step = steps.send(answer)
-            except StopIteration as done:
-                return _ended(done.value)
+                answer = None
+                if isinstance(step, _Pause):
+                    time.sleep(step.seconds)
+                else:
+                    step.fn(spec, input, step.what)
+        return _ended(step)
 
     def _attempts(self, spec: ToolSpec, input: str, control_flow: ControlFlow) -> _Attempts:
-        """How a call is tried and journaled, written once for ``execute`` and ``execute_async``:
-        it asks its shell for each try, pause and journal write (the shells differ only in how
-        they wait and where the journal I/O runs) and returns the try the call ended with."""
+        """How a call is tried, retried and journaled, written once for ``execute`` and
+        ``execute_async``: it asks its shell for each try, pause and journal write (the shells
+        differ only in how they try, wait, and where the journal I/O runs) and ends with the try
+        the call ended with."""
         attempt = 1
         while True:
             tried: _Tried = yield _Try(attempt)
             exc = tried.error
             if exc is None:
                 yield _Journal(self._record_outcome, tried.result)
-                return tried
-            if isinstance(exc, control_flow):
+            elif isinstance(exc, control_flow):
                 yield _Journal(self._passed, exc)
-                return tried
-            delay = _retry_delay(spec, exc, attempt)
-            if delay is not None:
+            elif (delay := _retry_delay(spec, exc, attempt)) is not None:
                 yield _Pause(delay)
                 attempt += 1
                 continue
-            yield _Journal(self.failed, exc)
-            return tried
-
-    def _try(
-        self,
-        spec: ToolSpec,
-        seq: int,
-        attempt: int,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        invoke: Callable[[], Any] | None,
-    ) -> _Tried:
-        """One try of the tool in this thread (an ``async def`` tool gets an event loop of its own)."""
-        token = enter_call((self.saga_id, seq, spec.name, attempt))
-        try:
-            if invoke is None:
-                result = spec.fn(*args, **kwargs)
-                if spec.is_async:
-                    result = asyncio.run(result)
             else:
-                with entered(_Invoking(self, spec)):
-                    result = invoke()
-                if inspect.isawaitable(result):
-                    raise TypeError(f"invoke() of {spec.name} returned an awaitable: use call_keyed_async")
-        except BaseException as exc:  # noqa: BLE001 - every way a try ends is journaled by _attempts
-            return _Tried(error=exc)
-        finally:
-            leave_call(token)
-        return _Tried(result)
+                yield _Journal(self.failed, exc)
+            yield tried
+            return
 
     async def call_async(
         self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -393,49 +366,19 @@ class SagaRun:
     ) -> Any:
         """``execute`` from a coroutine: journal I/O in worker threads; ``invoke()`` may return
         an awaitable."""
+        call = _Call(self, spec, seq, args, kwargs, invoke)
         steps = self._attempts(spec, input, control_flow)
-        step = next(steps)
-        while True:
-            answer: Any = None
+        answer: Any = None
+        while not isinstance(step := steps.send(answer), _Tried):
             if isinstance(step, _Try):
-                answer = await self._try_async(spec, seq, step.attempt, args, kwargs, invoke)
-            elif isinstance(step, _Pause):
-                await asyncio.sleep(step.seconds)
+                answer = await call.once_async(step.attempt)
             else:
-                # Cancelled mid-call: the effect is unknown; FAILED is journaled even if the task
-                # is cancelled again meanwhile, then the cancellation goes on.
-                await finish_shielded(asyncio.to_thread(step.fn, spec, input, step.what))
-            try:
-                step = steps.send(answer)
-            except StopIteration as done:
-                return _ended(done.value)
-
-    async def _try_async(
-        self,
-        spec: ToolSpec,
-        seq: int,
-        attempt: int,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-        invoke: Callable[[], Any] | None,
-    ) -> _Tried:
-        """One try of the tool on the caller's loop."""
-        token = enter_call((self.saga_id, seq, spec.name, attempt))
-        try:
-            if invoke is None:
-                result = spec.fn(*args, **kwargs)
-                if spec.is_async:
-                    result = await result
-            else:
-                with entered(_Invoking(self, spec)):
-                    result = invoke()
-                    if inspect.isawaitable(result):
-                        result = await result
-        except BaseException as exc:  # noqa: BLE001 - every way a try ends is journaled by _attempts
-            return _Tried(error=exc)
-        finally:
-            leave_call(token)
-        return _Tried(result)
+                answer = None
+                if isinstance(step, _Pause):
+                    await asyncio.sleep(step.seconds)
+                else:  # cancelled mid-call, the effect is unknown: FAILED is journaled all the same
+                    await finish_shielded(asyncio.to_thread(step.fn, spec, input, step.what))
+        return _ended(step)
 
     # -- calls an agent framework makes, keyed by its call id (``_keyed``) -------------------------
     def call_keyed(
@@ -662,7 +605,64 @@ class _Journal:
     what: Any
 
 
-_Attempts = Generator[_Try | _Pause | _Journal, Any, _Tried]
+#: ``SagaRun._attempts``: the steps it asks for, the last of them the try the call ended with.
+_Attempts = Generator[_Try | _Pause | _Journal | _Tried, Any, None]
+
+
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One call of a tool in a saga run, tried from sync or async code."""
+
+    run: SagaRun
+    spec: ToolSpec
+    seq: int
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    invoke: Callable[[], Any] | None
+
+    def once(self, attempt: int) -> _Tried:
+        """One try in this thread (an ``async def`` tool gets an event loop of its own)."""
+        with self._trying(attempt) as tried:
+            if self.invoke is None:
+                result = self.spec.fn(*self.args, **self.kwargs)
+                if self.spec.is_async:
+                    result = asyncio.run(result)
+            else:
+                with entered(_Invoking(self.run, self.spec)):
+                    result = self.invoke()
+                if inspect.isawaitable(result):
+                    raise TypeError(
+                        f"invoke() of {self.spec.name} returned an awaitable: use call_keyed_async"
+                    )
+            tried.append(_Tried(result))
+        return tried[-1]
+
+    async def once_async(self, attempt: int) -> _Tried:
+        """One try on the caller's loop (a handler's awaitable awaited inside its context)."""
+        with self._trying(attempt) as tried:
+            if self.invoke is None:
+                result = self.spec.fn(*self.args, **self.kwargs)
+                if self.spec.is_async:
+                    result = await result
+            else:
+                with entered(_Invoking(self.run, self.spec)):
+                    result = self.invoke()
+                    if inspect.isawaitable(result):
+                        result = await result
+            tried.append(_Tried(result))
+        return tried[-1]
+
+    @contextmanager
+    def _trying(self, attempt: int) -> Iterator[list[_Tried]]:
+        """The call's context for one try; what the try raised, of any kind, becomes its _Tried."""
+        token = enter_call((self.run.saga_id, self.seq, self.spec.name, attempt))
+        tried: list[_Tried] = []
+        try:
+            yield tried
+        except BaseException as exc:  # noqa: BLE001 - every way a try ends is journaled by _attempts
+            tried.append(_Tried(error=exc))
+        finally:
+            leave_call(token)
 
 
 def _ended(tried: _Tried) -> Any:
