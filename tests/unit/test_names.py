@@ -78,3 +78,7 @@ def test_the_gateway_policy_has_its_own_name() -> None:
     assert "GatewayPolicy" in mcp.__all__
     assert mcp.GatewayPolicy is not guardrails.Policy
     assert mcp.parse_policy("").__class__ is mcp.GatewayPolicy
+    # its readers are named for it too; the guardrails' load_policy/parse_policy read another file
+    assert (mcp.load_policy, mcp.parse_policy) == (mcp.load_gateway_policy, mcp.parse_gateway_policy)
+    assert mcp.parse_gateway_policy("").__class__ is mcp.GatewayPolicy
+    assert guardrails.parse_policy("").__class__ is guardrails.Policy

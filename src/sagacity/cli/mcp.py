@@ -64,10 +64,10 @@ def _load(
 ) -> tuple[GatewayPolicy, UpstreamTarget]:
     """The policy, and the upstream: the command line's wins over the policy's [upstream]."""
     _require_extra()
-    from sagacity.mcp import PolicyError, UpstreamTarget, load_policy
+    from sagacity.mcp import PolicyError, UpstreamTarget, load_gateway_policy
 
     try:
-        policy = load_policy(policy_path)
+        policy = load_gateway_policy(policy_path)
     except PolicyError as exc:
         raise CommandError(str(exc)) from exc
     up = policy.upstream

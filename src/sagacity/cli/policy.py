@@ -46,7 +46,7 @@ def check(file: Path, strict: bool) -> None:
         parsed = load_policy(file)
         tables = tomllib.loads(parsed.text)
         if GATEWAY_TABLES & set(tables):
-            from sagacity.mcp import load_policy as load_gateway_policy
+            from sagacity.mcp import load_gateway_policy
 
             load_gateway_policy(file)
     except PolicyError as exc:

@@ -4,9 +4,9 @@ Needs the ``mcp`` extra (``pip install 'sagacity[mcp]'``), the official MCP Pyth
 people run it from the command line (``sagacity mcp proxy --policy policy.toml -- <server ...>``);
 a program can do the same::
 
-    from sagacity.mcp import Gateway, UpstreamTarget, load_policy, serve_stdio
+    from sagacity.mcp import Gateway, UpstreamTarget, load_gateway_policy, serve_stdio
 
-    policy = load_policy("policy.toml")
+    policy = load_gateway_policy("policy.toml")
     async with Gateway.open(policy, UpstreamTarget(command=("npx", "payments-mcp")), db_url=...) as gw:
         await serve_stdio(gw)
 """
@@ -30,7 +30,14 @@ from sagacity.mcp._errors import (
     UpstreamUnavailableError,
 )
 from sagacity.mcp._gateway import COMMIT_TOOL, PROXY_TOOLS, ROLLBACK_TOOL, STATUS_TOOL, Gateway
-from sagacity.mcp._policy import Decision, GatewayPolicy, PolicyError, ToolKind, load_policy, parse_policy
+from sagacity.mcp._policy import (
+    Decision,
+    GatewayPolicy,
+    PolicyError,
+    ToolKind,
+    load_gateway_policy,
+    parse_gateway_policy,
+)
 from sagacity.mcp._proxy import build_server, http_app, serve_stdio
 from sagacity.mcp._sagas import SAGA_META_KEY
 from sagacity.mcp._template import Template, TemplateError, compile_template
@@ -39,6 +46,10 @@ from sagacity.mcp._upstream import Upstream, UpstreamTarget
 #: The old name of :class:`GatewayPolicy`, kept as an alias (``sagacity.guardrails.Policy`` is
 #: the guardrails policy, a different thing).
 Policy = GatewayPolicy
+#: The old names of :func:`load_gateway_policy` and :func:`parse_gateway_policy` (the guardrails'
+#: ``load_policy`` / ``parse_policy`` read another file into another type), kept as aliases.
+load_policy = load_gateway_policy
+parse_policy = parse_gateway_policy
 
 __all__ = [
     "COMMIT_TOOL",
@@ -68,7 +79,9 @@ __all__ = [
     "canonical_json",
     "compile_template",
     "http_app",
+    "load_gateway_policy",
     "load_policy",
+    "parse_gateway_policy",
     "parse_policy",
     "serve_stdio",
 ]

@@ -40,8 +40,8 @@ __all__ = [
     "ToolPolicy",
     "UndoPolicy",
     "UpstreamPolicy",
-    "load_policy",
-    "parse_policy",
+    "load_gateway_policy",
+    "parse_gateway_policy",
 ]
 
 
@@ -210,7 +210,7 @@ class GatewayPolicy:
         return problems
 
 
-def load_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayPolicy:
+def load_gateway_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayPolicy:
     """Read and validate the policy file at ``path``; ``PolicyError`` names the line of a problem."""
     path = Path(path)
     try:
@@ -219,10 +219,10 @@ def load_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> G
         raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise PolicyError(f"{path}: not UTF-8 text ({exc.reason})") from exc
-    return parse_policy(text, source=str(path), environ=environ)
+    return parse_gateway_policy(text, source=str(path), environ=environ)
 
 
-def parse_policy(
+def parse_gateway_policy(
     text: str, *, source: str = "policy", environ: Mapping[str, str] | None = None
 ) -> GatewayPolicy:
     """Parse and validate a policy from TOML text."""

@@ -29,7 +29,7 @@ import anyio
 from sagacity.errors import PolicyError
 from sagacity.guardrails import GATEWAY_TABLES, Guard, Policy, file_stamp, read_policy_text
 from sagacity.guardrails import parse_policy as parse_guardrails
-from sagacity.mcp._policy import parse_policy
+from sagacity.mcp._policy import parse_gateway_policy
 
 if TYPE_CHECKING:
     from sagacity import Sagacity
@@ -111,7 +111,7 @@ class PolicyReloader:
     def _check(self, text: str) -> Policy:
         """The new text's guardrails policy, or ``PolicyError`` saying why it cannot be used."""
         source = str(self.path)
-        new = parse_policy(text, source=source)  # every table, as at start
+        new = parse_gateway_policy(text, source=source)  # every table, as at start
         problems = new.problems_with(self._listed())
         if problems:
             raise PolicyError("; ".join(problems))
