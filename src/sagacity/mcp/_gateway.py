@@ -27,6 +27,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from functools import partial
 from pathlib import Path
+from types import EllipsisType
 from typing import Any
 
 import anyio
@@ -319,28 +320,34 @@ class Gateway:
             # Past this point the call is journaled and may reach the upstream: an agent that goes
             # away mid-call must not cut the journaling (or a compensation) short.
             with anyio.CancelScope(shield=True):
-                answer = await self._call(book, decision, canonical, caller, fresh=view is None)
+                answer = await self._call(book, decision, canonical, caller, view)
         return answer
 
     async def _call(
-        self, book: SagaBook, decision: Decision, canonical: str, caller: Caller, *, fresh: bool
+        self,
+        book: SagaBook,
+        decision: Decision,
+        canonical: str,
+        caller: Caller,
+        view: SagaView | None,
     ) -> types.CallToolResult:
-        """``fresh``: the journal had nothing of the saga when this call looked (so nothing is
-        closed and no gate waits): the call starts it, and its first append lands only as seq 1.
-        If another process's START landed first, whose that START names decides, before this
-        call reads anything of the saga."""
-        if fresh:
+        """``view``: the saga as this call read it under the saga's lock (the one read of it).
+        None, the journal had nothing of the saga (so nothing is closed and no gate waits): the
+        call starts it, and its first append lands only as seq 1. If another process's START
+        landed first, whose that START names decides, before this call reads anything of it."""
+        if view is None:
             try:
                 return await self._run(book, decision, canonical, fresh=True)
             except SagaExistsError:  # started elsewhere meanwhile; nothing was journaled or sent
-                if not _may_see(await self._view(book.saga_id), book, caller, own_tool=False):
+                view = await self._view(book.saga_id)
+                if not _may_see(view, book, caller, own_tool=False):
                     return _no_such_saga(book)
-        closed = await self._closed(book)
+        closed = await self._closed(book, view=view)
         if closed is not None:
             return closed
         # A call that can be held: irreversible, or any call when a guardrails policy may hold it.
         if decision.kind is ToolKind.IRREVERSIBLE or self.sagacity.guard is not None:
-            gate = _gate_for(await self._gates(book.saga_id), decision.name, canonical)
+            gate = _gate_for(view.gates if view is not None else (), decision.name, canonical)
             if gate is not None:
                 return await self._resend(book, gate, decision)
         return await self._run(book, decision, canonical)
@@ -516,10 +523,13 @@ class Gateway:
         view = await self._view(saga_id)
         return view.gates if view is not None else ()
 
-    async def _closed(self, book: SagaBook, *, committed_ok: bool = False) -> types.CallToolResult | None:
+    async def _closed(
+        self, book: SagaBook, *, committed_ok: bool = False, view: SagaView | EllipsisType | None = ...
+    ) -> types.CallToolResult | None:
         """An answer refusing the call when the saga can take no more calls, else None.
 
         ``committed_ok``: a committed saga still runs its approved calls (the sweep, the status).
+        ``view``: the saga as the caller just read it (``...``: read it here, if needed).
         """
         sid = book.saga_id
         new = (
@@ -535,7 +545,8 @@ class Gateway:
                 f"saga {sid!r} has a call whose outcome is unknown (seq {min(book.parked)}); a person "
                 f"must resolve it before the saga can go on.{new}"
             )
-        view = await self._view(sid)
+        if view is ...:
+            view = await self._view(sid)
         status = view.status if view is not None else None
         if view is None or status in _OPEN:
             return None
