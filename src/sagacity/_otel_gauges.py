@@ -12,10 +12,10 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sagacity._otel_instruments import INSTRUMENTS, failed
+from sagacity.chain import utc_now
 
 if TYPE_CHECKING:
     from opentelemetry.metrics import CallbackOptions, Observation
@@ -80,7 +80,7 @@ def _stores() -> list[tuple[Any, _Watched]]:
 
 
 def _observe_pending(observation: Any, *, count: bool) -> Iterator[Observation]:
-    now = datetime.now(UTC).replace(tzinfo=None)
+    now = utc_now()
     for owner, w in _stores():
         try:
             pending = w.pending(owner)
