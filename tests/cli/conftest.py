@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import importlib
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -14,6 +17,19 @@ from sagacity import Sagacity
 from sagacity.tools import registry
 
 HERE = Path(__file__).parent
+
+
+def cli_process(url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The CLI in a process of its own, on the journal at ``url``, with no tool module imported."""
+    return subprocess.run(
+        [sys.executable, "-m", "sagacity.cli", *args, "--db", url],
+        env={**os.environ, "COLUMNS": "200"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        check=False,
+    )
 
 
 @pytest.fixture

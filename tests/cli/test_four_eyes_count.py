@@ -9,29 +9,15 @@ fresh process that has not imported the tool, on every durable store.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from sagacity import Phase, Sagacity
 from sagacity._payloads import parse_decision_payload
 
+from .conftest import cli_process
+
 HERE = Path(__file__).parent
-
-
-def cli(url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """The CLI in a process of its own, with no tool module imported."""
-    return subprocess.run(
-        [sys.executable, "-m", "sagacity.cli", *args, "--db", url],
-        env={**os.environ, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-        check=False,
-    )
 
 
 def test_one_of_two_everywhere_and_no_surplus_approval(
@@ -43,16 +29,18 @@ def test_one_of_two_everywhere_and_no_surplus_approval(
         assert "approvals=2" in gate.payload.split("\n")
         sg.approve("payout", seq, "alice")
 
-    listed = cli(durable_url, tmp_path, "approvals", "list", "--json")
+    listed = cli_process(durable_url, tmp_path, "approvals", "list", "--json")
     assert listed.returncode == 0, listed.stderr
     [item] = json.loads(listed.stdout)["approvals"]
     assert (item["approvers"], item["approvalsRequired"], item["readyToResume"]) == (["alice"], 2, False)
-    assert "1 of 2: alice" in cli(durable_url, tmp_path, "approvals", "list").stdout
-    assert "1 of 2: alice" in cli(durable_url, tmp_path, "approvals", "show", "payout", str(seq)).stdout
+    assert "1 of 2: alice" in cli_process(durable_url, tmp_path, "approvals", "list").stdout
+    assert (
+        "1 of 2: alice" in cli_process(durable_url, tmp_path, "approvals", "show", "payout", str(seq)).stdout
+    )
 
-    second = cli(durable_url, tmp_path, "approvals", "approve", "payout", str(seq), "--as", "bob")
+    second = cli_process(durable_url, tmp_path, "approvals", "approve", "payout", str(seq), "--as", "bob")
     assert second.returncode == 0, second.stderr
-    third = cli(durable_url, tmp_path, "approvals", "approve", "payout", str(seq), "--as", "carol")
+    third = cli_process(durable_url, tmp_path, "approvals", "approve", "payout", str(seq), "--as", "carol")
     assert third.returncode == 2
     assert "already approved" in third.stderr
     with Sagacity(durable_url) as sg:

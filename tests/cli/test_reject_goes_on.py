@@ -8,22 +8,13 @@ every durable store.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
 from sagacity import Phase, Sagacity, SagaStatus
 from sagacity.framework import CallPending, journaled_call, spec_of
 
-
-def cli(url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagacity.cli", *args, "--db", url],
-        env={**os.environ, "COLUMNS": "200"},
-        capture_output=True, text=True, timeout=120, cwd=cwd, check=False,
-    )  # fmt: skip
+from .conftest import cli_process
 
 
 def gate_that_goes_on(sg: Sagacity, tools: ModuleType, saga_id: str) -> int:
@@ -46,12 +37,12 @@ def test_reject_that_goes_on_reads_completed_and_exits_0(
     with Sagacity(durable_url) as sg:
         first = gate_that_goes_on(sg, tools, "goes-on-1")
         second = gate_that_goes_on(sg, tools, "goes-on-2")
-    done = cli(
+    done = cli_process(
         durable_url, tmp_path, "approvals", "reject", "goes-on-1", str(first), "--reason", "no", "--as", "bob"
     )
     assert done.returncode == 0, done.stderr
     assert "saga goes-on-1 is COMPLETED" in done.stdout
-    as_json = cli(
+    as_json = cli_process(
         durable_url, tmp_path,
         "approvals", "reject", "goes-on-2", str(second), "--reason", "no", "--as", "bob", "--json",
     )  # fmt: skip
