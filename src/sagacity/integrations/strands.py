@@ -3,8 +3,8 @@ Strands' own interrupts and approved in Sagacity.
 
 ::
 
-    hooks = SagacityStrandsHooks(sg)
-    agent = Agent(model=model, tools=hooks.wrap([reserve_inventory, send_wire_transfer]), hooks=[hooks],
+    agent = Agent(model=model, tools=SagacityStrandsHooks.wrap([reserve_inventory, send_wire_transfer]),
+                  hooks=[SagacityStrandsHooks(sg)],
                   session_manager=FileSessionManager(session_id="order-123"))
 
 ``SagacityStrandsHooks`` is a Strands ``HookProvider``. On ``BeforeToolCallEvent`` it finds the
@@ -107,7 +107,8 @@ class SagacityStrandsHooks(Adapter[BeforeToolCallEvent]):
         registry.add_callback(BeforeToolCallEvent, self._before_tool_call)
         registry.add_callback(AfterToolCallEvent, self._after_tool_call)
 
-    def wrap(self, tools: Iterable[Any]) -> list[Any]:
+    @staticmethod
+    def wrap(tools: Iterable[Any]) -> list[Any]:
         """The tools for ``Agent(tools=...)``: a Sagacity ``@tool`` function made a Strands tool
         (``strands.tool``), anything else as given. The hooks journal the Sagacity tools among them."""
         return [strands_tool(one) if _plain_sagacity_tool(one) else one for one in tools]

@@ -285,8 +285,7 @@ def test_wrap_makes_strands_tools_and_leaves_others(app: ModuleType) -> None:
         """Not a Sagacity tool."""
         return sku
 
-    with Sagacity("memory://") as sg:
-        reserve, plain = SagacityStrandsHooks(sg).wrap([app.order_tools.reserve_inventory, lookup])
-        assert isinstance(reserve, AgentTool)
-        assert reserve.tool_name == "reserve_inventory"
-        assert plain is lookup
+    reserve, plain = SagacityStrandsHooks.wrap([app.order_tools.reserve_inventory, lookup])
+    assert isinstance(reserve, AgentTool)
+    assert reserve.tool_name == "reserve_inventory"
+    assert plain is lookup
