@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import order_tools
 from order_tools import (
-    PLANS,
+    ALICE,
+    Step,
     book_shipping,
     charge_card,
     reserve_inventory,
@@ -39,7 +40,20 @@ from order_tools import (
 from sagacity import Sagacity
 from sagacity.integrations.strands import SagacityStrandsHooks, interrupt_responses
 
-__all__ = ["PlanModel", "agent", "interrupt_responses", "order_tools", "resume"]
+__all__ = ["PLANS", "PlanModel", "agent", "interrupt_responses", "order_tools", "resume"]
+
+PLANS: dict[str, list[Step]] = {
+    **order_tools.PLANS,
+    "after-failure": [
+        [("book_shipping", '{"order":"O-1"}', "f1")],
+        [("reserve_inventory", '{"sku":"SKU-9","quantity":2}', "f2")],
+        "done",
+    ],
+    "two-wires": [
+        [("send_wire_transfer", ALICE, "w1"), ("send_wire_transfer", '{"amount":"99.00","to":"bob"}', "w2")],
+        "done",
+    ],
+}
 
 TOOLS = [reserve_inventory, charge_card, book_shipping, send_wire_transfer, send_wire_transfer_async]
 

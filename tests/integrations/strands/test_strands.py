@@ -28,7 +28,7 @@ from strands.interrupt import Interrupt
 from strands.types.exceptions import EventLoopException
 
 from sagacity import Phase, Sagacity, SagaStatus
-from sagacity.errors import ApprovalRefusedError
+from sagacity.errors import ApprovalRefusedError, SagaClosedError
 from sagacity.testing import tool_entries
 
 from ..conftest import load_app, run_app
@@ -214,6 +214,43 @@ def test_a_failing_tool_compensates_in_reverse(app: ModuleType, effects: Path) -
         assert "courier API unavailable" in failed[0].payload
         assert sg.verify("order-f").valid
     assert app.order_tools.effects() == ["reserve SKU-9", "charge O-1", "refund O-1", "release SKU-9"]
+
+
+def test_a_call_after_the_saga_compensated_ends_the_agent(app: ModuleType, effects: Path) -> None:
+    """Shipping fails, the saga compensates at once; the model then calls reserve: refused by
+    Sagacity, and the refusal ends the agent call instead of becoming text for the model."""
+    with Sagacity("memory://") as sg:
+        agent = app.agent(sg, "after-failure", None, "order-z", saga_id="order-z")
+        with pytest.raises(EventLoopException) as ended:
+            agent("go")
+        assert isinstance(ended.value.original_exception, SagaClosedError)
+        assert sg.status("order-z") is SagaStatus.COMPENSATED
+        intents = [e.tool_name for e in tool_entries(sg, "order-z") if e.phase == Phase.INTENT]
+        assert intents == ["book_shipping"]
+    assert app.order_tools.effects() == []
+
+
+def test_two_gated_calls_in_one_response(app: ModuleType, effects: Path, tmp_path: Path) -> None:
+    """Two wires in one model response: two interrupts; only the one approved in Sagacity runs,
+    the other pauses again; approved too, it runs; each once."""
+    with Sagacity(f"sqlite:///{tmp_path}/j.db") as sg:
+        agent = app.agent(sg, "two-wires", None, "order-2", saga_id="order-2")
+        first = agent("go")
+        assert sorted(i.reason["sagacity"]["call_id"] for i in first.interrupts) == ["w1", "w2"]
+        w1 = next(r for r in sg.pending_approvals("order-2") if "alice" in r.input)
+        sg.approve("order-2", w1.journal_seq, "alice@example.com")
+        answers = [{"interruptResponse": {"interruptId": i.id, "response": "go"}} for i in first.interrupts]
+        second = agent(answers)
+        assert [i.reason["sagacity"]["call_id"] for i in second.interrupts] == ["w2"]
+        assert app.order_tools.effects() == [WIRED]
+        [w2] = sg.pending_approvals("order-2")
+        sg.approve("order-2", w2.journal_seq, "carol@example.com")
+        responses = app.interrupt_responses(sg, "order-2", second.interrupts)
+        assert responses is not None
+        done = agent(responses)
+        assert str(done).startswith("done")
+        assert sg.status("order-2") is SagaStatus.COMPLETED
+    assert sorted(app.order_tools.effects()) == ["wire 4200.00 alice", "wire 99.00 bob"]
 
 
 def test_parallel_calls_journal_each_once(app: ModuleType, effects: Path) -> None:
