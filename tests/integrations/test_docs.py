@@ -14,7 +14,7 @@ PAGES = {
     "pydantic-ai.md": "pydantic_ai",
     "langchain.md": "langchain",
     "openai-agents.md": "agents",
-    "strands.md": "strands",
+    "strands.md": "strands.agent",
 }
 
 

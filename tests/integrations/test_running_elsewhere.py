@@ -216,7 +216,7 @@ def test_strands_interrupt_responses_and_resume(
 ) -> None:
     """A Strands agent restored from its session and resumed here, and ``interrupt_responses``,
     while another process runs the approved wire, then after it died: never a refusal."""
-    pytest.importorskip("strands", reason="the strands extra is not installed: bash scripts/test-strands")
+    pytest.importorskip("strands.agent", reason="no strands extra: bash scripts/test-strands")
     from strands.types.exceptions import EventLoopException
 
     app = load_app(HERE / "strands", "st_app")

@@ -54,7 +54,7 @@ from itertools import count
 from typing import Any, Literal
 
 from sagacity import framework
-from sagacity.errors import ConfigurationError, SagaNotFoundError
+from sagacity.errors import ApprovalRefusedError, ConfigurationError, SagaNotFoundError
 from sagacity.framework import CallPending, CallRecord, CallRefused, CallRejected
 from sagacity.integrations._adapter import Adapter, named_saga
 from sagacity.tools import ToolSpec
@@ -408,8 +408,6 @@ def interrupt_responses(
     ``ApprovalError``) while an approved call is still running in a living process;
     ``SagaStateError`` for one left in doubt by a process that died.
     """
-    from sagacity.errors import ApprovalRefusedError
-
     responses: list[dict[str, Any]] = []
     for interrupt in interrupts:
         meta = interrupt.reason.get("sagacity") if isinstance(interrupt.reason, dict) else None
