@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from itertools import count
 from typing import Any, Literal
 
@@ -95,11 +96,6 @@ class _ErrorResult(Exception):
 class SagacityStrandsHooks(Adapter[BeforeToolCallEvent]):
     """Journal every Sagacity tool a Strands agent calls; pause IRREVERSIBLE ones with a Strands
     interrupt until a named human approves exactly their arguments in Sagacity (module doc)."""
-
-    def __init__(self, sagacity: Sagacity, **options: Any) -> None:
-        super().__init__(sagacity, **options)
-        #: Refusals met while the call was presented, raised out of the agent by the after-hook.
-        self._refusals: dict[str, Exception] = {}
 
     # -- wiring -------------------------------------------------------------------------------------
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
@@ -165,15 +161,12 @@ class SagacityStrandsHooks(Adapter[BeforeToolCallEvent]):
         event.selected_tool = _JournaledTool(self, event, event.selected_tool, spec, edited)
 
     def _after_tool_call(self, event: AfterToolCallEvent) -> None:
-        """A refusal ends the agent call. Strands catches what an after-hook raises and calls the
-        hooks again with it as the exception; raised a second time, it leaves the agent."""
-        call_id = str(event.tool_use.get("toolUseId"))
-        refusal = self._refusals.get(call_id)
-        if refusal is None:
-            return
-        if event.exception is refusal:
-            del self._refusals[call_id]
-        raise refusal
+        """A refusal met in the journaled tool ends the agent call. Strands catches what an
+        after-hook raises and calls the hooks again with it as the exception: raised again then,
+        it leaves the agent (as Strands' ``EventLoopException`` from it)."""
+        tool = event.selected_tool
+        if isinstance(tool, _JournaledTool) and tool.refusal is not None:
+            raise tool.refusal
 
     async def _gate(self, event: BeforeToolCallEvent, spec: ToolSpec) -> bool | None:
         """Whether the gated call may run now (True: with edited arguments); None when it is
@@ -240,12 +233,15 @@ def _edited_before(record: CallRecord | None, first: str | None, arguments: dict
     return framework.arguments_json(arguments) == first
 
 
+@dataclass(frozen=True, slots=True)
 class _Gate:
     """A gate the call waits on (or that was approved), as the interrupt's reason shows it."""
 
-    def __init__(self, saga_id: str, seq: int, input_hash: str, call_id: str, approved: bool) -> None:
-        self.saga_id, self.seq, self.input_hash, self.call_id = saga_id, seq, input_hash, call_id
-        self.approved = approved
+    saga_id: str
+    seq: int
+    input_hash: str
+    call_id: str
+    approved: bool
 
     @classmethod
     def pending(cls, outcome: CallPending) -> _Gate:
@@ -294,6 +290,8 @@ class _JournaledTool(AgentTool):
         super().__init__()
         self._hooks, self._event, self._inner, self._sagacity_spec = hooks, event, inner, spec
         self._edited = edited
+        #: Sagacity's refusal of the call (nothing ran), raised out of the agent by the after-hook.
+        self.refusal: Exception | None = None
 
     @property
     def tool_name(self) -> str:
@@ -346,7 +344,7 @@ class _JournaledTool(AgentTool):
             if results:
                 yield results[-1]  # the tool failed (journaled FAILED): Strands' error result
                 return
-            self._hooks._refusals[call_id] = exc  # refused, nothing ran: raised by the after-hook
+            self.refusal = exc  # refused, nothing ran: the after-hook raises it
             yield ToolResultEvent(_result(call_id, "error", f"[REFUSED] {exc}"))
             return
         for event in passed:

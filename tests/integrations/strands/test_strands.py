@@ -254,6 +254,29 @@ def test_two_gated_calls_in_one_response(app: ModuleType, effects: Path, tmp_pat
     assert sorted(app.order_tools.effects()) == ["wire 4200.00 alice", "wire 99.00 bob"]
 
 
+def test_a_hook_retry_replays_the_journaled_result(app: ModuleType, effects: Path) -> None:
+    """A hook of the application asks Strands to run the reservation again (``retry``): the same
+    toolUseId gets its journaled result, the tool does not run twice."""
+    from strands.hooks import AfterToolCallEvent
+
+    retried: list[str] = []
+
+    def retry_once(event: AfterToolCallEvent) -> None:
+        if event.tool_use["name"] == "reserve_inventory" and not retried:
+            retried.append(event.tool_use["toolUseId"])
+            event.retry = True
+
+    with Sagacity("memory://") as sg:
+        agent = app.agent(sg, "order", None, "order-t", saga_id="order-t")
+        agent.hooks.add_callback(AfterToolCallEvent, retry_once)
+        result = agent("go")
+        assert result.stop_reason == "interrupt"  # on to the wire, which waits
+        assert retried == ["c1"]
+        intents = [e.payload for e in tool_entries(sg, "order-t") if e.phase == Phase.INTENT]
+        assert intents == ["call_id=c1"]
+    assert app.order_tools.effects() == ["reserve SKU-9"]
+
+
 def test_parallel_calls_journal_each_once(app: ModuleType, effects: Path) -> None:
     """Three calls in one model response, run concurrently by Strands: each journaled once."""
     with Sagacity("memory://") as sg:
