@@ -208,13 +208,8 @@ class _CallMiddleware(FunctionMiddleware):
             return _text(context.result)
 
         async with owner._saga(context):
-            saga_id = framework.current_saga_id()
-            assert saga_id is not None
-            view = await _view(owner.sagacity, saga_id)
-            earlier = (
-                _rejected(view, spec.name, journaled) if spec.irreversible and view is not None else None
-            )
-            if earlier is not None and view is not None and view.find(call_id) is None:
+            earlier = await self._rejected_before(spec, journaled, call_id) if spec.irreversible else None
+            if earlier is not None:
                 context.result = _rejection_text(earlier)  # asked and rejected before: final
                 return
             try:
@@ -239,6 +234,15 @@ class _CallMiddleware(FunctionMiddleware):
             context.result = outcome.message
         else:
             context.result = str(outcome)  # replayed: the journaled result, nothing ran again
+
+    async def _rejected_before(self, spec: ToolSpec, journaled: str, call_id: str) -> ApprovalGate | None:
+        """The rejected gate of these arguments, for a call id the journal does not know yet."""
+        saga_id = framework.current_saga_id()
+        assert saga_id is not None
+        view = await _view(self.owner.sagacity, saga_id)
+        if view is None or view.find(call_id) is not None:
+            return None
+        return _rejected(view, spec.name, journaled)
 
 
 def approval_responses(sagacity: Sagacity, saga_id: str, requests: Sequence[Content]) -> list[Content] | None:
