@@ -15,6 +15,7 @@ PAGES = {
     "langchain.md": "langchain",
     "openai-agents.md": "agents",
     "strands.md": "strands.agent",
+    "agent-framework.md": "agent_framework",
 }
 
 
