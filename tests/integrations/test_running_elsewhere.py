@@ -2,7 +2,8 @@
 
 A worker resumes an approved wire and is still in it (paid, not yet answered); another process
 builds the framework's resume input meanwhile. Each helper — ``deferred_results`` (Pydantic AI),
-``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware`` — says
+``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware``,
+``feedback_from_journal`` (CrewAI) — says
 ``SagaRunningElsewhereError``, never ``ApprovalRefusedError`` (which an application books as a
 rejection); after ``kill -9`` of the worker the call is in doubt: a ``SagaStateError`` that is
 no refusal either. The real frameworks, driven by their own test models; no network.
@@ -203,3 +204,39 @@ def test_langchain_graph_resumed_inside_a_saga_meanwhile(
         assert sg.status("lc-in") is SagaStatus.RUNNING
         assert effects.read_text().splitlines().count(WIRED) == 1
         assert not [e for e in sg.entries("lc-in") if e.tool_name == "sagacity:saga" and e.phase == "FAILED"]
+
+
+@pytest.mark.filterwarnings("ignore:function_calling_llm is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:deprecated$:DeprecationWarning")  # CrewAI reads its own deprecated fields
+def test_crewai_flow_resumed_meanwhile(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """A CrewAI flow resumed by a worker that is still in the approved wire: ``feedback_from_journal``
+    says running elsewhere, and the crew kicked off here meanwhile is told so without paying."""
+    if os.environ.get("SAGACITY_REQUIRE_CREWAI") != "1":
+        pytest.importorskip(
+            "crewai.flow", reason="the crewai extra is not installed (it cannot sit beside dev)"
+        )
+    from crewai.flow import HumanFeedbackPending
+
+    monkeypatch.setenv("CREWAI_STORAGE_DIR", str(tmp_path / "crewai"))
+    app = load_app(HERE / "crewai", "crew_app")
+    flows_db = str(tmp_path / "flows.db")
+    with Sagacity(url) as sg:
+        flow = app.order_flow(sg, flows_db)(persistence=app.persistence(flows_db))
+        assert isinstance(flow.kickoff(), HumanFeedbackPending)
+        flow_id = str(flow.state.id)
+        [request] = sg.pending_approvals(flow_id)
+        sg.approve(flow_id, request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "crewai" / "crew_app.py", url, flows_db, flow_id)
+        with sg.saga(flow_id, continue_existing=True):
+            meanwhile = app.crew(sg, [[("send_wire_transfer", order_tools.ALICE)], "done"])
+            meanwhile.kickoff()
+        [answer] = app.told(meanwhile)
+        assert answer.startswith("[RUNNING_ELSEWHERE] send_wire_transfer did not run here"), answer
+        _running_then_in_doubt(sg, flow_id, worker, lambda: app.feedback_from_journal(sg, flow_id), effects)

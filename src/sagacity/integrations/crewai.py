@@ -143,7 +143,7 @@ class SagacityCrewTools(Adapter[CrewToolCall]):
                     spec,
                     call.input,
                     _call_id(call),
-                    lambda: inner._run(**arguments),
+                    lambda: inner.run(**arguments),
                     on_reject=self.on_reject,
                     wait=self.wait,
                 )
@@ -159,7 +159,7 @@ class SagacityCrewTools(Adapter[CrewToolCall]):
                     spec,
                     call.input,
                     _call_id(call),
-                    lambda: inner._arun(**arguments) if spec.is_async else inner._run(**arguments),
+                    lambda: inner.arun(**arguments) if spec.is_async else inner.run(**arguments),
                     on_reject=self.on_reject,
                     wait=self.wait,
                 )
