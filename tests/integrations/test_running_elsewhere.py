@@ -208,6 +208,7 @@ def test_langchain_graph_resumed_inside_a_saga_meanwhile(
 
 @pytest.mark.filterwarnings("ignore:function_calling_llm is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:deprecated$:DeprecationWarning")  # CrewAI reads its own deprecated fields
+@pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")  # CrewAI's own import
 def test_crewai_flow_resumed_meanwhile(
     url: str,
     order_tools: ModuleType,
