@@ -124,15 +124,13 @@ class SagacityCrewTools(Adapter[CrewToolCall]):
         )
 
     def _saga_id(self, call: CrewToolCall) -> str:
-        named = named_saga(self.saga_id, call)
-        if named is not None:
-            return named
-        if call.flow_id:
-            return call.flow_id
-        raise ConfigurationError(
-            "SagacityCrewTools needs a saga id: pass saga_id=, kick the crew off inside sg.saga(...), "
-            "or run it in a Flow (its state id is the saga id)"
-        )
+        saga_id = named_saga(self.saga_id, call) or call.flow_id
+        if not saga_id:
+            raise ConfigurationError(
+                "SagacityCrewTools needs a saga id: pass saga_id=, kick the crew off inside sg.saga(...), "
+                "or run it in a Flow (its state id is the saga id)"
+            )
+        return saga_id
 
     # -- one run of a wrapped tool ----------------------------------------------------------------
     def _present(self, spec: ToolSpec, inner: BaseTool, arguments: dict[str, Any]) -> Any:

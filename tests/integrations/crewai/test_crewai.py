@@ -230,3 +230,20 @@ def test_arguments_edited_by_a_hook_need_a_new_approval(
         finally:
             unregister_before_tool_call_hook(edit)
         assert [line for line in read_effects(effects) if line.startswith("wire")] == ["wire 4100.00 alice"]
+
+
+def test_a_wrapped_tool_awaited_directly_runs_once(app: ModuleType, url: str, effects: Path) -> None:
+    """``await tool.arun(...)`` (CrewAI's async entry of a tool) on an async Sagacity tool, twice
+    in one saga: journaled once, the second call answered from the journal."""
+    import asyncio
+
+    with Sagacity(url) as sg:
+        [charge] = app.SagacityCrewTools(sg).wrap([app.order_tools.charge_card])
+
+        async def twice() -> list[Any]:
+            async with sg.saga("direct-1"):
+                return [await charge.arun(order="O-1", amount="49.90") for _ in range(2)]
+
+        assert asyncio.run(twice()) == ["charge ch_O-1", "charge ch_O-1"]
+        assert read_effects(effects) == ["charge O-1"]
+        assert sg.status("direct-1") is SagaStatus.COMPLETED
