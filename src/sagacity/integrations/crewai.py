@@ -65,6 +65,7 @@ try:
     from crewai.hooks import ToolCallHookContext, register_before_tool_call_hook
     from crewai.tools import BaseTool
     from crewai.tools import tool as crewai_tool
+    from pydantic import PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ConfigurationError(
         "sagacity.integrations.crewai needs CrewAI: pip install 'sagacity[crewai]'"
@@ -112,16 +113,7 @@ class SagacityCrewTools(Adapter[CrewToolCall]):
         )
         if spec is None:
             return tool
-        return SagacityCrewTool(
-            name=tool.name,
-            description=tool.description,
-            args_schema=tool.args_schema,
-            result_as_answer=tool.result_as_answer,
-            cache_function=_never_cached,
-            inner=tool,
-            adapter=self,
-            spec=spec,
-        )
+        return SagacityCrewTool.over(tool, self, spec)
 
     def _saga_id(self, call: CrewToolCall) -> str:
         saga_id = named_saga(self.saga_id, call) or call.flow_id
@@ -170,17 +162,32 @@ class SagacityCrewTool(BaseTool):  # type: ignore[misc]  # BaseTool is Any where
     """A CrewAI tool whose runs go through Sagacity's journal (made by
     :meth:`SagacityCrewTools.wrap`): the wrapped tool's name, description and argument schema."""
 
-    inner: Any
-    adapter: Any
-    spec: Any
+    # Private: kept out of the tool's fields, which CrewAI serialises (traces, checkpoints).
+    _inner: Any = PrivateAttr(default=None)
+    _adapter: Any = PrivateAttr(default=None)
+    _spec: Any = PrivateAttr(default=None)
+
+    @classmethod
+    def over(cls, tool: BaseTool, adapter: SagacityCrewTools, spec: ToolSpec) -> SagacityCrewTool:
+        """``tool`` journaled by ``adapter`` as the Sagacity tool ``spec``; never in CrewAI's
+        tool cache."""
+        wrapped = cls(
+            name=tool.name,
+            description=tool.description,
+            args_schema=tool.args_schema,
+            result_as_answer=tool.result_as_answer,
+            cache_function=_never_cached,
+        )
+        wrapped._inner, wrapped._adapter, wrapped._spec = tool, adapter, spec
+        return wrapped
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:
-        present: Callable[..., Any] = self.adapter._present
-        return present(self.spec, self.inner, _bound(self.spec, args, kwargs))
+        present: Callable[..., Any] = self._adapter._present
+        return present(self._spec, self._inner, _bound(self._spec, args, kwargs))
 
     async def _arun(self, *args: Any, **kwargs: Any) -> Any:
-        present: Callable[..., Any] = self.adapter._present_async
-        return await present(self.spec, self.inner, _bound(self.spec, args, kwargs))
+        present: Callable[..., Any] = self._adapter._present_async
+        return await present(self._spec, self._inner, _bound(self._spec, args, kwargs))
 
 
 def _bound(spec: ToolSpec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
