@@ -3,7 +3,8 @@
 A worker resumes an approved wire and is still in it (paid, not yet answered); another process
 builds the framework's resume input meanwhile. Each helper — ``deferred_results`` (Pydantic AI),
 ``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware``, a Strands
-agent resumed through ``SagacityStrandsHooks`` and its ``interrupt_responses`` — says
+agent resumed through ``SagacityStrandsHooks`` and its ``interrupt_responses``,
+``feedback_from_journal`` (CrewAI) — says
 ``SagaRunningElsewhereError``, never ``ApprovalRefusedError`` (which an application books as a
 rejection); after ``kill -9`` of the worker the call is in doubt: a ``SagaStateError`` that is
 no refusal either. The real frameworks, driven by their own test models; no network.
@@ -216,7 +217,7 @@ def test_strands_interrupt_responses_and_resume(
 ) -> None:
     """A Strands agent restored from its session and resumed here, and ``interrupt_responses``,
     while another process runs the approved wire, then after it died: never a refusal."""
-    pytest.importorskip("strands.agent", reason="no strands extra: bash scripts/test-strands")
+    pytest.importorskip("strands.agent", reason="no strands extra: bash scripts/test-apart strands")
     from strands.types.exceptions import EventLoopException
 
     app = load_app(HERE / "strands", "st_app")
@@ -242,3 +243,40 @@ def test_strands_interrupt_responses_and_resume(
         _running_then_in_doubt(sg, "st-run", worker, resumed_here, effects)
         with pytest.raises(SagaStateError, match="in doubt"):
             app.interrupt_responses(sg, "st-run", first.interrupts)
+
+
+@pytest.mark.filterwarnings("ignore:function_calling_llm is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:deprecated$:DeprecationWarning")  # CrewAI reads its own deprecated fields
+@pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")  # CrewAI's own import
+def test_crewai_flow_resumed_meanwhile(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """A CrewAI flow resumed by a worker that is still in the approved wire: ``feedback_from_journal``
+    says running elsewhere, and the crew kicked off here meanwhile is told so without paying."""
+    if os.environ.get("SAGACITY_REQUIRE_CREWAI") != "1":
+        pytest.importorskip(
+            "crewai.flow", reason="the crewai extra is not installed (it cannot sit beside dev)"
+        )
+    from crewai.flow import HumanFeedbackPending
+
+    monkeypatch.setenv("CREWAI_STORAGE_DIR", str(tmp_path / "crewai"))
+    app = load_app(HERE / "crewai", "crew_app")
+    flows_db = str(tmp_path / "flows.db")
+    with Sagacity(url) as sg:
+        flow = app.order_flow(sg, flows_db)(persistence=app.persistence(flows_db))
+        assert isinstance(flow.kickoff(), HumanFeedbackPending)
+        flow_id = str(flow.state.id)
+        [request] = sg.pending_approvals(flow_id)
+        sg.approve(flow_id, request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "crewai" / "crew_app.py", url, flows_db, flow_id)
+        with sg.saga(flow_id, continue_existing=True):
+            meanwhile = app.crew(sg, [[("send_wire_transfer", order_tools.ALICE)], "done"])
+            meanwhile.kickoff()
+        [answer] = app.told(meanwhile)
+        assert answer.startswith("[RUNNING_ELSEWHERE] send_wire_transfer did not run here"), answer
+        _running_then_in_doubt(sg, flow_id, worker, lambda: app.feedback_from_journal(sg, flow_id), effects)

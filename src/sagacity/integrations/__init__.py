@@ -4,6 +4,7 @@
 - ``sagacity.integrations.langchain`` — ``pip install 'sagacity[langchain]'``
 - ``sagacity.integrations.openai_agents`` — ``pip install 'sagacity[openai-agents]'``
 - ``sagacity.integrations.agent_framework`` — ``pip install 'sagacity[agent-framework]'``
+- ``sagacity.integrations.crewai`` — ``pip install 'sagacity[crewai]'`` (not beside the extras above)
 
 Each is built on :mod:`sagacity.framework` only; importing one without its extra raises
 ``ConfigurationError`` naming the extra to install. See docs/integrations/.
