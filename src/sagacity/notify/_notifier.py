@@ -123,25 +123,25 @@ class Notifier:
         claimed = self.outbox.claim(fresh, now, self.config.claim_timeout)
         done = Round(len(claimed))
         for delivery in claimed:
-            outcome = self._deliver(delivery)
+            outcome = self._deliver(delivery, now)
             {DELIVERED: done.delivered, FAILED: done.failed, DEAD: done.dead}[outcome].append(delivery.id)
         return done
 
-    def _deliver(self, delivery: Delivery) -> str:
+    def _deliver(self, delivery: Delivery, now: datetime) -> str:
         channel = self.config.channels.get(delivery.target.channel)
         try:
             if channel is None:
                 raise DeliveryError(f"no channel {delivery.target.channel!r} in {self.config.source}")
             self._send(channel, delivery.target, Event.from_body(delivery.event), self.config)
         except DeliveryError as exc:
-            return self._failed(delivery, str(exc))
+            return self._failed(delivery, str(exc), now)
         except Exception as exc:  # noqa: BLE001 - a sender's bug must not stop the other deliveries
             _log.exception("notifier: sending %s failed unexpectedly", delivery.id)
-            return self._failed(delivery, f"{type(exc).__name__}: {exc}")
+            return self._failed(delivery, f"{type(exc).__name__}: {exc}", now)
         self.outbox.record(delivery, DELIVERED)
         return DELIVERED
 
-    def _failed(self, delivery: Delivery, error: str) -> str:
+    def _failed(self, delivery: Delivery, error: str, now: datetime) -> str:
         if delivery.attempt >= self.config.max_attempts:
             _log.warning(
                 "notifier: %s is a dead letter after %d attempts: %s", delivery.id, delivery.attempt, error
@@ -149,7 +149,7 @@ class Notifier:
             self.outbox.record(delivery, DEAD, error=error)
             return DEAD
         delay = min(self.config.backoff * 2 ** (delivery.attempt - 1), self.config.max_backoff)
-        self.outbox.record(delivery, FAILED, retry_at=utc_now() + delay, error=error)
+        self.outbox.record(delivery, FAILED, retry_at=now + delay, error=error)
         return FAILED
 
     # -- the loop ----------------------------------------------------------------------------------
