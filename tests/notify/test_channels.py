@@ -1,0 +1,166 @@
+"""The email and Slack channels against real local servers: aiosmtpd takes the email, a local fake
+of Slack's Web API takes ``chat.postMessage`` from slack-sdk's own WebClient."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from email import message_from_bytes
+from email.message import Message
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import notify_tools
+import pytest
+from aiosmtpd.controller import Controller
+
+from sagacity import Sagacity
+from sagacity.notify import Notifier, parse_notify_config
+
+ROUTES = """
+[groups]
+finance = ["mail:alice@example.com", "mail:carol@example.com", "slack"]
+
+[[routes]]
+tools = ["pay_out"]
+notify = ["finance"]
+"""
+
+
+class _Inbox:
+    def __init__(self) -> None:
+        self.messages: list[tuple[list[str], Message]] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's name
+        self.messages.append((list(envelope.rcpt_tos), message_from_bytes(envelope.content)))
+        return "250 OK"
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[Controller, _Inbox]]:
+    inbox = _Inbox()
+    with socket.socket() as probe:  # a free port (aiosmtpd's start checks it by connecting)
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(inbox, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield controller, inbox
+    controller.stop()
+
+
+@pytest.fixture
+def slack() -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """A local fake of Slack's chat.postMessage: checks the bot token, keeps each message."""
+    posted: list[dict[str, Any]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["content-length"]))
+            ok = self.path == "/api/chat.postMessage" and self.headers["authorization"] == "Bearer xoxb-test"
+            if ok:
+                posted.append(json.loads(body))
+            answer = (
+                {"ok": True, "channel": "C0FIN", "ts": "1.000100"}
+                if ok
+                else {"ok": False, "error": "invalid_auth"}
+            )
+            data = json.dumps(answer).encode()
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/api/", posted
+    server.shutdown()
+    server.server_close()
+
+
+def test_request_by_email_and_slack(
+    smtp: tuple[Controller, _Inbox], slack: tuple[str, list[dict[str, Any]]], stack: contextlib.ExitStack
+) -> None:
+    """One email per approver (each with its own signed link, the payload and its SHA-256, the
+    event id as Message-ID) and one Slack message with Approve/Reject buttons carrying the gate
+    and the payload hash."""
+    controller, inbox = smtp
+    slack_url, posted = slack
+    config = parse_notify_config(
+        f"""
+[notifier]
+link_base = "https://approvals.example.com/sagacity"
+link_secret = "${{LINK_SECRET}}"
+
+[channels.mail]
+type = "email"
+host = "127.0.0.1"
+port = {controller.port}
+security = "none"
+from = "sagacity@example.com"
+
+[channels.slack]
+type = "slack"
+token = "${{SLACK_TOKEN}}"
+channel = "C0FIN"
+base_url = "{slack_url}"
+{ROUTES}""",
+        environ={"LINK_SECRET": "s3cret-link-key", "SLACK_TOKEN": "xoxb-test"},
+    )
+    sg = stack.enter_context(Sagacity("memory://"))
+    assert sg.run("order-7", notify_tools.gated, "900").status == "AWAITING_APPROVAL"
+    (request,) = sg.pending_approvals()
+    with Notifier(sg, config) as notifier:
+        done = notifier.run_once()
+    assert len(done.delivered) == 3, done
+    assert sorted(to for to, _ in inbox.messages) == [["alice@example.com"], ["carol@example.com"]]
+    links = []
+    for _, message in inbox.messages:
+        text = message.get_payload(decode=True).decode()  # type: ignore[union-attr]
+        assert request.input in text
+        assert request.input_hash in text
+        assert message["Message-ID"].startswith("<evt_")
+        links.append(
+            next(line for line in text.splitlines() if line.startswith("https://approvals.example.com/"))
+        )
+    assert len(set(links)) == 2  # one link per approver
+    (message,) = posted
+    assert message["channel"] == "C0FIN"
+    actions = next(block for block in message["blocks"] if block["type"] == "actions")
+    buttons = {element["action_id"]: json.loads(element["value"]) for element in actions["elements"]}
+    gate = {"saga_id": "order-7", "seq": request.journal_seq, "sha256": request.input_hash}
+    assert buttons == {"sagacity_approve": gate, "sagacity_reject": gate}
+
+
+def test_slack_refusal_is_retried(
+    slack: tuple[str, list[dict[str, Any]]], stack: contextlib.ExitStack
+) -> None:
+    """Slack answering ok=false (a revoked token) is a failed attempt, retried later, never lost."""
+    slack_url, posted = slack
+    config = parse_notify_config(
+        f"""
+[channels.slack]
+type = "slack"
+token = "${{SLACK_TOKEN}}"
+channel = "C0FIN"
+base_url = "{slack_url}"
+[groups]
+finance = ["slack"]
+[[routes]]
+notify = ["finance"]
+""",
+        environ={"SLACK_TOKEN": "xoxb-revoked"},
+    )
+    sg = stack.enter_context(Sagacity("memory://"))
+    sg.run("order-8", notify_tools.gated)
+    with Notifier(sg, config) as notifier:
+        done = notifier.run_once()
+    assert len(done.failed) == 1
+    assert posted == []
+    assert "invalid_auth" in notifier.status().retrying[0].error
