@@ -34,7 +34,7 @@ class _Inbox:
     def __init__(self) -> None:
         self.messages: list[tuple[list[str], Message]] = []
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 - aiosmtpd's name
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         self.messages.append((list(envelope.rcpt_tos), message_from_bytes(envelope.content)))
         return "250 OK"
 

@@ -4,15 +4,14 @@ racing in two processes deliver each event once."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
-
-import contextlib
 from datetime import timedelta
+from pathlib import Path
 
 import notify_tools
 import pytest
