@@ -77,6 +77,7 @@ def main() -> None:
         f"""
 [notifier]
 poll = "0.1s"
+scan = "{os.environ.get("BENCH_SCAN", "15s")}"
 [channels.hook]
 type = "webhook"
 url = "http://127.0.0.1:{server.server_port}/hook"

@@ -109,15 +109,9 @@ def test_notifier_killed_at_every_step_loses_nothing(
     assert killed.returncode == -9, killed.stderr
     sent_before = list(receiver.requests)
     assert len(sent_before) == {"kill-claimed": 0, "kill-sent": 1, "kill-recorded": 3}[step]
-    again = subprocess.run(
-        [sys.executable, str(WORKER), durable_url, receiver.url, "run", "3"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert again.returncode == 0, again.stderr
+    config = hook_config(receiver.url)
+    with Notifier(sg, config) as restarted:  # the notifier started next (this process)
+        restarted.run_once()
     expected = {_requested(r.saga_id, r.journal_seq, r.input) for r in sg.pending_approvals()}
     assert set(receiver.taken) == expected  # none lost
     counts = Counter(receiver.requests)

@@ -18,7 +18,7 @@ import socket
 import threading
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sagacity.chain import utc_now
@@ -94,81 +94,104 @@ class Notifier:
         self.close()
 
     # -- one round -----------------------------------------------------------------------------------
-    def events(self, now: datetime) -> list[Event]:
-        """The events not told yet, as of ``now``."""
-        outbox = self.outbox
+    def events(
+        self, now: datetime, *, outbox: Outbox | None = None, queue: bool = True, scan: bool | None = None
+    ) -> list[Event]:
+        """The events not told yet, as of ``now``: the approval queue's and the kill switch's
+        (``queue``), the doctor's findings (``scan``; None: when ``scan`` has passed since the last)."""
+        outbox = outbox or self.outbox
 
         def known(event_id: str) -> bool:
             return outbox.knows(event_id) or event_id in self._untargeted
 
-        found, pending = self.watcher.requests(now, known)
-        found += self.watcher.ended(list(outbox.announced()), pending, now, known)
-        found += self.watcher.switch_changes(outbox.switch_after or 0, known)
-        if self._scanned is None or now - self._scanned >= self.config.scan:
+        found: list[Event] = []
+        if queue:
+            found, pending = self.watcher.requests(now, known)
+            found += self.watcher.ended(list(outbox.announced()), pending, now, known)
+            found += self.watcher.switch_changes(outbox.switch_after or 0, known)
+        if scan is None:
+            scan = self._scanned is None or now - self._scanned >= self.config.scan
+        if scan:
             self._scanned = now
             found += self.watcher.findings(now, known)
         return found
 
     def run_once(self, now: datetime | None = None) -> Round:
         """One round: derive, route, claim, send, journal each outcome."""
+        return self._round(self.outbox, now or utc_now(), queue=True, scan=None)
+
+    def _round(self, outbox: Outbox, now: datetime, *, queue: bool, scan: bool | None) -> Round:
         self.start()
-        now = now or utc_now()
-        self.outbox.refresh()
+        outbox.refresh()
         fresh: list[tuple[Event, Target]] = []
-        for event in self.events(now):
+        for event in self.events(now, outbox=outbox, queue=queue, scan=scan):
             routed = targets(event, self.config)
             if not routed:
                 self._untargeted.add(event.id)
             fresh += [(event, target) for target in routed]
-        claimed = self.outbox.claim(fresh, now, self.config.claim_timeout)
+        claimed = outbox.claim(fresh, now, self.config.claim_timeout)
         done = Round(len(claimed))
         for delivery in claimed:
-            outcome = self._deliver(delivery, now)
+            outcome = self._deliver(outbox, delivery, now)
             {DELIVERED: done.delivered, FAILED: done.failed, DEAD: done.dead}[outcome].append(delivery.id)
         return done
 
-    def _deliver(self, delivery: Delivery, now: datetime) -> str:
+    def _deliver(self, outbox: Outbox, delivery: Delivery, now: datetime) -> str:
         channel = self.config.channels.get(delivery.target.channel)
         try:
             if channel is None:
                 raise DeliveryError(f"no channel {delivery.target.channel!r} in {self.config.source}")
             self._send(channel, delivery.target, Event.from_body(delivery.event), self.config)
         except DeliveryError as exc:
-            return self._failed(delivery, str(exc), now)
+            return self._failed(outbox, delivery, str(exc), now)
         except Exception as exc:  # noqa: BLE001 - a sender's bug must not stop the other deliveries
             _log.exception("notifier: sending %s failed unexpectedly", delivery.id)
-            return self._failed(delivery, f"{type(exc).__name__}: {exc}", now)
-        self.outbox.record(delivery, DELIVERED)
+            return self._failed(outbox, delivery, f"{type(exc).__name__}: {exc}", now)
+        outbox.record(delivery, DELIVERED)
         return DELIVERED
 
-    def _failed(self, delivery: Delivery, error: str, now: datetime) -> str:
+    def _failed(self, outbox: Outbox, delivery: Delivery, error: str, now: datetime) -> str:
         if delivery.attempt >= self.config.max_attempts:
             _log.warning(
                 "notifier: %s is a dead letter after %d attempts: %s", delivery.id, delivery.attempt, error
             )
-            self.outbox.record(delivery, DEAD, error=error)
+            outbox.record(delivery, DEAD, error=error)
             return DEAD
         delay = min(self.config.backoff * 2 ** (delivery.attempt - 1), self.config.max_backoff)
-        self.outbox.record(delivery, FAILED, retry_at=now + delay, error=error)
+        outbox.record(delivery, FAILED, retry_at=now + delay, error=error)
         return FAILED
 
     # -- the loop ----------------------------------------------------------------------------------
-    def run(self, stop: threading.Event | None = None, *, rounds: int | None = None) -> None:
-        """Run rounds every ``poll`` until ``stop`` is set (or ``rounds`` were run). A round that
-        fails (the store unreachable) is logged and the next one tries again."""
+    def run(self, stop: threading.Event | None = None) -> None:
+        """Run until ``stop`` is set: the approval queue, the kill switch and retries every
+        ``poll``; the doctor's scan every ``scan``, on a thread of its own, so a request is never
+        held up behind a scan of the flagged sagas. The scan's thread folds the outbox on its
+        own (a second ``Outbox`` under this notifier's name): the two share no mutable state,
+        and each claim is fenced on the chain as another process's would be. A round that fails
+        (the store unreachable) is logged and the next one tries again."""
         stop = stop or threading.Event()
-        done = 0
+        self.start()
+        scans = threading.Thread(
+            target=self._loop,
+            args=(stop, Outbox(self.sg.journal, self.name, self._liveness), self.config.scan, False, True),
+            name=f"sagacity-notify-scan-{self.name}",
+            daemon=True,
+        )
+        scans.start()
         try:
-            while not stop.is_set() and (rounds is None or done < rounds):
-                try:
-                    self.run_once()
-                except Exception:  # noqa: BLE001 - the loop outlives a store outage
-                    _log.exception("notifier: a round failed; trying again in %s", self.config.poll)
-                done += 1
-                if rounds is None or done < rounds:
-                    stop.wait(self.config.poll.total_seconds())
+            self._loop(stop, self.outbox, self.config.poll, True, False)
         finally:
+            stop.set()
+            scans.join()
             self.close()
+
+    def _loop(self, stop: threading.Event, outbox: Outbox, every: timedelta, queue: bool, scan: bool) -> None:
+        while not stop.is_set():
+            try:
+                self._round(outbox, utc_now(), queue=queue, scan=scan)
+            except Exception:  # noqa: BLE001 - the loop outlives a store outage
+                _log.exception("notifier: a round failed; trying again in %s", every)
+            stop.wait(every.total_seconds())
 
     def status(self) -> OutboxStatus:
         self.outbox.refresh()

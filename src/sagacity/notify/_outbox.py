@@ -264,17 +264,19 @@ class Outbox:
         return rows, chosen
 
     def _stale(self, now: datetime, claim_timeout: timedelta) -> set[str]:
-        """Claims without outcome whose notifier is gone (its lease dropped) or took too long."""
-        open_claims = [d for d in self.deliveries.values() if d.state == CLAIM and d.by != self.notifier]
-        if not open_claims:
-            return set()
-        holders = sorted({notifier_lease(d.by) for d in open_claims})
-        alive = (
-            self.journal.read(self.liveness.live_among, holders)
-            if self.liveness is not None
-            else set(holders)
-        )
-        return {d.id for d in open_claims if notifier_lease(d.by) not in alive or now - d.at >= claim_timeout}
+        """Claims without outcome whose notifier is gone (its lease dropped), or older than
+        ``claim_timeout`` (a notifier that hung, or this one's own claim whose outcome could not
+        be journaled)."""
+        open_claims = [d for d in self.deliveries.values() if d.state == CLAIM]
+        others = sorted({notifier_lease(d.by) for d in open_claims if d.by != self.notifier})
+        alive = set(others)
+        if others and self.liveness is not None:
+            alive = self.journal.read(self.liveness.live_among, others)
+        return {
+            d.id
+            for d in open_claims
+            if now - d.at >= claim_timeout or (d.by != self.notifier and notifier_lease(d.by) not in alive)
+        }
 
     def record(
         self, delivery: Delivery, what: str, *, retry_at: datetime | None = None, error: str = ""
