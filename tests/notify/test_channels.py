@@ -12,14 +12,17 @@ from email import message_from_bytes
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import notify_tools
 import pytest
 from aiosmtpd.controller import Controller
 
 from sagacity import Sagacity
+from sagacity._links import read_email_token
 from sagacity.notify import Notifier, parse_notify_config
 
+LINK_SECRET = "a-link-secret-of-at-least-32-bytes!!"
 ROUTES = """
 [groups]
 finance = ["mail:alice@example.com", "mail:carol@example.com", "slack"]
@@ -111,7 +114,7 @@ token = "${{SLACK_TOKEN}}"
 channel = "C0FIN"
 base_url = "{slack_url}"
 {ROUTES}""",
-        environ={"LINK_SECRET": "s3cret-link-key", "SLACK_TOKEN": "xoxb-test"},
+        environ={"LINK_SECRET": LINK_SECRET, "SLACK_TOKEN": "xoxb-test"},
     )
     sg = stack.enter_context(Sagacity("memory://"))
     assert sg.run("order-7", notify_tools.gated, "900").status == "AWAITING_APPROVAL"
@@ -129,7 +132,13 @@ base_url = "{slack_url}"
         links.append(
             next(line for line in text.splitlines() if line.startswith("https://approvals.example.com/"))
         )
-    assert len(set(links)) == 2  # one link per approver
+    # One link per approver, each a token naming that approver, the gate and the payload hash.
+    tokens = {}
+    for link in links:
+        token = read_email_token(LINK_SECRET, parse_qs(urlsplit(link).query)["token"][0])
+        tokens[token.approver] = (token.saga_id, token.seq, token.sha256)
+    gate_facts = ("order-7", request.journal_seq, request.input_hash)
+    assert tokens == {"alice@example.com": gate_facts, "carol@example.com": gate_facts}
     (message,) = posted
     assert message["channel"] == "C0FIN"
     actions = next(block for block in message["blocks"] if block["type"] == "actions")

@@ -21,11 +21,11 @@ from datetime import UTC
 from email.message import EmailMessage
 from typing import Any
 
+from sagacity._links import email_link, slack_buttons
 from sagacity.chain import utc_now
 from sagacity.errors import ConfigurationError
 from sagacity.notify._config import Channel, NotifyConfig, Target
 from sagacity.notify._events import Event, EventKind
-from sagacity.notify._link import email_link
 from sagacity.notify._text import describe, subject
 
 __all__ = ["DeliveryError", "Sender", "approval_buttons", "send"]
@@ -134,31 +134,10 @@ def approval_link(config: NotifyConfig, approver: str, event: Event) -> str:
 
 # -- Slack ----------------------------------------------------------------------------------------
 def approval_buttons(event: Event) -> dict[str, Any]:
-    """The actions block: Approve / Reject, each carrying the gate and the payload's SHA-256."""
-    value = json.dumps(
-        {"saga_id": event.saga_id, "seq": event.seq, "sha256": event.data.get("inputHash")},
-        separators=(",", ":"),
-    )
-    return {
-        "type": "actions",
-        "block_id": f"sagacity_{event.id}",
-        "elements": [
-            {
-                "type": "button",
-                "action_id": "sagacity_approve",
-                "style": "primary",
-                "text": {"type": "plain_text", "text": "Approve"},
-                "value": value,
-            },
-            {
-                "type": "button",
-                "action_id": "sagacity_reject",
-                "style": "danger",
-                "text": {"type": "plain_text", "text": "Reject"},
-                "value": value,
-            },
-        ],
-    }
+    """The actions block: Approve / Reject (``sagacity._links``), each naming the gate and the
+    SHA-256 of the payload the message shows."""
+    buttons = slack_buttons(str(event.saga_id), int(event.seq or 0), str(event.data.get("inputHash")))
+    return {"type": "actions", "block_id": f"sagacity_{event.id}", "elements": buttons}
 
 
 def send_slack(channel: Channel, target: Target, event: Event, config: NotifyConfig) -> None:
