@@ -4,13 +4,17 @@ of Slack's Web API takes ``chat.postMessage`` from slack-sdk's own WebClient."""
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -173,3 +177,93 @@ notify = ["finance"]
     assert len(done.failed) == 1
     assert posted == []
     assert "invalid_auth" in notifier.status().retrying[0].error
+
+
+def _self_signed(directory: Path) -> tuple[Path, Path]:
+    """A certificate for 127.0.0.1 and its key, as files (the STARTTLS server's and the client's CA)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.now(UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - timedelta(minutes=5))
+        .not_valid_after(now + timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "smtp.crt", directory / "smtp.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return cert_path, key_path
+
+
+def test_email_over_starttls_with_login(tmp_path: Path, stack: contextlib.ExitStack) -> None:
+    """The email channel upgrades with STARTTLS (verifying the server against ``ca_file``) and
+    logs in before sending; a server that requires STARTTLS and auth takes the message."""
+    from aiosmtpd.smtp import AuthResult
+
+    cert, key = _self_signed(tmp_path)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    inbox = _Inbox()
+
+    def authenticate(server: Any, session: Any, envelope: Any, mechanism: str, auth_data: Any) -> AuthResult:
+        ok = auth_data.login == b"sagacity" and auth_data.password == b"smtp-pass"
+        return AuthResult(success=ok)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    controller = Controller(
+        inbox,
+        hostname="127.0.0.1",
+        port=port,
+        tls_context=context,
+        require_starttls=True,
+        authenticator=authenticate,
+        auth_require_tls=True,
+    )
+    controller.start()
+    stack.callback(controller.stop)
+    config = parse_notify_config(
+        f"""
+[channels.mail]
+type = "email"
+host = "127.0.0.1"
+port = {port}
+security = "starttls"
+ca_file = "{cert}"
+username = "sagacity"
+password = "${{SMTP_PASSWORD}}"
+from = "sagacity@example.com"
+[groups]
+finance = ["mail:alice@example.com"]
+[[routes]]
+notify = ["finance"]
+""",
+        environ={"SMTP_PASSWORD": "smtp-pass"},
+    )
+    sg = stack.enter_context(Sagacity("memory://"))
+    sg.run("order-9", notify_tools.gated)
+    with Notifier(sg, config) as notifier:
+        done = notifier.run_once()
+    assert len(done.delivered) == 1, notifier.status().to_json()
+    ((to, message),) = inbox.messages
+    assert to == ["alice@example.com"]
+    assert message["Subject"].startswith("[sagacity] Approval requested: pay_out")
