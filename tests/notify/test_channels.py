@@ -46,12 +46,17 @@ class _Inbox:
         return "250 OK"
 
 
+def _free_port() -> int:
+    """A free port (aiosmtpd's start checks its own by connecting, so port 0 will not do)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 @pytest.fixture
 def smtp() -> Iterator[tuple[Controller, _Inbox]]:
     inbox = _Inbox()
-    with socket.socket() as probe:  # a free port (aiosmtpd's start checks it by connecting)
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     controller = Controller(inbox, hostname="127.0.0.1", port=port)
     controller.start()
     yield controller, inbox
@@ -227,9 +232,7 @@ def test_email_over_starttls_with_login(tmp_path: Path, stack: contextlib.ExitSt
         ok = auth_data.login == b"sagacity" and auth_data.password == b"smtp-pass"
         return AuthResult(success=ok)
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = _free_port()
     controller = Controller(
         inbox,
         hostname="127.0.0.1",

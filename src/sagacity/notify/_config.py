@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -20,7 +19,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
-from sagacity.checks import LineIndex, duration_seconds, kind_of, toml_syntax_error
+from sagacity.checks import LineIndex, duration_seconds, kind_of, read_config_text, toml_document
 from sagacity.errors import ConfigurationError
 from sagacity.notify._events import EventKind
 
@@ -139,13 +138,7 @@ class NotifyConfig:
 
 def load_notify_config(path: str | Path, environ: Mapping[str, str] | None = None) -> NotifyConfig:
     """Read and check the file at ``path``; ``ConfigurationError`` names the line of a problem."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigurationError(f"cannot read the notifier's file {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigurationError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    text = read_config_text(path, "the notifier's file", ConfigurationError)
     return parse_notify_config(text, source=str(path), environ=environ)
 
 
@@ -153,10 +146,7 @@ def parse_notify_config(
     text: str, *, source: str = "notify.toml", environ: Mapping[str, str] | None = None
 ) -> NotifyConfig:
     """Parse and check the notifier's file from TOML text (``${NAME}`` read from ``environ``)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigurationError(toml_syntax_error(source, text, exc)) from exc
+    data = toml_document(text, source, ConfigurationError)
     return _Parser(source, LineIndex(text), os.environ if environ is None else environ).config(data)
 
 
