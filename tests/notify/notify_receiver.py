@@ -4,6 +4,7 @@ id already taken is dropped, as the Standard Webhooks spec asks of receivers).""
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from dataclasses import dataclass, field
@@ -12,6 +13,10 @@ from typing import Any
 
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
+
+from sagacity.notify import NotifyConfig, parse_notify_config
+
+SECRET = "whsec_" + base64.b64encode(b"notify-tests-secret-32-bytes-long").decode()
 
 
 @dataclass
@@ -73,3 +78,25 @@ class Receiver:
 
     def dump(self) -> str:
         return json.dumps({"requests": self.requests, "dropped": self.dropped, "refused": self.refused})
+
+
+def hook_config(url: str, extra: str = "", secret: str = SECRET) -> NotifyConfig:
+    """Every event to one webhook; ``extra`` adds [notifier] lines."""
+    text = f"""
+[notifier]
+backoff = 0.01
+max_backoff = 0.05
+{extra}
+
+[channels.hook]
+type = "webhook"
+url = "{url}"
+secret = "${{HOOK_SECRET}}"
+
+[groups]
+ops = ["hook"]
+
+[[routes]]
+notify = ["ops"]
+"""
+    return parse_notify_config(text, environ={"HOOK_SECRET": secret})

@@ -9,9 +9,8 @@ from typing import Any
 
 import notify_tools
 import pytest
-from notify_receiver import Receiver
+from notify_receiver import SECRET, Receiver, hook_config
 
-from conftest import SECRET, hook_config
 from sagacity import Sagacity
 from sagacity.chain import utc_now
 from sagacity.errors import ConfigurationError

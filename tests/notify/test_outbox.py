@@ -15,9 +15,8 @@ from pathlib import Path
 
 import notify_tools
 import pytest
-from notify_receiver import Receiver
+from notify_receiver import SECRET, Receiver, hook_config
 
-from conftest import SECRET, hook_config
 from sagacity import Sagacity
 from sagacity.chain import utc_now
 from sagacity.notify import OUTBOX_SAGA, EventKind, Notifier, event_id, outbox_status
