@@ -14,7 +14,7 @@ import sys
 import time
 
 from sagacity import Sagacity
-from sagacity.notify import Notifier, outbox_status, parse_notify_config, send
+from sagacity.notify import Notifier, parse_notify_config, send
 
 url, hook, mode = sys.argv[1:4]
 expected = int(sys.argv[4]) if len(sys.argv) > 4 else 0
@@ -58,7 +58,7 @@ with Sagacity(url) as sg, Notifier(sg, config, sender=sender) as notifier:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         notifier.run_once()
-        status = outbox_status(sg)
+        status = notifier.status()
         if status.delivered >= expected and not status.in_flight and not status.retrying:
             break
         time.sleep(0.02)

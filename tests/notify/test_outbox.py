@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import notify_tools
@@ -18,6 +18,7 @@ import pytest
 from notify_receiver import SECRET, Receiver, hook_config
 
 from sagacity import Sagacity
+from sagacity._payloads import payload_attribute
 from sagacity.chain import utc_now
 from sagacity.notify import OUTBOX_SAGA, EventKind, Notifier, event_id, outbox_status
 
@@ -70,12 +71,20 @@ def test_wrong_secret_retried_then_dead_letter(
     config = hook_config(receiver.url, "max_attempts = 3", secret=other)
     outcomes = []
     with Notifier(sg, config) as notifier:
+        start = utc_now()
         for n in range(30):
-            done = notifier.run_once(utc_now() + timedelta(seconds=n))  # past each retry's time
+            done = notifier.run_once(start + timedelta(seconds=n))  # each round past the last retry's time
             outcomes += [("failed", d) for d in done.failed] + [("dead", d) for d in done.dead]
             if any(kind == "dead" for kind, _ in outcomes):
                 break
     assert [kind for kind, _ in outcomes] == ["failed", "failed", "dead"]
+    waits = [
+        datetime.strptime(payload_attribute(e.payload, "retry_at=") or "", "%Y-%m-%dT%H:%M:%S.%fZ")
+        for e in sg.entries(OUTBOX_SAGA)
+        if "notify=failed" in e.payload
+    ]
+    # Each failed attempt journals when the next is due: backoff 0.01 s, doubled per attempt.
+    assert waits == [start + timedelta(seconds=0.01), start + timedelta(seconds=1.02)]
     assert receiver.refused == 3
     assert receiver.taken == {}
     status = outbox_status(sg)
@@ -127,23 +136,23 @@ def test_notifier_killed_at_every_step_loses_nothing(
 def test_two_notifiers_racing_deliver_each_event_once(
     durable_url: str, receiver: Receiver, stack: contextlib.ExitStack
 ) -> None:
-    """Two notifier processes on one store, started together over twelve waiting requests:
+    """Two notifier processes on one store, started together over eight waiting requests:
     every event is delivered, and by one of them only (the claims are fenced appends)."""
     sg = stack.enter_context(Sagacity(durable_url))
-    for n in range(12):
+    for n in range(8):
         _gate(sg, f"race-{n}")
     env = {**os.environ, "HOOK_SECRET": SECRET}
-    command = [sys.executable, str(WORKER), durable_url, receiver.url, "run", "12"]
+    command = [sys.executable, str(WORKER), durable_url, receiver.url, "run", "8"]
     racers = [
         subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
     outputs = [racer.communicate(timeout=120) for racer in racers]
     assert [racer.returncode for racer in racers] == [0, 0], outputs
-    assert len(receiver.taken) == 12
-    assert sorted(Counter(receiver.requests).values()) == [1] * 12  # no duplicate at all
+    assert len(receiver.taken) == 8
+    assert sorted(Counter(receiver.requests).values()) == [1] * 8  # no duplicate at all
     senders = [sum(line.startswith("sent ") for line in out.splitlines()) for out, _ in outputs]
-    assert sum(senders) == 12
+    assert sum(senders) == 8
     status = outbox_status(sg)
-    assert status.delivered == 12
+    assert status.delivered == 8
     assert sg.verify(OUTBOX_SAGA).valid

@@ -33,9 +33,16 @@ from sagacity.stores.base import Capability, capable
 if TYPE_CHECKING:
     from sagacity._sagacity import Sagacity
 
-__all__ = ["Notifier", "Round", "outbox_status"]
+__all__ = ["Notifier", "Round", "outbox_status", "retry_delay"]
 
 _log = logging.getLogger("sagacity.notify")
+
+
+def retry_delay(attempt: int, backoff: timedelta, max_backoff: timedelta) -> timedelta:
+    """How long after failed attempt ``attempt`` (1, 2, ...) the next one is due: ``backoff``
+    doubled per attempt, never more than ``max_backoff``."""
+    delay: timedelta = backoff * 2 ** (attempt - 1)
+    return min(delay, max_backoff)
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,7 +164,7 @@ class Notifier:
             )
             outbox.record(delivery, DEAD, error=error)
             return DEAD
-        delay = min(self.config.backoff * 2 ** (delivery.attempt - 1), self.config.max_backoff)
+        delay = retry_delay(delivery.attempt, self.config.backoff, self.config.max_backoff)
         outbox.record(delivery, FAILED, retry_at=now + delay, error=error)
         return FAILED
 
