@@ -80,9 +80,9 @@ class Receiver:
         return json.dumps({"requests": self.requests, "dropped": self.dropped, "refused": self.refused})
 
 
-def hook_config(url: str, extra: str = "", secret: str = SECRET) -> NotifyConfig:
-    """Every event to one webhook; ``extra`` adds [notifier] lines."""
-    text = f"""
+def hook_text(url: str, extra: str = "") -> str:
+    """A notifier's file sending every event to one webhook; ``extra`` adds [notifier] lines."""
+    return f"""
 [notifier]
 backoff = 0.01
 max_backoff = 0.05
@@ -99,4 +99,8 @@ ops = ["hook"]
 [[routes]]
 notify = ["ops"]
 """
-    return parse_notify_config(text, environ={"HOOK_SECRET": secret})
+
+
+def hook_config(url: str, extra: str = "", secret: str = SECRET) -> NotifyConfig:
+    """:func:`hook_text`, read with ``secret`` in ``$HOOK_SECRET``."""
+    return parse_notify_config(hook_text(url, extra), environ={"HOOK_SECRET": secret})

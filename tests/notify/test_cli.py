@@ -8,21 +8,12 @@ from pathlib import Path
 import notify_tools
 import pytest
 from click.testing import CliRunner
-from notify_receiver import SECRET, Receiver
+from notify_receiver import SECRET, Receiver, hook_text
 
 from sagacity import Sagacity
 from sagacity.cli import main
 
-FILE = """
-[channels.hook]
-type = "webhook"
-url = "{url}"
-secret = "${{HOOK_SECRET}}"
-[groups]
-ops = ["hook"]
-[[routes]]
-notify = ["ops"]
-"""
+LOCAL = "http://127.0.0.1:9/hook"
 
 
 def test_run_once_then_status(tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -31,7 +22,7 @@ def test_run_once_then_status(tmp_path: Path, receiver: Receiver, monkeypatch: p
     db = f"sqlite:///{tmp_path / 'journal.db'}"
     with Sagacity(db) as sg:
         sg.run("order-1", notify_tools.gated)
-    (tmp_path / "notify.toml").write_text(FILE.format(url=receiver.url), encoding="utf-8")
+    (tmp_path / "notify.toml").write_text(hook_text(receiver.url), encoding="utf-8")
     monkeypatch.setenv("HOOK_SECRET", SECRET)
     runner = CliRunner()
     ran = runner.invoke(
@@ -53,14 +44,14 @@ def test_run_once_then_status(tmp_path: Path, receiver: Receiver, monkeypatch: p
     ("text", "message"),
     [
         (None, "cannot read the notifier's file"),
-        (FILE.replace("${{HOOK_SECRET}}", "whsec_QUJDRA=="), "must be an environment reference"),
+        (hook_text(LOCAL).replace("${HOOK_SECRET}", "whsec_QUJDRA=="), "must be an environment reference"),
     ],
 )
 def test_a_bad_file_is_refused_before_anything_runs(tmp_path: Path, text: str | None, message: str) -> None:
     """A missing file or a secret written into it: exit 2, one line saying what, nothing journaled."""
     path = tmp_path / "notify.toml"
     if text is not None:
-        path.write_text(text.format(url="http://127.0.0.1:9/hook"), encoding="utf-8")
+        path.write_text(text, encoding="utf-8")
     db = f"sqlite:///{tmp_path / 'journal.db'}"
     Sagacity(db).close()
     ran = CliRunner().invoke(main, ["notify", "run", "--config", str(path), "--db", db])
