@@ -27,12 +27,13 @@ NEEDS = {
     "observability.md": ("opentelemetry.sdk", "sagacity[otel] and opentelemetry-sdk"),
     "mcp.md": ("mcp", "sagacity[mcp]"),
     "checkpoints.md": ("cryptography", "sagacity[signing]"),
+    "notifications.md": ("standardwebhooks", "sagacity[notify]"),
 }
 
 
 #: Files a page's snippets open, written from the page's own blocks: (file name, language, which
 #: block of that language). The page shows the file; the snippet reads it by that name.
-FILES = {"policies.md": [("payments.toml", "toml", 0)]}
+FILES = {"policies.md": [("payments.toml", "toml", 0)], "notifications.md": [("notify.toml", "toml", 0)]}
 
 
 def blocks(text: str, language: str = "python") -> list[str]:

@@ -135,6 +135,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sagacity serve --tokens-file tokens.toml --import myapp.tools",
         "sagacity serve --host 0.0.0.0 --port 8080 --tokens-file tokens.toml",
     ),
+    "notify": ("sagacity notify status", "sagacity notify run --config notify.toml"),
+    "notify run": (
+        "sagacity notify run --config notify.toml",
+        "sagacity notify run --config notify.toml --once",
+    ),
+    "notify status": ("sagacity notify status", "sagacity notify status --json"),
     "switch": (
         "sagacity switch status",
         'sagacity switch halt --tool wire --reason "bank incident" --as alice@example.com',

@@ -10,7 +10,6 @@ gateway's to check (``sagacity.mcp``), and the rules apply to its calls too.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterable
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sagacity._json import kind_of
-from sagacity._toml_lines import LineIndex, duration_seconds, toml_syntax_error
+from sagacity._toml_lines import LineIndex, duration_seconds, read_config_text, toml_document
 from sagacity.errors import PolicyError
 from sagacity.guardrails._cel import RESULT_VARIABLES, ConditionError, compile_condition
 from sagacity.guardrails._rules import Action, Budget, Failures, Mode, Policy, Requires, Rule, Scope
@@ -54,13 +53,7 @@ _DECIMAL = re.compile(r"^-?\d+(?:\.\d+)?$")
 
 def read_policy_text(path: str | Path) -> str:
     """A policy file's text; ``PolicyError`` if it cannot be read as UTF-8."""
-    path = Path(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    return read_config_text(path, "the policy", PolicyError)
 
 
 def load_policy(path: str | Path) -> Policy:
@@ -70,10 +63,7 @@ def load_policy(path: str | Path) -> Policy:
 
 def parse_policy(text: str, *, source: str = "policy") -> Policy:
     """Parse and validate a policy from TOML text (the gateway's tables are left to it)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(toml_syntax_error(source, text, exc)) from exc
+    data = toml_document(text, source, PolicyError)
     return _Parser(source, LineIndex(text)).policy(data, text)
 
 

@@ -16,7 +16,6 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -24,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sagacity.checks import LineIndex, duration_seconds, kind_of, toml_syntax_error
+from sagacity.checks import LineIndex, duration_seconds, kind_of, read_config_text, toml_document
 from sagacity.errors import PolicyError
 from sagacity.guardrails import Policy as GuardrailsPolicy
 from sagacity.guardrails import parse_policy as parse_guardrails
@@ -212,13 +211,7 @@ class GatewayPolicy:
 
 def load_gateway_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayPolicy:
     """Read and validate the policy file at ``path``; ``PolicyError`` names the line of a problem."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    text = read_config_text(path, "the policy", PolicyError)
     return parse_gateway_policy(text, source=str(path), environ=environ)
 
 
@@ -226,10 +219,7 @@ def parse_gateway_policy(
     text: str, *, source: str = "policy", environ: Mapping[str, str] | None = None
 ) -> GatewayPolicy:
     """Parse and validate a policy from TOML text."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(toml_syntax_error(source, text, exc)) from exc
+    data = toml_document(text, source, PolicyError)
     policy = _Parser(source, LineIndex(text), os.environ if environ is None else environ).policy(data)
     if "rules" in data or "guardrails" in data:
         policy = replace(policy, guardrails=parse_guardrails(text, source=source))
