@@ -24,6 +24,7 @@ NEEDS = {
     "pydantic-ai.md": ("pydantic_ai", "sagacity[pydantic-ai]"),
     "strands.md": ("strands.agent", "sagacity[strands]"),
     "agent-framework.md": ("agent_framework", "sagacity[agent-framework]"),
+    "crewai.md": ("crewai.flow", "sagacity[crewai]"),  # crewai.flow: tests/integrations/crewai is no stand-in
     "observability.md": ("opentelemetry.sdk", "sagacity[otel] and opentelemetry-sdk"),
     "mcp.md": ("mcp", "sagacity[mcp]"),
     "checkpoints.md": ("cryptography", "sagacity[signing]"),
