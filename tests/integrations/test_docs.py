@@ -18,6 +18,7 @@ PAGES = {
     "strands.md": "strands.agent",
     "agent-framework.md": "agent_framework",
     "crewai.md": "crewai.flow",
+    "google-adk.md": "google.adk",
 }
 
 

@@ -280,3 +280,34 @@ def test_crewai_flow_resumed_meanwhile(
         [answer] = app.told(meanwhile)
         assert answer.startswith("[RUNNING_ELSEWHERE] send_wire_transfer did not run here"), answer
         _running_then_in_doubt(sg, flow_id, worker, lambda: app.feedback_from_journal(sg, flow_id), effects)
+
+
+def test_google_adk_confirmation_message(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """``confirmation_message`` while another process runs the approved wire, then after it
+    died; and the same reply sent to ADK here meanwhile (the worker has not saved the tool's
+    response, so ADK runs the call again): ``SagaRunningElsewhereError`` out of the run, the wire
+    not sent twice."""
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("google.adk", reason="the google-adk extra is not installed")
+    app = load_app(HERE / "google_adk", "adk_app")
+    db = str(tmp_path / "sessions.db")
+    with Sagacity(url) as sg:
+        asyncio.run(app.start(sg, "order", db, "adk-run"))
+        [request] = sg.pending_approvals("adk-run")
+        sg.approve("adk-run", request.journal_seq, "alice@example.com")
+        reply = app.confirmation_message(sg, asyncio.run(app.session(db, "adk-run")))
+        worker = holding_worker(HERE / "google_adk" / "adk_app.py", url, db, "adk-run", "order")
+        with pytest.raises(SagaRunningElsewhereError, match="still running"):
+            asyncio.run(app.reply(sg, "order", db, "adk-run", reply))
+        assert worker.poll() is None  # told while the wire still ran there
+
+        def helper() -> Any:
+            return app.confirmation_message(sg, asyncio.run(app.session(db, "adk-run")))
+
+        _running_then_in_doubt(sg, "adk-run", worker, helper, effects)
