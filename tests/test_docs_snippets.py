@@ -21,6 +21,7 @@ PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "```python\n" in p.re
 NEEDS = {
     "langchain.md": ("langchain", "sagacity[langchain]"),
     "openai-agents.md": ("agents", "sagacity[openai-agents]"),
+    "google-adk.md": ("google.adk", "sagacity[google-adk]"),
     "pydantic-ai.md": ("pydantic_ai", "sagacity[pydantic-ai]"),
     "strands.md": ("strands.agent", "sagacity[strands]"),
     "agent-framework.md": ("agent_framework", "sagacity[agent-framework]"),
