@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextvars import ContextVar
 from typing import Any
 
@@ -123,16 +123,7 @@ class _JournaledTool(FunctionTool):
         record = await self.adapter._record(tool_context, call_id)
         if record is not None:
             return record.status in (CallStatus.AWAITING_APPROVAL, CallStatus.APPROVED)
-        async with self.adapter._saga(tool_context):
-            outcome = await framework.journaled_call_async(
-                self.spec,
-                framework.arguments_json(args),
-                call_id,
-                _never,
-                on_reject=self.adapter.on_reject,
-                wait=self.adapter.wait,
-            )
-        return isinstance(outcome, CallPending)
+        return isinstance(await self._journaled(tool_context, args, call_id, _never), CallPending)
 
     async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
         call_id = tool_context.function_call_id
@@ -149,21 +140,32 @@ class _JournaledTool(FunctionTool):
             finally:
                 _running.reset(token)
 
-        async with self.adapter._saga(tool_context):
-            outcome = await framework.journaled_call_async(
+        outcome = await self._journaled(tool_context, presented, call_id, invoke, edited)
+        if isinstance(outcome, CallPending | CallRejected | CallRefused):
+            return {"error": outcome.message}  # nothing ran: the model is told
+        if not ran and isinstance(outcome, str):
+            return _replayed(outcome)
+        return outcome
+
+    async def _journaled(
+        self,
+        ctx: ToolContext,
+        args: dict[str, Any],
+        call_id: str,
+        invoke: Callable[[], Any],
+        edited: bool = False,
+    ) -> Any:
+        """The call journaled in the live saga, or in the adapter's entered for the call."""
+        async with self.adapter._saga(ctx):
+            return await framework.journaled_call_async(
                 self.spec,
-                framework.arguments_json(presented),
+                framework.arguments_json(args),
                 call_id,
                 invoke,
                 edited=edited,
                 on_reject=self.adapter.on_reject,
                 wait=self.adapter.wait,
             )
-        if isinstance(outcome, CallPending | CallRejected | CallRefused):
-            return {"error": outcome.message}  # nothing ran: the model is told
-        if not ran and isinstance(outcome, str):
-            return _replayed(outcome)
-        return outcome
 
 
 def _presented(args: dict[str, Any], confirmation: ToolConfirmation | None) -> tuple[dict[str, Any], bool]:
