@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-# CI runs these in their own venv (scripts/test-apart strands, SAGACITY_REQUIRE_STRANDS=1): never skipped there,
-# a missing strands-agents fails the import below. `strands.agent`, not `strands`: with tests/integrations
-# on sys.path, this folder alone would pass for a (namespace) package `strands`.
+# They run in their own venv (scripts/test-apart strands, SAGACITY_REQUIRE_STRANDS=1): never skipped
+# there, a missing strands-agents fails the import below. `strands.agent`, not `strands`: with
+# tests/integrations on sys.path, this folder alone would pass for a (namespace) package `strands`.
 if os.environ.get("SAGACITY_REQUIRE_STRANDS") != "1":
     pytest.importorskip("strands.agent", reason="no strands extra: bash scripts/test-apart strands")
 
