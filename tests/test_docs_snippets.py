@@ -25,6 +25,7 @@ NEEDS = {
     "observability.md": ("opentelemetry.sdk", "sagacity[otel] and opentelemetry-sdk"),
     "mcp.md": ("mcp", "sagacity[mcp]"),
     "checkpoints.md": ("cryptography", "sagacity[signing]"),
+    "approvals-from-messages.md": ("jwt", "sagacity[messages]"),
 }
 
 

@@ -200,6 +200,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "export",
         "verify_bundle",
         "_links",
+        "links",
     ),
     2: ("stores",),  # the store contract and the stores
     3: ("_journal", "_index", "_queue", "_engine", "_otel_spans", "_otel_operations"),  # the journal level

@@ -22,7 +22,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from sagacity import Sagacity
-from sagacity._links import (
+from sagacity.links import (
     EMAIL_LINK_PATH,
     EmailToken,
     SlackAction,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagacity._links import LINK_SECRET_ENV, link_key
+from sagacity.links import LINK_SECRET_ENV, link_key
 from sagacity.checks import require_identity
 from sagacity.errors import ConfigurationError, InvalidValueError
 
