@@ -1,7 +1,8 @@
 """How the HTTP API fails: every error is JSON with an ``error`` saying what is wrong.
 
 Library exceptions map to statuses here (SPEC §7: 404 no pending request or unknown tool, 409
-refused, 400 bad input; 403 an approver the policy does not name for the gate; a database outage is the server's 503, not the caller's fault).
+refused, 400 bad input; 403 an approver the policy does not name for the gate; a database outage
+is the server's 503, not the caller's fault).
 """
 
 from __future__ import annotations

@@ -22,13 +22,6 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from sagacity import Sagacity
-from sagacity.links import (
-    EMAIL_LINK_PATH,
-    EmailToken,
-    SlackAction,
-    parse_slack_action,
-    read_email_token,
-)
 from sagacity._wire import error_json
 from sagacity.errors import (
     ApprovalNotFoundError,
@@ -37,6 +30,13 @@ from sagacity.errors import (
     PayloadMismatchError,
     SagacityError,
     SagaNotFoundError,
+)
+from sagacity.links import (
+    EMAIL_LINK_PATH,
+    EmailToken,
+    SlackAction,
+    parse_slack_action,
+    read_email_token,
 )
 from sagacity.model import ApprovalDecision, PendingApproval
 from sagacity.server._errors import status_of

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sagacity.links import LINK_SECRET_ENV, link_key
 from sagacity.checks import require_identity
 from sagacity.errors import ConfigurationError, InvalidValueError
+from sagacity.links import LINK_SECRET_ENV, link_key
 
 __all__ = [
     "LINK_SECRET_ENV",
