@@ -199,7 +199,8 @@ def _page(title: str, body: str, status: int = 200) -> HTMLResponse:
     document = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<meta name='robots' content='noindex'><title>{html.escape(title)} · Sagacity</title></head>"
+        f"<meta name='robots' content='noindex'><title>{html.escape(title)} · Sagacity</title>"
+        "<link rel='stylesheet' href='../ui/style.css'></head>"  # the dashboard's, when it is served
         f"<body><main><h1>{html.escape(title)}</h1>{body}</main></body></html>"
     )
     return HTMLResponse(document, status)
@@ -275,7 +276,7 @@ def _confirmation(action: str, token_text: str, pending: PendingApproval, token:
     body = (
         f"<p>{e(request.tool_name)} is waiting for your decision in saga <code>{e(request.saga_id)}</code>"
         f" (request {request.journal_seq}).</p>"
-        f"<dl><dt>Payload</dt><dd><pre id='payload'>{e(shown)}</pre></dd>"
+        f"<dl class='grid'><dt>Payload</dt><dd><pre id='payload' class='payload'>{e(shown)}</pre></dd>"
         f"<dt>SHA-256</dt><dd><code id='sha256'>{e(request.input_hash)}</code></dd>"
         f"<dt>Requested by</dt><dd>{e(pending.requester or 'unknown')}</dd>"
         f"<dt>Approvals</dt><dd>{len(pending.approvers)} of {pending.approvals_required}</dd>"
@@ -285,8 +286,9 @@ def _confirmation(action: str, token_text: str, pending: PendingApproval, token:
         "<p><label>Type your identity to confirm it is you: "
         "<input name='identity' id='identity' autocomplete='username' required></label></p>"
         "<p><label>Reason (to reject): <input name='reason' id='reason'></label></p>"
-        "<p><button name='decision' value='approve' id='approve'>Approve this payload</button> "
-        "<button name='decision' value='reject' id='reject'>Reject</button></p></form>"
+        "<p class='actions'><button class='btn approve' name='decision' value='approve' id='approve'>"
+        "Approve this payload</button> "
+        "<button class='btn reject' name='decision' value='reject' id='reject'>Reject</button></p></form>"
         "<p>Opening this page decided nothing; only these buttons do.</p>"
     )
     return _page("Confirm your decision", body)
