@@ -340,7 +340,6 @@ def approve(
         found = open_gate(state, request)
         refuse_other_payload(found, input_hash, saga_id)
         refuse_requester(found, approver, saga_id)
-        refuse_out_of_scope(engine, found, approver, saga_id)
         approvers = found.approvers(request.input_hash)
         if approver in approvers:
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} was already approved by {approver!r}")
@@ -360,7 +359,11 @@ def approve(
             )
         ]
 
-    [entry] = engine.decide(engine.snapshot(saga_id), choose)
+    state = engine.snapshot(saga_id)
+    gated = state.gates.get(seq)
+    if gated is not None:  # the policy is read here, not in ``choose``, which stays pure
+        refuse_out_of_scope(engine, gated, approver, saga_id)
+    [entry] = engine.decide(state, choose)
     return ApprovalDecision(saga_id, seq, True, approver, entry.timestamp)
 
 
