@@ -37,10 +37,11 @@ BOB = "bob@example.com"
 ALICE = "alice@example.com"
 
 
-def _cli(db: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+def _cli(db: str, *args: str) -> subprocess.Popen[str]:
+    """The CLI in a process of its own (started now, read with ``communicate``)."""
+    return subprocess.Popen(
         [sys.executable, "-m", "sagacity.cli", *args, "--db", db],
-        capture_output=True, text=True, timeout=120, check=False,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 
 
@@ -67,14 +68,10 @@ def test_scopes_refuse_others_on_every_surface(durable_url: str, tmp_path: Path,
         assert sg.approvals(awaiting=BOB) == []
         assert [p.request.saga_id for p in sg.approvals(awaiting=ALICE)] == ["scoped-1"]
 
+    # The CLI's three processes run while the server starts; they are read before alice decides.
     approve = _cli(db, "approvals", "approve", "scoped-1", str(seq), "--as", BOB, "--policy", str(policy))
-    assert approve.returncode == 2, approve.stdout + approve.stderr
-    assert "ApproverScopeError" in approve.stdout + approve.stderr
     theirs = _cli(db, "approvals", "list", "--mine", "--as", BOB, "--policy", str(policy), "-q")
     mine = _cli(db, "approvals", "list", "--mine", "--as", ALICE, "--policy", str(policy), "-q")
-    assert (theirs.returncode, theirs.stdout) == (0, "")
-    assert mine.stdout.split() == ["scoped-1", str(seq)]
-
     slack = SlackFake()
     with ExitStack() as stack:
         stack.callback(slack.close)
@@ -94,6 +91,11 @@ def test_scopes_refuse_others_on_every_surface(durable_url: str, tmp_path: Path,
         emailed = confirm(http, link(url, BOB, "scoped-1", seq, sha), BOB)
         assert emailed.status_code == 403
         assert "<h1>Not yours to decide</h1>" in emailed.text
+        refused, _ = approve.communicate(timeout=120)
+        assert approve.returncode == 2, refused
+        assert "ApproverScopeError" in refused
+        assert (theirs.communicate(timeout=120)[0], theirs.returncode) == ("", 0)
+        assert mine.communicate(timeout=120)[0].split() == ["scoped-1", str(seq)]
         assert decisions(db, "scoped-1") == []
 
         as_alice = {"Authorization": f"Bearer {ALICE_TOKEN}"}
