@@ -22,6 +22,8 @@ NEEDS = {
     "langchain.md": ("langchain", "sagacity[langchain]"),
     "openai-agents.md": ("agents", "sagacity[openai-agents]"),
     "pydantic-ai.md": ("pydantic_ai", "sagacity[pydantic-ai]"),
+    "strands.md": ("strands.agent", "sagacity[strands]"),
+    "agent-framework.md": ("agent_framework", "sagacity[agent-framework]"),
     "observability.md": ("opentelemetry.sdk", "sagacity[otel] and opentelemetry-sdk"),
     "mcp.md": ("mcp", "sagacity[mcp]"),
     "checkpoints.md": ("cryptography", "sagacity[signing]"),

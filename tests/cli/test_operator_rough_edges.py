@@ -79,3 +79,23 @@ def test_the_demo_names_a_command_that_runs_from_here(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=120, cwd=here, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
+
+
+def test_demos_started_in_the_same_second_all_finish(tmp_path: Path) -> None:
+    """Saga ids were the time of day to the second: a second demo in that second hit the first's."""
+    db = f"sqlite:///{tmp_path}/demo.db"
+    demos = [
+        subprocess.Popen(
+            [str(BIN / "sagacity"), "demo", "--db", db],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )
+        for _ in range(3)
+    ]
+    outcomes = [demo.communicate(timeout=120) for demo in demos]
+    for demo, (_, err) in zip(demos, outcomes, strict=True):
+        assert demo.returncode == 0, err
+    with Sagacity(db) as sg:
+        assert len(sg.sagas()) == 12

@@ -10,7 +10,13 @@ import pytest
 from sagacity.tools import registry
 
 DOCS = Path(__file__).parent.parent.parent / "docs" / "integrations"
-PAGES = {"pydantic-ai.md": "pydantic_ai", "langchain.md": "langchain", "openai-agents.md": "agents"}
+PAGES = {
+    "pydantic-ai.md": "pydantic_ai",
+    "langchain.md": "langchain",
+    "openai-agents.md": "agents",
+    "strands.md": "strands.agent",
+    "agent-framework.md": "agent_framework",
+}
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))

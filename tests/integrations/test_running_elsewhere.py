@@ -2,7 +2,8 @@
 
 A worker resumes an approved wire and is still in it (paid, not yet answered); another process
 builds the framework's resume input meanwhile. Each helper — ``deferred_results`` (Pydantic AI),
-``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware`` — says
+``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware``, a Strands
+agent resumed through ``SagacityStrandsHooks`` and its ``interrupt_responses`` — says
 ``SagaRunningElsewhereError``, never ``ApprovalRefusedError`` (which an application books as a
 rejection); after ``kill -9`` of the worker the call is in doubt: a ``SagaStateError`` that is
 no refusal either. The real frameworks, driven by their own test models; no network.
@@ -11,6 +12,7 @@ no refusal either. The real frameworks, driven by their own test models; no netw
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -203,3 +205,40 @@ def test_langchain_graph_resumed_inside_a_saga_meanwhile(
         assert sg.status("lc-in") is SagaStatus.RUNNING
         assert effects.read_text().splitlines().count(WIRED) == 1
         assert not [e for e in sg.entries("lc-in") if e.tool_name == "sagacity:saga" and e.phase == "FAILED"]
+
+
+def test_strands_interrupt_responses_and_resume(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """A Strands agent restored from its session and resumed here, and ``interrupt_responses``,
+    while another process runs the approved wire, then after it died: never a refusal."""
+    pytest.importorskip("strands.agent", reason="no strands extra: bash scripts/test-strands")
+    from strands.types.exceptions import EventLoopException
+
+    app = load_app(HERE / "strands", "st_app")
+    sessions = tmp_path / "sessions"
+    with Sagacity(url) as sg:
+        first = app.agent(sg, "order", str(sessions), "st-run")("Order 2 x SKU-9 and pay")
+        assert first.stop_reason == "interrupt"
+        (sessions / "pending.json").write_text(json.dumps(app.summary(sg, "st-run", first)["interrupts"]))
+        [request] = sg.pending_approvals("st-run")
+        sg.approve("st-run", request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "strands" / "st_app.py", url, str(sessions), "st-run", "order")
+        with pytest.raises(SagaRunningElsewhereError, match="still running"):
+            app.interrupt_responses(sg, "st-run", first.interrupts)
+
+        def resumed_here() -> Any:
+            agent = app.agent(sg, "order", str(sessions), "st-run")
+            response = {"interruptResponse": {"interruptId": first.interrupts[0].id, "response": "go"}}
+            try:
+                return agent([response])
+            except EventLoopException as exc:  # Strands raises a hook's error from it
+                raise exc.original_exception from exc
+
+        _running_then_in_doubt(sg, "st-run", worker, resumed_here, effects)
+        with pytest.raises(SagaStateError, match="in doubt"):
+            app.interrupt_responses(sg, "st-run", first.interrupts)

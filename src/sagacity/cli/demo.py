@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import sys
 import time
@@ -51,7 +52,8 @@ def demo(db_url: str) -> None:
     from sagacity import Sagacity
 
     out = console()
-    run_id = time.strftime("%H%M%S")
+    # The time reads well in a listing; the random suffix keeps two runs in one second apart.
+    run_id = f"{time.strftime('%H%M%S')}-{secrets.token_hex(2)}"
     try:
         sg = Sagacity(db_url, registry=_demo.demo_tools)
     except Exception as exc:
