@@ -135,7 +135,7 @@ def test_slack_and_dashboard_racing_in_two_processes_land_one_decision(
     db = durable_url
     gates = []
     with Sagacity(db) as sg:
-        for n in range(3):
+        for n in range(2):
             [request] = sg.run(f"race-{n}", tools.transfer).awaiting
             gates.append((f"race-{n}", request.journal_seq, request.input_hash))
     slack = SlackFake()
