@@ -30,6 +30,7 @@ NEEDS = {
     "mcp.md": ("mcp", "sagacity[mcp]"),
     "checkpoints.md": ("cryptography", "sagacity[signing]"),
     "notifications.md": ("standardwebhooks", "sagacity[notify]"),
+    "approvals-from-messages.md": ("jwt", "sagacity[messages]"),
 }
 
 

@@ -64,6 +64,8 @@ class Guarding(Protocol):
 
     def give_back_verdict(self, saga_id: str, verdict: Any) -> None: ...
 
+    def approvers_for(self, tool: str, rule: str | None) -> tuple[tuple[str, ...], frozenset[str]] | None: ...
+
 
 def age(since: datetime, now: datetime | None = None) -> timedelta:
     return (now or utc_now()) - since

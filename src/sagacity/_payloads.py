@@ -131,7 +131,13 @@ def resolution_input(seq: int, outcome: Phase) -> str:
 NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _APPROVER = "approver="
 _REASON = "reason="
-_VERDICT_LINES = "\npolicy="  # a policy verdict's first line, after a refused resume's reason
+_VERDICT_LINES = "\npolicy="
+_VIA = "via="
+#: A gate held by a policy rule journals ``verdict=hold rule=<id> ...`` (guardrails._verdict).
+HOLD_VERDICT = "verdict=hold rule="
+#: The channels a decision can be taken from besides the library, the CLI, HTTP and the
+#: dashboard (which write no ``via=`` line): an approval message's buttons or link.
+CHANNELS = frozenset({"slack", "email"})  # a policy verdict's first line, after a refused resume's reason
 
 
 def one_line(field: str, text: str) -> str:
@@ -236,13 +242,16 @@ def payload_attribute(payload: str, key: str) -> str | None:
     return None
 
 
-def decision_payload(approver: str, reason: str = "") -> str:
-    """``approver=<identity>`` and/or ``reason=<text>``, one per line: never a line more.
+def decision_payload(approver: str, reason: str = "", via: str = "") -> str:
+    """``approver=<identity>``, then ``via=<channel>`` (a decision taken from a message), then
+    ``reason=<text>``, one per line: never a line more.
 
-    Nothing in either value can add a line, so a reader splitting the payload into lines always
+    Nothing in any value can add a line, so a reader splitting the payload into lines always
     finds at most one ``approver=`` and it is the one the library was given:
 
     * ``approver`` is a name and must be one line (``InvalidValueError`` otherwise).
+    * ``via`` is one of :data:`CHANNELS` (the caller checks, :func:`require_channel`); it is
+      written only with an approver, and only when the decision came from a message.
     * A reason given *with* an approver is what that person typed: it must be one line too, and
       ``InvalidValueError`` is raised before anything is journaled. It is journaled verbatim.
     * A reason the library writes on its own (no approver: an expiry, a void, a payload
@@ -252,6 +261,8 @@ def decision_payload(approver: str, reason: str = "") -> str:
       and :func:`parse_decision_payload` gives the original back.
     """
     lines = [_APPROVER + one_line("approver", approver)] if approver else []
+    if via and approver:
+        lines.append(_VIA + require_channel(via))
     if reason:
         if approver:
             one_line("reason", reason)
@@ -259,6 +270,21 @@ def decision_payload(approver: str, reason: str = "") -> str:
             reason = _quoted(reason)
         lines.append(_REASON + reason)
     return "\n".join(lines)
+
+
+def require_channel(via: str) -> str:
+    """``via`` if it names a channel a decision can come from, else ``InvalidValueError``."""
+    if via not in CHANNELS:
+        raise InvalidValueError(f"via must be one of {', '.join(sorted(CHANNELS))}, not {via!r}")
+    return via
+
+
+def decision_channel(payload: str) -> str | None:
+    """The channel a decision entry names on its second line (``via=slack``), if any."""
+    first, _, rest = payload.partition("\n")
+    if not first.startswith(_APPROVER) or not rest.startswith(_VIA):
+        return None
+    return rest.partition("\n")[0].removeprefix(_VIA)
 
 
 def parse_decision_payload(payload: str) -> tuple[str, str]:
@@ -269,5 +295,7 @@ def parse_decision_payload(payload: str) -> tuple[str, str]:
     are part of the reason. An escaped reason is unescaped.
     """
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
+    if approver and rest.startswith(_VIA):  # the channel's line, never part of the reason
+        rest = rest.partition("\n")[2]
     rest = rest.partition(_VERDICT_LINES)[0]  # a policy's refusal: its verdict follows the reason
     return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))

@@ -10,6 +10,7 @@ read's twin is made from the blocking method (``_twins``), so its signature is w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -38,7 +39,7 @@ from sagacity._payloads import LIFE_TOOL, ON_ABANDON_COMPENSATE, require_on_aban
 from sagacity._queue import arrange, past, queue_order
 from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
-from sagacity._state import fold, misaligned
+from sagacity._state import SagaState, fold, misaligned
 from sagacity._traced import current, entered, new_run
 from sagacity._twins import in_thread, signature_of
 from sagacity.chain import Verification, utc_now
@@ -669,7 +670,10 @@ class Sagacity:
 
         def views(rows: list[ApprovalRequest]) -> list[PendingApproval]:
             states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in rows}}
-            return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in rows]
+            return [
+                self._scoped(_view.pending(states[r.saga_id], [r], required, now)[0], states[r.saga_id])
+                for r in rows
+            ]
 
         if requester is None and awaiting is None:  # fold only the page's sagas
             total = len(requests)
@@ -691,28 +695,80 @@ class Sagacity:
         full = limit is not None and len(items) == limit
         return ApprovalPage(items, total, items[-1].cursor if full else None)
 
-    @operation("approve")
-    def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
-        """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing."""
-        _refuse_in_loop("approve")
-        return drive(_approvals.approve(self.engine, saga_id, seq, approver))
+    def _scoped(self, pending: PendingApproval, state: SagaState) -> PendingApproval:
+        """``pending`` with who the policy lets decide it (unchanged without a policy)."""
+        gate = state.gates.get(pending.request.journal_seq)
+        scope = _approvals.scope_of(self.engine, gate) if gate is not None else None
+        if scope is None:
+            return pending
+        return dataclasses.replace(pending, scope=scope[0], scope_members=scope[1])
 
     @operation("approve")
-    async def approve_async(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
-        return await drive_async(_approvals.approve(self.engine, saga_id, seq, approver))
+    def approve(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
+        """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing.
+
+        ``via`` (``"slack"`` or ``"email"``) journals the channel of a decision taken from a
+        message; ``input_hash`` is the payload's SHA-256 the approver was shown: if the gate holds
+        another payload, ``PayloadMismatchError`` and nothing is journaled. An approver the
+        guardrails policy does not name for this gate gets ``ApproverScopeError``."""
+        _refuse_in_loop("approve")
+        return drive(_approvals.approve(self.engine, saga_id, seq, approver, via or "", input_hash))
+
+    @operation("approve")
+    async def approve_async(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
+        return await drive_async(
+            _approvals.approve(self.engine, saga_id, seq, approver, via or "", input_hash)
+        )
 
     @operation("reject")
-    def reject(self, saga_id: str, seq: int, approver: str, reason: str) -> ApprovalDecision:
+    def reject(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        reason: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
         """Journal REJECTED, drop the request and compensate the saga (``decision.result``).
 
         ``reason`` is required, one line and not blank (``InvalidValueError`` otherwise, nothing
-        journaled): a rejection nobody can explain later is no evidence."""
+        journaled): a rejection nobody can explain later is no evidence. ``via`` and
+        ``input_hash`` as for :meth:`approve`; approver scopes apply to a rejection too."""
         _refuse_in_loop("reject")
-        return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason))
+        return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason, via or "", input_hash))
 
     @operation("reject")
-    async def reject_async(self, saga_id: str, seq: int, approver: str, reason: str) -> ApprovalDecision:
-        return await drive_async(_approvals.reject(self.engine, saga_id, seq, approver, reason))
+    async def reject_async(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        reason: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
+        return await drive_async(
+            _approvals.reject(self.engine, saga_id, seq, approver, reason, via or "", input_hash)
+        )
 
     @operation("resume")
     def resume(self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None) -> SagaResult:

@@ -141,6 +141,7 @@ _pending_json = _Shape(
     "ready_to_resume",
     "tool_imported",
     "matches_journal",
+    _field("scope", list, key="approverScope"),
 )
 
 

@@ -367,6 +367,16 @@ class PendingApproval:
     waiting: timedelta
     requester: str | None = None
     requester_may_not_approve: bool = False
+    #: Who the guardrails policy lets decide it, as written (identities, ``group:<name>``); None:
+    #: the policy names no one, so anyone with the approver role may. ``()``: nobody can tell
+    #: (the policy does not parse), so nobody may.
+    scope: tuple[str, ...] | None = None
+    #: The identities ``scope`` stands for (groups expanded), read with it.
+    scope_members: frozenset[str] | None = field(default=None, repr=False)
+
+    def may_decide(self, approver: str) -> bool:
+        """Whether the policy lets ``approver`` approve or reject this request."""
+        return self.scope_members is None or approver in self.scope_members
 
     @property
     def ready_to_resume(self) -> bool:
@@ -381,13 +391,15 @@ class PendingApproval:
 
     def awaits(self, approver: str) -> bool:
         """Whether ``approver``'s approval is wanted now: not expired, agreeing with the journal,
-        short of approvals, not yet approved by them, and not theirs to refuse as its requester."""
+        short of approvals, not yet approved by them, not theirs to refuse as its requester, and
+        within the policy's approver scope."""
         return (
             not self.expired
             and self.matches_journal
             and len(self.approvers) < self.approvals_required
             and approver not in self.approvers
             and not (self.requester_may_not_approve and self.requester == approver)
+            and self.may_decide(approver)
         )
 
 

@@ -87,6 +87,10 @@ def test_telemetry_sits_below_the_runtime() -> None:
     assert "sagacity._traced" not in graph["sagacity._saga"]
 
 
+#: Private modules every shell may import: the one serializer (``_wire``) and the formats of
+#: approval messages (``_links``: the notifier writes them, the server reads them back).
+SHARED = frozenset({"sagacity._wire", "sagacity._links"})
+
 #: The shells: each reads and drives the library through its public API only.
 SHELLS = ("server", "cli", "mcp", "integrations")
 
@@ -136,8 +140,8 @@ def shell_imports() -> dict[tuple[str, str], str]:
         for path in sorted((PACKAGE / shell).rglob("*.py")):
             rel = path.relative_to(PACKAGE).as_posix()
             for module in _all_imports(path):
-                if module.split(".")[1] == shell or module == "sagacity._wire":
-                    continue  # its own modules; the one serializer every surface shares
+                if module.split(".")[1] == shell or module in SHARED:
+                    continue  # its own modules; the formats every surface shares
                 if _private(module):
                     found[(rel, module)] = module
     return found
@@ -196,6 +200,7 @@ LAYERS: dict[int, tuple[str, ...]] = {
         "export",
         "verify_bundle",
         "_links",
+        "links",
     ),
     2: ("stores",),  # the store contract and the stores
     3: ("_journal", "_index", "_queue", "_engine", "_otel_spans", "_otel_operations"),  # the journal level

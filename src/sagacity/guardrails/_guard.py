@@ -102,6 +102,16 @@ class Guard:
         self._reload()
         return self._policy
 
+    def approvers_for(self, tool: str, rule: str | None) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """Who may decide a gate of ``tool`` held by ``rule``: the policy's names as written and
+        the identities they stand for; None when the policy names no one. While the policy does not
+        parse nobody knows who may, so it refuses (``PolicyError``), as every call is denied then."""
+        policy = self.policy
+        if policy is None:
+            raise PolicyError(f"who may approve is unknown while the policy is broken: {self._error}")
+        names = policy.approvers_for(tool, rule)
+        return (names, policy.members(names)) if names is not None else None
+
     def _reload(self, *, force: bool = False) -> None:
         if self._path is None:
             return

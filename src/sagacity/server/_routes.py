@@ -245,7 +245,7 @@ def list_approvals(
     response.headers["X-Total-Count"] = str(page.total)
     if page.next is not None:
         response.headers["X-Next-Cursor"] = page.next
-    return [approval_json(p) for p in page.items]
+    return [approval_json(p) | {"mayDecide": p.may_decide(who.name)} for p in page.items]
 
 
 @router.get(
@@ -263,7 +263,10 @@ def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: Saga
     pending = saga.request(seq)
     if pending is None:
         raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error})
-    return request_detail_json(pending, saga, sg.registry.find(pending.request.tool_name))
+    # The queue's reading of it carries the policy's approver scope (the saga view has none).
+    scoped = next((p for p in sg.approvals(saga_id) if p.request.journal_seq == seq), pending)
+    detail = request_detail_json(scoped, saga, sg.registry.find(pending.request.tool_name))
+    return detail | {"mayDecide": scoped.may_decide(who.name)}
 
 
 @router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")
