@@ -76,12 +76,14 @@ class SagaStart:
     """A saga starting in this process: its START entry's input (the start facts), journaled in
     one insert with the saga's first entry, if that entry lands at seq 1 (``Journal.starting``)."""
 
-    __slots__ = ("input", "landed", "users")
+    __slots__ = ("entry", "input", "landed", "users")
 
     def __init__(self, input: str) -> None:
         self.input = input
         self.landed = False
         self.users = 1
+        #: The START as stored, once it landed (the run that wrote it knows its saga without a read).
+        self.entry: Entry | None = None
 
 
 def _remember(tails: dict[str, Tail], saga_id: str, tail: Tail) -> None:
@@ -259,6 +261,7 @@ class Journal:
         except StoreUnavailableError as exc:
             inserted = self._confirm([first, entry], exc)
         if inserted:
+            start.entry = first
             start.landed = True
         return entry, inserted
 
@@ -297,6 +300,7 @@ class Journal:
         if not inserted:
             return None
         if start is not None:
+            start.entry = entries[0]
             start.landed = True
         stripe = hash(saga_id) % _STRIPES
         with self._stripes[stripe]:

@@ -32,7 +32,7 @@ from sagacity._journal import SagaStart
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._payloads import CONTROL_FLOW, LIFE_TOOL, end_payload
-from sagacity._state import SagaState, closes_saga
+from sagacity._state import SagaState, closes_saga, fold
 from sagacity.errors import (
     ApprovalRefusedError,
     HaltedError,
@@ -45,7 +45,7 @@ from sagacity.errors import (
 from sagacity.guardrails._deny import deny_call
 from sagacity.guardrails._rules import Action
 from sagacity.guardrails._verdict import DEFAULT_RULE, Verdict
-from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, Phase, SagaResult, SagaStatus
 from sagacity.tools import ToolSpec
 
 #: Exception types that are an agent framework's control flow, not a tool's failure.
@@ -87,6 +87,9 @@ class SagaRun:
         self._compensated: CompensationRun | None = None  # a refusal in band already compensated
         self._first = threading.Lock()  # a fresh run's first append, one at a time
         self._appended = False  # whether this run journaled anything (then it journals its END)
+        # The entries this run appended, by seq: a saga this run wrote whole is known at its end
+        # without reading it back (``_own_state``).
+        self._written: dict[int, Entry] = {}
 
     # -- state shared across copied contexts ------------------------------------------------------
     @property
@@ -114,6 +117,25 @@ class SagaRun:
                 self.existed = seq > 1 and not (self.start is not None and self.start.landed)
             self._last_seq = seq
 
+    def _kept(self, entry: Entry) -> int:
+        """Remember an entry this run appended (a dict store: atomic under the GIL); its seq."""
+        self._written[entry.seq] = entry
+        return entry.seq
+
+    def _own_state(self) -> SagaState | None:
+        """The saga's state from the entries this run appended, when they are the whole journal
+        as far as this run knows it (its own START at seq 1, then every seq up to its last), else
+        None. Deciding on it is as good as on a read: the END is fenced right after the last of
+        them (``Engine.decide``), so a row anyone else appended makes it lose, read and decide again.
+        """
+        start = self.start
+        if self.existed is not False or start is None or start.entry is None:
+            return None
+        entries = sorted(self._written.values(), key=lambda e: e.seq)
+        if [e.seq for e in entries] != list(range(2, self._last_seq + 1)):
+            return None  # a gap: an entry this run saw but does not hold (a gate's), or another's
+        return fold(self.saga_id, [start.entry, *entries])
+
     def _end_input(self) -> str | None:
         """The START's input, when the saga has a START and this run journaled something: its
         END (same input) is then due when the run's work is done."""
@@ -133,14 +155,12 @@ class SagaRun:
                 payload = f"{payload}\n{spec.intent_payload}" if payload else spec.intent_payload
             if self.fresh:
                 seq = self._first_append(
-                    lambda new: (
-                        self.journal.append(
-                            self.saga_id, spec.name, Phase.INTENT, input, payload, new_saga=new
-                        ).seq
+                    lambda new: self._kept(
+                        self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload, new_saga=new)
                     )
                 )
             else:
-                seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload).seq
+                seq = self._kept(self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload))
         except (SagaClosedError, SagaExistsError) as exc:
             self.latch(exc)
             raise
@@ -180,7 +200,7 @@ class SagaRun:
 
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
-        self._seen(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc)).seq)
+        self._seen(self._kept(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc))))
         guard = self.engine.guard
         if guard is not None:
             guard.record_outcome(self.saga_id, spec.name, self.principal, failed=True)
@@ -189,7 +209,7 @@ class SagaRun:
         """Journal EXECUTED with the tool's result."""
         payload = result if type(result) is str else encode_result(result)
         try:
-            seq = self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, payload).seq
+            seq = self._kept(self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, payload))
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
@@ -474,7 +494,7 @@ class SagaRun:
         entry = self.journal.append(
             self.saga_id, spec.name, Phase.FAILED, input, CONTROL_FLOW + describe(exc)
         )
-        self._seen(entry.seq)
+        self._seen(self._kept(entry))
 
     # -- ending -----------------------------------------------------------------------------------
     def conclusion(self, value: Any, error: BaseException | None) -> Operation[SagaResult]:
@@ -533,7 +553,7 @@ class SagaRun:
         facts = self._end_input()
         if facts is None and not visible:  # this run journaled nothing in a saga it began
             return SagaResult(self.saga_id, SagaStatus.COMPLETED, value, None, (), ())
-        state = self.engine.snapshot(self.saga_id)
+        state = self._own_state() or self.engine.snapshot(self.saga_id)
         rows: Sequence[ApprovalRequest] = ()
         if state.open_gates:  # read before the END's decision, which a decision meanwhile moves
             rows = self.journal.read(self.engine.store.list_approval_requests, self.saga_id)
