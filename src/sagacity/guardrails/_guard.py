@@ -21,10 +21,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 from sagacity._journal import Journal
 from sagacity._payloads import COMPENSATES, SAGA_TOOL, as_line, payload_attribute
@@ -52,6 +53,7 @@ from sagacity.model import Entry, Phase
 
 __all__ = ["POLICY_SAGA", "Guard"]
 
+_D = TypeVar("_D")
 POLICY_SAGA = "sagacity:policy"
 _log = logging.getLogger("sagacity.guardrails")
 
@@ -376,67 +378,57 @@ class Guard:
         self, judgement: Judgement, facts: CallFacts, *, force: bool, dry: bool = False
     ) -> tuple[list[RuleFinding], tuple[Debit, ...]]:
         """Debit every budget that applies; the findings of those that would go over."""
-        over: list[RuleFinding] = []
-        debits: list[Debit] = []
-        for rule, meter, amount, about in self._budgets(judgement, facts, over):
-            budget = rule.budget
-            assert budget is not None
-            try:
-                # A hold budget is overridden by the approval a resume has; a deny budget never.
-                forced = force and rule.action is Action.HOLD
-                if dry:
-                    total = self.meter.total(meter, budget)
-                    debit = None if total + amount > budget.limit else Debit(meter, 0, amount)
-                else:
-                    debit, total = self.meter.take(meter, budget, amount, about, force=forced)
-            except SagacityError as exc:
-                (judgement.shadow if rule.mode is Mode.SHADOW else over).append(failed(rule, exc))
-                continue
-            if debit is not None:
-                debits.append(debit)
-            else:
-                (judgement.shadow if rule.mode is Mode.SHADOW else over).append(
-                    _over(rule, total, amount, budget)
-                )
-        return over, tuple(debits)
+
+        def take(rule: Rule, meter: str, budget: Budget, amount: Decimal) -> tuple[Debit | None, Decimal]:
+            if dry:
+                total = self.meter.total(meter, budget)
+                return (None if total + amount > budget.limit else Debit(meter, 0, amount)), total
+            about = {"rule": rule.id, "saga": facts.saga_id, "tool": facts.tool}
+            # A hold budget is overridden by the approval a resume has; a deny budget never.
+            forced = force and rule.action is Action.HOLD
+            return self.meter.take(meter, budget, amount, about, force=forced)
+
+        return self._each_budget(judgement, facts, take)
 
     def _plan_budgets(
         self, judgement: Judgement, facts: CallFacts
     ) -> tuple[list[RuleFinding], tuple[Planned, ...]]:
         """``_take_budgets`` planned, not written: each budget's debit as a row for the INTENT."""
-        over: list[RuleFinding] = []
-        planned: list[Planned] = []
-        for rule, meter, amount, about in self._budgets(judgement, facts, over):
-            budget = rule.budget
-            assert budget is not None
-            try:
-                plan, total = self.meter.plan(meter, budget, amount, about)
-            except SagacityError as exc:
-                (judgement.shadow if rule.mode is Mode.SHADOW else over).append(failed(rule, exc))
-                continue
-            if plan is not None:
-                planned.append(plan)
-            else:
-                (judgement.shadow if rule.mode is Mode.SHADOW else over).append(
-                    _over(rule, total, amount, budget)
-                )
-        return over, tuple(planned)
 
-    def _budgets(
-        self, judgement: Judgement, facts: CallFacts, over: list[RuleFinding]
-    ) -> Iterator[tuple[Rule, str, Decimal, dict[str, str]]]:
-        """Each budget rule that applies, with its meter, the call's amount and the debit's facts
-        (a rule whose amount cannot be read fails closed into ``over``, or its shadow)."""
+        def plan(rule: Rule, meter: str, budget: Budget, amount: Decimal) -> tuple[Planned | None, Decimal]:
+            about = {"rule": rule.id, "saga": facts.saga_id, "tool": facts.tool}
+            return self.meter.plan(meter, budget, amount, about)
+
+        return self._each_budget(judgement, facts, plan)
+
+    def _each_budget(
+        self,
+        judgement: Judgement,
+        facts: CallFacts,
+        decide: Callable[[Rule, str, Budget, Decimal], tuple[_D | None, Decimal]],
+    ) -> tuple[list[RuleFinding], tuple[_D, ...]]:
+        """``decide`` each budget rule that applies on its meter and the call's amount; what it
+        took, and the findings of those over their limit or that could not be decided (fail
+        closed; a shadow rule's go to its shadow findings)."""
+        over: list[RuleFinding] = []
+        taken: list[_D] = []
         for rule in judgement.history:
-            if rule.budget is None:
+            budget = rule.budget
+            if budget is None:
                 continue
+            findings = judgement.shadow if rule.mode is Mode.SHADOW else over
             try:
                 amount = facts.amount(rule.amount) if rule.amount is not None else Decimal(1)
-            except ConditionError as exc:
-                (judgement.shadow if rule.mode is Mode.SHADOW else over).append(failed(rule, exc))
+                meter = meter_id(rule, facts.tool, facts.principal, facts.agent)
+                took, total = decide(rule, meter, budget, amount)
+            except (ConditionError, SagacityError) as exc:
+                findings.append(failed(rule, exc))
                 continue
-            meter = meter_id(rule, facts.tool, facts.principal, facts.agent)
-            yield rule, meter, amount, {"rule": rule.id, "saga": facts.saga_id, "tool": facts.tool}
+            if took is not None:
+                taken.append(took)
+            else:
+                findings.append(_over(rule, total, amount, budget))
+        return over, tuple(taken)
 
     def _give_back_all(self, debits: tuple[Debit, ...] | list[Debit], saga_id: str, why: str) -> None:
         for debit in debits:
