@@ -113,7 +113,7 @@ def test_a_policy_text_is_compiled_once() -> None:
     from sagacity.guardrails._cel import compiled
 
     text = (
-        "[[rules]]\nid = \"once\"\ntool = \"t\"\nwhen = 'has(args.n) && args.n > 7 && tool == \"t\"'\n"
+        '[[rules]]\nid = "once"\ntool = "t"\nwhen = \'has(args.n) && args.n > 7 && tool == "t"\'\n'
         'action = "deny"\n'
     )
     first = parse_policy(text)
