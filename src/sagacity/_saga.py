@@ -51,6 +51,9 @@ from sagacity.tools import ToolSpec
 
 _T = TypeVar("_T")
 
+#: Entries a run keeps to decide its END without reading the saga back (``SagaRun._kept``).
+_KEPT_AT_MOST = 256
+
 #: Exception types that are an agent framework's control flow, not a tool's failure.
 ControlFlow = tuple[type[BaseException], ...]
 
@@ -121,8 +124,11 @@ class SagaRun:
             self._last_seq = seq
 
     def _kept(self, entry: Entry) -> int:
-        """Remember an entry this run appended (a dict store: atomic under the GIL); its seq."""
-        self._written[entry.seq] = entry
+        """Remember an entry this run appended (a dict store: atomic under the GIL); its seq. A
+        long saga's stop being kept past ``_KEPT_AT_MOST``: its END then reads the saga, as a
+        read costs little beside that many commits, and memory stays flat."""
+        if len(self._written) < _KEPT_AT_MOST:
+            self._written[entry.seq] = entry
         return entry.seq
 
     def _own_state(self) -> SagaState | None:
