@@ -128,3 +128,31 @@ def test_a_budgeted_call_pays_in_its_intent_insert(durable_url: str, tmp_path: P
         assert named == [(meter, 3), (meter, 4)]
         assert sg.verify(meter).valid
         assert sg.verify("paid").valid
+
+
+def test_an_end_decided_without_a_read_is_still_fenced(durable_url: str) -> None:
+    """The END a run decides on the entries it wrote lands only right after them: when another
+    writer (a second Sagacity on the store: another machine, as far as this one knows) appended
+    to the saga meanwhile, the END loses, reads the saga, and says what the journal says — here
+    nothing, since the other run already ended it."""
+
+    @tool
+    def step() -> str:
+        return "ok"
+
+    with Sagacity(durable_url) as here, Sagacity(durable_url) as there:
+        with here.saga("shared") as scope:
+            step()
+            with there.saga("shared", continue_existing=True):
+                step()
+        assert scope.result is not None
+        assert scope.result.status.value == "COMPLETED"
+        assert [(e.seq, e.tool_name, e.phase) for e in here.entries("shared")] == [
+            (1, "sagacity:saga", "INTENT"),
+            (2, "step", "INTENT"),
+            (3, "step", "EXECUTED"),
+            (4, "step", "INTENT"),
+            (5, "step", "EXECUTED"),
+            (6, "sagacity:saga", "EXECUTED"),
+        ]
+        assert here.verify("shared").valid
