@@ -22,6 +22,15 @@ WRITES = ("insert_entry", "insert_entry_at", "insert_entries")
 READS = ("tail", "get_entry", "read_entries", "list_approval_requests", "get_approval_request")
 LIVENESS = ("hold_live", "release_live", "live_among", "live_elsewhere")
 
+#: A short saga's journal: START, two calls, END.
+SHORT_SAGA = [
+    (1, "sagacity:saga", "INTENT"),
+    (2, "step", "INTENT"),
+    (3, "step", "EXECUTED"),
+    (4, "step", "INTENT"),
+    (5, "step", "EXECUTED"),
+    (6, "sagacity:saga", "EXECUTED"),
+]
 BUDGET = """\
 [[rules]]
 id = "calls"
@@ -89,14 +98,7 @@ def test_a_short_saga_writes_five_commits_and_reads_nothing(durable_url: str) ->
         assert sum(calls[name] for name in WRITES) == 5
         assert {name: calls[name] for name in READS if calls[name]} == {}
         assert calls["hold_live"] == calls["release_live"] <= 1
-        assert [(e.seq, e.tool_name, e.phase) for e in sg.entries("short")] == [
-            (1, "sagacity:saga", "INTENT"),
-            (2, "step", "INTENT"),
-            (3, "step", "EXECUTED"),
-            (4, "step", "INTENT"),
-            (5, "step", "EXECUTED"),
-            (6, "sagacity:saga", "EXECUTED"),
-        ]
+        assert [(e.seq, e.tool_name, e.phase) for e in sg.entries("short")] == SHORT_SAGA
 
 
 def test_a_budgeted_call_pays_in_its_intent_insert(durable_url: str, tmp_path: Path) -> None:
@@ -147,12 +149,5 @@ def test_an_end_decided_without_a_read_is_still_fenced(durable_url: str) -> None
                 step()
         assert scope.result is not None
         assert scope.result.status.value == "COMPLETED"
-        assert [(e.seq, e.tool_name, e.phase) for e in here.entries("shared")] == [
-            (1, "sagacity:saga", "INTENT"),
-            (2, "step", "INTENT"),
-            (3, "step", "EXECUTED"),
-            (4, "step", "INTENT"),
-            (5, "step", "EXECUTED"),
-            (6, "sagacity:saga", "EXECUTED"),
-        ]
+        assert [(e.seq, e.tool_name, e.phase) for e in here.entries("shared")] == SHORT_SAGA
         assert here.verify("shared").valid
