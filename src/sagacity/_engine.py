@@ -56,7 +56,10 @@ class Guarding(Protocol):
         approvals: int = 1,
         principal: str | None = None,
         dry: bool = False,
+        with_intent: bool = False,
     ) -> Any: ...
+
+    def settled(self, verdict: Any, landed: Sequence[Entry] | None) -> None: ...
 
     def judge_resume(self, saga_id: str, tool: str, input: str, principal: str | None = None) -> Any: ...
 
