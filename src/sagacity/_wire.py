@@ -26,10 +26,12 @@ from sagacity.model import (
     CallStatus,
     CallView,
     CompensationView,
+    EffectAudit,
     InDoubtCall,
     JournaledDecision,
     PendingApproval,
     Phase,
+    Reconciled,
     SagaResult,
     SagaSummary,
     SagaView,
@@ -399,6 +401,7 @@ def diagnosis_json(diagnosis: Diagnosis, older_than: timedelta, ignore: Iterable
         "healthy": not findings,
         "sagasChecked": diagnosis.sagas_checked,
         "recentSkipped": diagnosis.recent,
+        "reconcilable": diagnosis.reconcilable,
         "olderThanSeconds": older_than.total_seconds(),
         "expired": [request_json(r) | {"expiredAt": iso(r.expires_at)} for r in diagnosis.expired],
         "findings": findings,
@@ -527,4 +530,33 @@ def activity_json(
         "buckets": slices,
         "sagasRead": read,
         "complete": complete,
+    }
+
+
+def reconciled_json(r: Reconciled) -> JSON:
+    """What ``reconcile`` did with one in-doubt call, as the CLI's ``--json`` gives it."""
+    return {
+        "sagaId": r.saga_id,
+        "seq": r.seq,
+        "toolName": r.tool_name,
+        "kind": r.kind,
+        "answer": r.answer,
+        "reconciler": r.reconciler or None,
+        "evidence": r.evidence,
+        "settled": r.settled,
+        "outcome": r.outcome or None,
+        "status": str(r.status) if r.status is not None else None,
+    }
+
+
+def effect_audit_json(f: EffectAudit) -> JSON:
+    """One effect as an audit found it."""
+    return {
+        "sagaId": f.saga_id,
+        "seq": f.seq,
+        "toolName": f.tool_name,
+        "effect": f.effect,
+        "verdict": str(f.verdict),
+        "reconciler": f.reconciler or None,
+        "evidence": f.evidence,
     }
