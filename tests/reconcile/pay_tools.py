@@ -2,7 +2,7 @@
 call's idempotency key; imported by the tests and by ``pay_worker`` alike.
 
 ``$PAY_PARK`` names a point where the running tool or compensation stops and waits to be
-killed (it touches ``$PAY_MARKERS/<point>`` first): ``in-reserve``, ``before-send``,
+killed (it touches ``$PAY_MARKERS/$PAY_SAGA`` first): ``in-reserve``, ``before-send``,
 ``after-send``, ``before-refund``, ``after-refund``. ``in-service`` sends the transfer with
 ``X-Hold: 1``: the service does it and holds its answer.
 """
@@ -36,7 +36,7 @@ def _http(method: str, path: str, body: dict[str, Any] | None = None, hold: bool
 
 def park(point: str) -> None:
     if os.environ.get("PAY_PARK") == point:
-        (Path(os.environ["PAY_MARKERS"]) / point).touch()
+        (Path(os.environ["PAY_MARKERS"]) / os.environ["PAY_SAGA"]).touch()
         time.sleep(120)
 
 

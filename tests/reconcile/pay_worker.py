@@ -16,6 +16,7 @@ from sagacity import Sagacity
 
 url, saga_id, point = sys.argv[1:4]
 os.environ["PAY_PARK"] = point
+os.environ["PAY_SAGA"] = saga_id
 with Sagacity(url) as sg:
     sg.run(saga_id, pay, saga_id, fail=point in ("before-refund", "after-refund"))
 print("finished without being killed", file=sys.stderr)

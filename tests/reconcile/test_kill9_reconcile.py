@@ -34,26 +34,29 @@ POINTS = (
 
 
 def _killed_at(url: str, points: tuple[str, ...], payments: Payments, tmp_path: Path) -> None:
-    """Start one worker per point, all at once, and SIGKILL each where it stopped."""
+    """Start one worker per point, all at once, and SIGKILL each where it stopped (a point
+    given twice: the second worker's saga is ``pay-<point>-2``)."""
     markers = tmp_path / "markers"
     markers.mkdir()
     env = {**os.environ, "PAY_MARKERS": str(markers)}
-    workers = {}
+    workers: dict[str, tuple[str, subprocess.Popen[bytes]]] = {}
     for point in points:
-        with (tmp_path / f"{point}.stderr").open("wb") as log:
-            workers[point] = subprocess.Popen(
-                [sys.executable, str(WORKER), url, f"pay-{point}", point], env=env, stderr=log
+        saga = f"pay-{point}" if f"pay-{point}" not in workers else f"pay-{point}-2"
+        with (tmp_path / f"{saga}.stderr").open("wb") as log:
+            workers[saga] = (
+                point,
+                subprocess.Popen([sys.executable, str(WORKER), url, saga, point], env=env, stderr=log),
             )
-    for point, worker in workers.items():
+    for saga, (point, worker) in workers.items():
         deadline = time.monotonic() + 90
 
-        def there(point: str = point) -> bool:
+        def there(point: str = point, saga: str = saga) -> bool:
             if point == "in-service":  # the service did it and holds the answer
-                return any(t["to"] == f"pay-{point}" for t in dict(payments.transfers).values())
-            return (markers / point).exists()
+                return any(t["to"] == saga for t in dict(payments.transfers).values())
+            return (markers / saga).exists()
 
         while not there():
-            assert worker.poll() is None, (tmp_path / f"{point}.stderr").read_text()
+            assert worker.poll() is None, (tmp_path / f"{saga}.stderr").read_text()
             assert time.monotonic() < deadline, f"the worker never reached {point}"
             time.sleep(0.02)
         os.kill(worker.pid, signal.SIGKILL)
@@ -67,14 +70,23 @@ def test_kill_at_every_point_then_reconcile_settles_what_the_service_knows(
     tmp_path: Path,
     lease_gone: Callable[[Sagacity, str], None],
 ) -> None:
-    _killed_at(durable_url, POINTS, payments, tmp_path)
+    _killed_at(durable_url, (*POINTS, "before-send"), payments, tmp_path)
     payments.release()
     with Sagacity(durable_url) as sg:
-        for point in POINTS:
-            lease_gone(sg, f"pay-{point}")
+        for saga in (*(f"pay-{p}" for p in POINTS), "pay-before-send-2"):
+            lease_gone(sg, saga)
         assert {d.saga_id for d in sg.in_doubt()} == {
-            f"pay-{p}" for p in POINTS if p not in ("before-intent",)
+            *(f"pay-{p}" for p in POINTS if p != "before-intent"),
+            "pay-before-send-2",
         }
+        # ``recover`` asks the reconcilers first: the payment the service never got is FAILED,
+        # and recover compensates its saga in the same pass (its hold released).
+        key = idempotency_key("pay-before-send-2", 2)
+        assert payments.holds[key] == "SKU-1"
+        [recovered] = sg.recover("pay-before-send-2")
+        assert (recovered.saga_id, recovered.status) == ("pay-before-send-2", SagaStatus.COMPENSATED)
+        assert key not in payments.holds
+
         done = {r.saga_id.removeprefix("pay-"): r for r in sg.reconcile()}
         assert set(done) == set(POINTS) - {"before-intent"}  # one answer per call in doubt
 
@@ -131,22 +143,3 @@ def test_kill_at_every_point_then_reconcile_settles_what_the_service_knows(
         again = sg.reconcile()
         assert [(r.saga_id, r.answer) for r in again] == [("pay-in-reserve", "no_reconciler")]
         assert sg.verify("pay-after-refund").valid
-
-
-def test_recover_uses_the_reconcilers(
-    durable_url: str,
-    payments: Payments,
-    pay_tools: object,
-    tmp_path: Path,
-    lease_gone: Callable[[Sagacity, str], None],
-) -> None:
-    """``recover`` asks the reconcilers first: a payment the service never got is FAILED, and
-    recover compensates its saga in the same pass."""
-    _killed_at(durable_url, ("before-send",), payments, tmp_path)
-    with Sagacity(durable_url) as sg:
-        lease_gone(sg, "pay-before-send")
-        [result] = sg.recover()
-        assert (result.saga_id, result.status) == ("pay-before-send", SagaStatus.COMPENSATED)
-        assert payments.holds == {}
-        assert sg.in_doubt() == []
-        assert sg.verify("pay-before-send").valid
