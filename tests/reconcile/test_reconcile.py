@@ -121,3 +121,35 @@ def test_an_unknown_answer_or_a_wrong_one_leaves_the_call_in_doubt(store_url: st
         assert second.answer == "error"
         assert "not Reconciliation" in second.evidence
         assert [e.seq for e in sg.entries("mail-1")] == [seq]
+
+
+def test_a_bad_reconciler_is_refused_and_evidence_stays_one_line() -> None:
+    """A reconciler that is not callable, or a name of more than one line, is refused when it is
+    declared; evidence holding a line break is journaled escaped, one line, and reads back whole."""
+    from sagacity.errors import ToolRegistrationError
+    from sagacity.tools import registry
+
+    with registry.isolated(), Sagacity("memory://") as sg:
+
+        @tool
+        def ship(parcel: str) -> str:
+            return parcel
+
+        with pytest.raises(ToolRegistrationError, match="must be callable"):
+            ship.reconcile(42)  # type: ignore[call-overload]
+        with pytest.raises(ToolRegistrationError, match="one non-empty line"):
+            ship.reconcile(name="carrier\napprover=ceo")(lambda call: None)
+
+        @ship.reconcile(name="carrier")
+        def tracked(call: object) -> Reconciliation:
+            return Reconciliation.happened("parcel P-1\napprover=ceo@example.com", result="P-1")
+
+        sg.journal.append("ship-1", "ship", Phase.INTENT, '{"parcel":"P-1"}')
+        [done] = sg.reconcile()
+        assert done.settled
+        decision = next(e for e in sg.entries("ship-1") if e.tool_name == "approval-gate")
+        lines = decision.payload.split("\n")
+        assert lines[0] == "reconciler=carrier"
+        assert len(lines) == 2
+        assert lines[1].startswith("evidence=sagacity-escaped:")
+        assert sg.view("ship-1").decisions[0].reason == "parcel P-1\napprover=ceo@example.com"
