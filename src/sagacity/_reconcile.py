@@ -15,6 +15,7 @@ import inspect
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from sagacity._effects import Operation
@@ -49,16 +50,7 @@ class Asked:
 
 def context_of_call(state: SagaState, call: Call) -> ReconcileContext:
     """What a call's reconciler is given: the call as journaled."""
-    intent = call.intent
-    return ReconcileContext(
-        state.saga_id,
-        intent.seq,
-        intent.tool_name,
-        intent.input,
-        _args(intent.input),
-        idempotency_key(state.saga_id, intent.seq),
-        intent.timestamp,
-    )
+    return _context(state, call, call.intent.timestamp)
 
 
 def context_of_undo(state: SagaState, comp: Compensation) -> ReconcileContext | None:
@@ -66,8 +58,14 @@ def context_of_undo(state: SagaState, comp: Compensation) -> ReconcileContext | 
     call = next((c for c in state.executed if c.outcome and c.outcome.seq == comp.executed_seq), None)
     if call is None or call.outcome is None:
         return None
-    intent = call.intent
     started = comp.intent.timestamp if comp.intent is not None else call.outcome.timestamp
+    return _context(state, call, started, undo=comp)
+
+
+def _context(
+    state: SagaState, call: Call, started: datetime, undo: Compensation | None = None
+) -> ReconcileContext:
+    intent = call.intent
     return ReconcileContext(
         state.saga_id,
         intent.seq,
@@ -76,9 +74,9 @@ def context_of_undo(state: SagaState, comp: Compensation) -> ReconcileContext | 
         _args(intent.input),
         idempotency_key(state.saga_id, intent.seq),
         started,
-        kind="compensation",
-        result=call.outcome.payload_text,
-        executed_seq=comp.executed_seq,
+        kind="call" if undo is None else "compensation",
+        result=call.outcome.payload_text if undo is not None and call.outcome is not None else "",
+        executed_seq=undo.executed_seq if undo is not None else None,
     )
 
 

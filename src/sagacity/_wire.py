@@ -533,30 +533,22 @@ def activity_json(
     }
 
 
-def reconciled_json(r: Reconciled) -> JSON:
-    """What ``reconcile`` did with one in-doubt call, as the CLI's ``--json`` gives it."""
-    return {
-        "sagaId": r.saga_id,
-        "seq": r.seq,
-        "toolName": r.tool_name,
-        "kind": r.kind,
-        "answer": r.answer,
-        "reconciler": r.reconciler or None,
-        "evidence": r.evidence,
-        "settled": r.settled,
-        "outcome": r.outcome or None,
-        "status": str(r.status) if r.status is not None else None,
-    }
+#: What ``reconcile`` did with one in-doubt call, as the CLI's ``--json`` gives it.
+reconciled_json = _Shape(
+    Reconciled,
+    "saga_id",
+    "seq",
+    "tool_name",
+    "kind",
+    "answer",
+    "reconciler",
+    "evidence",
+    "settled",
+    "outcome",
+    _field("status", str),
+)
 
-
-def effect_audit_json(f: EffectAudit) -> JSON:
-    """One effect as an audit found it."""
-    return {
-        "sagaId": f.saga_id,
-        "seq": f.seq,
-        "toolName": f.tool_name,
-        "effect": f.effect,
-        "verdict": str(f.verdict),
-        "reconciler": f.reconciler or None,
-        "evidence": f.evidence,
-    }
+#: One effect as an audit found it.
+effect_audit_json = _Shape(
+    EffectAudit, "saga_id", "seq", "tool_name", "effect", _field("verdict", str), "reconciler", "evidence"
+)

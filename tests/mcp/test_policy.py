@@ -109,7 +109,8 @@ def test_a_reconcile_tool_the_upstream_lacks_is_a_problem() -> None:
     text = (
         "[tools.charge]\n"
         'undo = { tool = "refund", reconcile = { tool = "get_refund", missing = "no refund" } }\n'
-        'reconcile = { tool = "get_charge", arguments = { key = "{call.idempotency_key}" }, missing = "none" }\n'
+        'reconcile = { tool = "get_charge", missing = "none",'
+        ' arguments = { key = "{call.idempotency_key}" } }\n'
     )
     policy = parse_policy(text, source="p.toml", environ={})
     assert policy.problems_with(["charge", "refund", "get_charge", "get_refund"]) == []

@@ -4,13 +4,12 @@ reconciler could settle, each in a process of its own importing the tools with `
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from pay_tools import pay
 from payments import Payments
+from tests.cli.conftest import cli_process
 
 from sagacity import Phase, Sagacity, SagaStatus
 from sagacity.chain import idempotency_key
@@ -19,15 +18,8 @@ HERE = Path(__file__).parent
 
 
 def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "sagacity.cli", *args, "--db", url],
-        env={**os.environ, "COLUMNS": "200"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=HERE,
-        check=False,
-    )
+    """The CLI in a process of its own, run here so that ``--import pay_tools`` finds the tools."""
+    return cli_process(url, HERE, *args)
 
 
 def test_doctor_counts_reconcile_settles_audit_reports(

@@ -10,8 +10,9 @@ asks the reconcilers whether the world agrees with the journal about finished sa
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from shlex import quote
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote as quote_path
 
 import click
@@ -38,6 +39,7 @@ from sagacity.model import CallStatus, SagaStatus
 if TYPE_CHECKING:
     from sagacity import Sagacity
 
+F = TypeVar("F", bound=Callable[..., Any])
 _STATUSES = [s.value for s in SagaStatus]
 _SAGA_COLUMNS = (
     Column("saga"),
@@ -58,6 +60,17 @@ _IN_DOUBT_COLUMNS = (
     Column("started"),
     Column("age"),
 )
+
+
+def _timeout_option(then: str) -> Callable[[F], F]:
+    """``--timeout SECONDS``: how long a reconciler may take, and what follows when it takes longer."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=30.0,
+        show_default=True,
+        help=f"Seconds a reconciler may take; {then}.",
+    )
 
 
 @click.group()
@@ -330,13 +343,7 @@ def _resolved(
 
 @sagas.command()
 @click.argument("saga_id", metavar="[SAGA_ID]", required=False)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds a reconciler may take; past them its call stays in doubt.",
-)
+@_timeout_option("past them its call stays in doubt")
 @import_option
 @output_option()
 @db_option
@@ -392,13 +399,7 @@ def reconcile(saga_id: str | None, timeout: float, output: str, db_url: str) -> 
 
 @sagas.command("audit-effects")
 @click.argument("saga_id", metavar="[SAGA_ID]", required=False)
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0, min_open=True),
-    default=30.0,
-    show_default=True,
-    help="Seconds a reconciler may take; past them the effect is UNVERIFIABLE.",
-)
+@_timeout_option("past them the effect is UNVERIFIABLE")
 @identity_option
 @import_option
 @output_option()
