@@ -24,7 +24,7 @@ from sagacity._payloads import reconciler_payload
 from sagacity._recovery import resting_states, settle
 from sagacity._state import Call, Compensation, SagaState
 from sagacity.chain import idempotency_key
-from sagacity.errors import SagacityError, SagaStateError
+from sagacity.errors import InvalidValueError, SagacityError, SagaStateError
 from sagacity.model import ReconcileContext, Reconciled, Reconciliation
 from sagacity.tools import Reconciler, ToolRegistry, json_object
 
@@ -92,6 +92,13 @@ def reconciler_for(registry: ToolRegistry, ctx: ReconcileContext) -> Reconciler 
     if spec is None:
         return None
     return spec.compensation_reconciler if ctx.kind == "compensation" else spec.reconciler
+
+
+def require_timeout(timeout: float) -> float:
+    """A reconciler's time limit: a number of seconds above zero, else ``InvalidValueError``."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise InvalidValueError(f"timeout must be a number of seconds above 0, not {timeout!r}")
+    return float(timeout)
 
 
 def ask(reconciler: Reconciler | None, ctx: ReconcileContext, timeout: float) -> Asked:

@@ -542,11 +542,13 @@ class Sagacity:
         seconds leave the call in doubt for a human. One :class:`Reconciled` per call asked about.
         """
         _refuse_in_loop("reconcile")
+        timeout = _reconcile.require_timeout(timeout)
         return drive(_reconcile.reconcile(self.engine, self._doubtful(saga_id), timeout))
 
     async def reconcile_async(
         self, saga_id: str | None = None, *, timeout: float = DEFAULT_RECONCILE_TIMEOUT
     ) -> list[Reconciled]:
+        timeout = _reconcile.require_timeout(timeout)
         ids = await asyncio.to_thread(self._doubtful, saga_id)
         return await drive_async(_reconcile.reconcile(self.engine, ids, timeout))
 
@@ -568,6 +570,7 @@ class Sagacity:
         journaled on the reserved saga ``sagacity:audit`` (docs/journal.md) under ``auditor``
         (default: this host and process) and returned."""
         _refuse_in_loop("audit_effects")
+        timeout = _reconcile.require_timeout(timeout)
         who = require_identity(auditor) if auditor is not None else _audit.this_process()
         return _audit.audit(self.engine, self._finished_states(saga_id), timeout, who)
 

@@ -13,6 +13,7 @@ from payments import Payments
 
 from sagacity import Phase, Reconciliation, Sagacity, SagaStatus, tool
 from sagacity.chain import idempotency_key
+from sagacity.errors import InvalidValueError
 
 WORKER = Path(__file__).parent / "reconcile_worker.py"
 
@@ -111,6 +112,9 @@ def test_an_unknown_answer_or_a_wrong_one_leaves_the_call_in_doubt(store_url: st
             return next(answers)
 
         seq = sg.journal.append("mail-1", "notify", Phase.INTENT, '{"to":"bob"}').seq
+        for bad in (0, -1.5, float("nan"), "30"):
+            with pytest.raises(InvalidValueError, match="timeout must be a number of seconds above 0"):
+                sg.reconcile(timeout=bad)  # type: ignore[arg-type]
         [first] = sg.reconcile()
         assert (first.answer, first.reconciler, first.evidence) == (
             "unknown",
