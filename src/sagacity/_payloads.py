@@ -12,7 +12,9 @@ is read (docs/journal.md documents each of them):
 * a compensation's outcome payload (``compensated effect seq=<n>``);
 * decisions: their input (``{"seq":n,"inputHash":h}``, ``{"seq":n,"resolution":...}``) and
   payload (``approver=``, ``reason=``, one line each: :func:`decision_payload`);
-* a saga's start facts and END payload (:func:`start_input`, :func:`end_payload`).
+* a saga's start facts and END payload (:func:`start_input`, :func:`end_payload`);
+* a reconciler's resolution payload (``reconciler=``, ``evidence=``) and an effect audit's entries
+  on their own chain, ``sagacity:audit`` (:func:`reconciler_payload`, :func:`audit_row`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ RESERVED_PREFIX = "sagacity:"
 ON_ABANDON_COMPENSATE = "compensate"
 ON_ABANDON_REPORT = "report"
 ON_ABANDON = (ON_ABANDON_COMPENSATE, ON_ABANDON_REPORT)
+
+#: The reserved saga an effect audit journals its findings on (tool ``saga``, EXECUTED).
+AUDIT_SAGA = "sagacity:audit"
 
 COMPENSATES = "compensates seq="
 RESUMES = "resumes seq="
@@ -131,13 +136,18 @@ def resolution_input(seq: int, outcome: Phase) -> str:
 NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _APPROVER = "approver="
 _REASON = "reason="
-_VERDICT_LINES = "\npolicy="
-_VIA = "via="
 #: A gate held by a policy rule journals ``verdict=hold rule=<id> ...`` (guardrails._verdict).
 HOLD_VERDICT = "verdict=hold rule="
+_VIA = "via="
 #: The channels a decision can be taken from besides the library, the CLI, HTTP and the
 #: dashboard (which write no ``via=`` line): an approval message's buttons or link.
-CHANNELS = frozenset({"slack", "email"})  # a policy verdict's first line, after a refused resume's reason
+CHANNELS = frozenset({"slack", "email"})
+#: A resolution a reconciler made: its name, then what it saw (in place of approver and reason).
+RECONCILER = "reconciler="
+EVIDENCE = "evidence="
+#: How a reconciler's name reads where a resolver's identity is shown (``CallView.resolved_by``).
+RECONCILER_PREFIX = "reconciler:"
+_VERDICT_LINES = "\npolicy="  # a policy verdict's first line, after a refused resume's reason
 
 
 def one_line(field: str, text: str) -> str:
@@ -287,13 +297,45 @@ def decision_channel(payload: str) -> str | None:
     return rest.partition("\n")[0].removeprefix(_VIA)
 
 
+def reconciler_payload(name: str, evidence: str) -> str:
+    """A reconciler's resolution: ``reconciler=<name>`` and ``evidence=<what it saw>``, one line
+    each (either escaped as :func:`as_line` does when it is not one line of text)."""
+    return f"{RECONCILER}{as_line(name)}\n{EVIDENCE}{as_line(evidence)}"
+
+
+def audit_row(saga_id: str, seq: int, tool_name: str, effect: str) -> str:
+    """The input of an audit entry: the effect it checked, as compact JSON."""
+    return json.dumps(
+        {"sagaId": saga_id, "seq": seq, "toolName": tool_name, "effect": effect},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def audit_payload(verdict: str, reconciler: str, evidence: str, auditor: str) -> str:
+    """The payload of an audit entry: the verdict, who checked (the reconciler, empty: none), what
+    it saw or why nothing could check, and who ran the audit; one line each."""
+    return (
+        f"verdict={verdict}\n{RECONCILER}{as_line(reconciler)}\n{EVIDENCE}{as_line(evidence)}"
+        f"\nauditor={as_line(auditor)}"
+    )
+
+
 def parse_decision_payload(payload: str) -> tuple[str, str]:
     """(approver, reason) from a decision entry's payload.
+
+    A reconciler's resolution reads as (``reconciler:<name>``, its evidence).
 
     The approver is the first line's, and only the first line's: a journal written before reasons
     were kept to one line may hold a reason with line breaks, some reading ``approver=...``; they
     are part of the reason. An escaped reason is unescaped.
     """
+    if payload.startswith(RECONCILER):
+        name, _, evidence = payload.partition("\n")
+        return (
+            RECONCILER_PREFIX + unescaped(name.removeprefix(RECONCILER)),
+            unescaped(evidence.removeprefix(EVIDENCE)),
+        )
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
     if approver and rest.startswith(_VIA):  # the channel's line, never part of the reason
         rest = rest.partition("\n")[2]

@@ -30,12 +30,17 @@ __all__ = [
     "CompensationOutcome",
     "CompensationStep",
     "CompensationView",
+    "EffectAudit",
+    "EffectVerdict",
     "Entry",
     "InDoubtCall",
     "JournaledDecision",
     "PendingApproval",
     "Phase",
     "Progress",
+    "ReconcileContext",
+    "Reconciled",
+    "Reconciliation",
     "Reversibility",
     "SagaDetail",
     "SagaResult",
@@ -301,6 +306,105 @@ class InDoubtCall:
     age: timedelta
     kind: str = "call"
     compensates_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileContext:
+    """What a reconciler receives: the journaled call it is asked about.
+
+    ``kind`` is ``"call"`` (did the call happen?) or ``"compensation"`` (did its undo happen?).
+    ``seq`` is the original call's INTENT seq and ``idempotency_key`` derives from it, the key the
+    tool sent; ``started_at`` is when the INTENT (of the compensation, for an undo) was journaled.
+    For an undo, ``result`` is the call's journaled result and ``executed_seq`` its EXECUTED seq.
+    """
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    input: str
+    args: dict[str, Any]
+    idempotency_key: str
+    started_at: datetime
+    kind: str = "call"
+    result: str = ""
+    executed_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """A reconciler's answer: the external system says the effect ``happened`` (with the call's
+    ``result``), ``did_not_happen``, or cannot tell (``unknown``). ``evidence`` is what it saw
+    (the external reference: a transfer id, a status line); it is journaled, one line.
+
+    Build it with :meth:`happened`, :meth:`did_not_happen` or :meth:`unknown`."""
+
+    answer: str
+    evidence: str = ""
+    result: str = ""
+
+    @classmethod
+    def happened(cls, evidence: str, result: str = "") -> Reconciliation:
+        """The effect is there; ``result`` is journaled as the call's result (EXECUTED)."""
+        return cls("happened", evidence, result)
+
+    @classmethod
+    def did_not_happen(cls, evidence: str) -> Reconciliation:
+        """The external system has no such effect (it never received the call)."""
+        return cls("did_not_happen", evidence)
+
+    @classmethod
+    def unknown(cls, evidence: str = "") -> Reconciliation:
+        """The external system cannot tell: the call stays in doubt for a human."""
+        return cls("unknown", evidence)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What ``Sagacity.reconcile`` did with one in-doubt call or compensation.
+
+    ``answer`` is the reconciler's (``happened``, ``did_not_happen``, ``unknown``) or why there is
+    none: ``error`` (it raised), ``timeout``, ``no_reconciler``, ``settled_elsewhere`` (another
+    process settled the call first). ``settled`` says whether this call journaled the outcome
+    ``outcome`` (EXECUTED / FAILED, COMPENSATED / COMPENSATION_FAILED); ``status`` is the saga's
+    status afterwards."""
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    kind: str
+    answer: str
+    reconciler: str
+    evidence: str
+    settled: bool
+    outcome: str = ""
+    status: SagaStatus | None = None
+
+
+class EffectVerdict(StrEnum):
+    """What an effect audit found for one journaled effect."""
+
+    #: The external system agrees with the journal.
+    CONFIRMED = "CONFIRMED"
+    #: The external system disagrees (an effect the journal says happened is not there, or an
+    #: undo the journal says ran was never seen).
+    DRIFT = "DRIFT"
+    #: Nothing could check it: no reconciler, an ``unknown`` answer, an error or a timeout.
+    UNVERIFIABLE = "UNVERIFIABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class EffectAudit:
+    """One journaled effect as an audit found it: the call at ``seq`` (INTENT) of ``tool_name``,
+    journaled as ``effect`` (``EXECUTED``, or ``COMPENSATED`` for an undone call), and the
+    ``verdict`` with the reconciler asked and its evidence (or why nothing could check it)."""
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    effect: str
+    verdict: EffectVerdict
+    reconciler: str
+    evidence: str
 
 
 @dataclass(frozen=True, slots=True)

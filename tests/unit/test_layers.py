@@ -205,7 +205,18 @@ LAYERS: dict[int, tuple[str, ...]] = {
     2: ("stores",),  # the store contract and the stores
     3: ("_journal", "_index", "_queue", "_engine", "_otel_spans", "_otel_operations"),  # the journal level
     4: ("checkpoints", "guardrails"),
-    5: ("_compensation", "_view", "_approvals", "_recovery", "_keyed", "doctor", "_saga", "_traced"),
+    5: (
+        "_compensation",
+        "_view",
+        "_approvals",
+        "_recovery",
+        "_reconcile",
+        "_audit",
+        "_keyed",
+        "doctor",
+        "_saga",
+        "_traced",
+    ),
     6: ("_sagacity", "_twins", "", "framework", "otel", "testing"),  # the facade and what wraps it
     7: ("workflows", "integrations", "_wire", "mcp", "server", "notify", "cli"),  # the surfaces
 }

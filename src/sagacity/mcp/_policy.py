@@ -33,6 +33,7 @@ __all__ = [
     "Decision",
     "GatewayPolicy",
     "PolicyError",
+    "ReconcilePolicy",
     "RetryPolicy",
     "SagaPolicy",
     "ToolKind",
@@ -74,12 +75,25 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class ReconcilePolicy:
+    """The upstream read tool that looks a call (or its undo) up after a crash, the template of
+    its arguments, and ``missing``: text of its error answer that means "no such effect"."""
+
+    tool: str
+    arguments: Template
+    missing: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class UndoPolicy:
-    """The upstream tool that undoes a call, and the template of its arguments."""
+    """The upstream tool that undoes a call, the template of its arguments, and the read tool
+    that looks the undo up (``reconcile``)."""
 
     tool: str
     arguments: Template
     line: int | None = None
+    reconcile: ReconcilePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +103,7 @@ class ToolPolicy:
     name: str
     kind: ToolKind | None = None
     undo: UndoPolicy | None = None
+    reconcile: ReconcilePolicy | None = None
     retry: RetryPolicy | None = None
     approvals: int | None = None
     approval_ttl: timedelta | None = None
@@ -131,6 +146,7 @@ class Decision:
     undo: UndoPolicy | None
     retry: RetryPolicy
     approvals: int
+    reconcile: ReconcilePolicy | None
     approval_ttl: timedelta | None
     approval_ttl_set: bool
     timeout: float
@@ -181,6 +197,7 @@ class GatewayPolicy:
             undo=entry.undo if entry is not None else None,
             retry=pick("retry", RetryPolicy()),
             approvals=pick("approvals", 1),
+            reconcile=entry.reconcile if entry is not None else None,
             approval_ttl=ttl_source.approval_ttl,
             approval_ttl_set=ttl_source.approval_ttl_set,
             timeout=pick("timeout", self.upstream.timeout),
@@ -205,6 +222,12 @@ class GatewayPolicy:
                 undo = entry.undo.tool
                 problems.append(
                     f"{where}{entry.name!r} is undone by {undo!r}, which the upstream does not list"
+                )
+            lookups = [entry.reconcile, entry.undo.reconcile if entry.undo is not None else None]
+            for lookup in (r for r in lookups if r is not None and r.tool not in have):
+                where = f"{self.source} line {lookup.line}: " if lookup.line else f"{self.source}: "
+                problems.append(
+                    f"{where}{entry.name!r} is looked up by {lookup.tool!r}, which the upstream does not list"
                 )
         return problems
 
@@ -240,9 +263,10 @@ _UPSTREAM = {
     "protocol",
 }
 _SAGAS = {"on_session_close", "sessionless", "id_prefix"}
-_TOOL = {"kind", "undo", "retry", "approvals", "approval_ttl", "timeout", "errors"}
-_DEFAULTS = _TOOL - {"kind", "undo"}
-_UNDO = {"tool", "arguments"}
+_TOOL = {"kind", "undo", "reconcile", "retry", "approvals", "approval_ttl", "timeout", "errors"}
+_DEFAULTS = _TOOL - {"kind", "undo", "reconcile"}
+_UNDO = {"tool", "arguments", "reconcile"}
+_RECONCILE = {"tool", "arguments", "missing"}
 _RETRY = {"attempts", "backoff", "max_backoff", "on"}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SAGA_PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -428,6 +452,9 @@ class _Parser:
             name=name,
             kind=kind,
             undo=undo,
+            reconcile=self.reconcile(body["reconcile"], (*path, "reconcile"))
+            if "reconcile" in body
+            else None,
             retry=self.retry(body["retry"], (*path, "retry")) if "retry" in body else None,
             approvals=approvals,
             approval_ttl=self.ttl(name, body["approval_ttl"], (*path, "approval_ttl"))
@@ -451,14 +478,38 @@ class _Parser:
         body = self.table(value, path, _UNDO)
         if "tool" not in body:
             raise self.fail(path, f'{".".join(path)} needs tool = "<the upstream tool that undoes it>"')
+        return UndoPolicy(
+            self.string(body["tool"], (*path, "tool")),
+            self.arguments(body, path),
+            self.index.line(path),
+            self.reconcile(body["reconcile"], (*path, "reconcile")) if "reconcile" in body else None,
+        )
+
+    def arguments(self, body: dict[str, Any], path: tuple[str, ...]) -> Template:
+        """The ``arguments`` template of an undo or a look-up (none: no arguments)."""
         arguments = body.get("arguments", {})
         if not isinstance(arguments, dict):
             raise self.fail((*path, "arguments"), f"{'.'.join(path)}.arguments must be a table")
         try:
-            template = compile_template(arguments)
+            return compile_template(arguments)
         except TemplateError as exc:
             raise self.fail((*path, "arguments"), f"{'.'.join(path)}.{exc}") from exc
-        return UndoPolicy(self.string(body["tool"], (*path, "tool")), template, self.index.line(path))
+
+    def reconcile(self, value: Any, path: tuple[str, ...]) -> ReconcilePolicy:
+        body = self.table(value, path, _RECONCILE)
+        if "tool" not in body:
+            raise self.fail(
+                path, f'{".".join(path)} needs tool = "<the upstream read tool that looks it up>"'
+            )
+        missing = self.string(body["missing"], (*path, "missing")) if "missing" in body else None
+        if missing is not None and not missing.strip():
+            raise self.fail((*path, "missing"), f"{'.'.join(path)}.missing must not be blank")
+        return ReconcilePolicy(
+            self.string(body["tool"], (*path, "tool")),
+            self.arguments(body, path),
+            missing,
+            self.index.line(path),
+        )
 
     def retry(self, value: Any, path: tuple[str, ...]) -> RetryPolicy:
         body = self.table(value, path, _RETRY)

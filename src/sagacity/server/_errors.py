@@ -84,10 +84,16 @@ def _log_unavailable(exc: Exception) -> None:
 
 def about(saga_id: str, seq: int, exc: Exception) -> ApiError:
     """A failed decision or resume: 404/409/400 (503 for the database) naming the saga and seq."""
+    named = refused(exc)
+    return ApiError(named.status, {"sagaId": saga_id, "journalSeq": seq, **named.body}, named.headers)
+
+
+def refused(exc: Exception) -> ApiError:
+    """A library error answered: its status (503 for the database) and what is wrong."""
     status = status_of(exc)
     if status == 503:
         _log_unavailable(exc)
-    return ApiError(status, {"sagaId": saga_id, "journalSeq": seq, **error_json(exc)}, _headers_for(status))
+    return ApiError(status, error_json(exc), _headers_for(status))
 
 
 P = ParamSpec("P")

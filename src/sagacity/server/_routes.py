@@ -31,6 +31,7 @@ from sagacity._wire import (
     diagnosis_json,
     error_json,
     in_doubt_json,
+    reconciled_json,
     request_detail_json,
     resume_json,
     saga_json,
@@ -50,7 +51,7 @@ from sagacity.errors import (
     SagaStateError,
 )
 from sagacity.model import SagaStatus, SagaView
-from sagacity.server._errors import RETRY_AFTER, ApiError, about, answering
+from sagacity.server._errors import RETRY_AFTER, ApiError, about, answering, refused
 from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
 
@@ -406,6 +407,28 @@ async def resolve(
         "resolver": who.name,
         "status": str(status),
     }
+
+
+@router.post(
+    "/reconcile",
+    tags=["approvals"],
+    summary="Ask the tools' reconcilers about in-doubt calls and settle what they know (docs/reconcile.md)",
+    openapi_extra=_body_schema(
+        {"sagaId": {"type": "string", "description": "Only this saga's calls (default: every saga's)."}},
+        [],
+    ),
+)
+async def reconcile(request: Request, who: Approver, sg: SagacityDep) -> dict[str, Any]:
+    """The reconcilers run here, with this process's tools (an MCP proxy's upstream read tools
+    included); each answer is journaled under the reconciler's name, not the caller's."""
+    body = await _json_object(request)
+    saga_id = _text_field(body, "sagaId", meaning="the saga whose calls to reconcile")
+    if saga_id is not None:
+        saga_id = _saga_id(saga_id)
+    done = await answering(refused, sg.reconcile, saga_id)
+    settled = sum(r.settled for r in done)
+    log.info("reconcile asked by %r: %d call(s) asked about, %d settled", who.name, len(done), settled)
+    return {"reconciled": [reconciled_json(r) for r in done]}
 
 
 # -- audit (role: auditor) ----------------------------------------------------------------------
