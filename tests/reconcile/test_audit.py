@@ -4,8 +4,8 @@ the ``sagacity:audit`` chain; a refund the service never saw is DRIFT."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-from pay_tools import pay
 from payments import Payments
 
 from sagacity import EffectVerdict, Phase, Sagacity, SagaStatus
@@ -13,8 +13,9 @@ from sagacity.chain import idempotency_key
 
 
 def test_an_undo_the_service_never_saw_is_drift_and_journaled(
-    store_url: str, payments: Payments, pay_tools: object
+    store_url: str, payments: Payments, pay_tools: Any
 ) -> None:
+    pay = pay_tools.pay  # imported by the fixture, into a registry of the test's own
     with Sagacity(store_url) as sg:
         assert sg.run("paid", pay, "paid").status is SagaStatus.COMPLETED
         assert sg.run("undone", pay, "undone", fail=True).status is SagaStatus.COMPENSATED

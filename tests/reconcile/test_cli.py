@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
-from pay_tools import pay
 from payments import Payments
 from tests.cli.conftest import cli_process
 
@@ -23,8 +23,9 @@ def cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_doctor_counts_reconcile_settles_audit_reports(
-    sqlite_url: str, payments: Payments, pay_tools: object
+    sqlite_url: str, payments: Payments, pay_tools: Any
 ) -> None:
+    pay = pay_tools.pay  # imported by the fixture, into a registry of the test's own
     with Sagacity(sqlite_url) as sg:
         seq = sg.journal.append("cli-sent", "send_transfer", Phase.INTENT, '{"amount":5,"to":"x"}').seq
         payments.transfers[idempotency_key("cli-sent", seq)] = {"id": "tr_9", "amount": 5, "to": "x"}
