@@ -46,7 +46,7 @@ from sagacity.guardrails._deny import deny_call
 from sagacity.guardrails._rules import Action
 from sagacity.guardrails._verdict import DEFAULT_RULE, Verdict
 from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
-from sagacity.tools import ToolSpec
+from sagacity.tools import DEFERRED, IMMEDIATE, ToolSpec
 
 #: Exception types that are an agent framework's control flow, not a tool's failure.
 ControlFlow = tuple[type[BaseException], ...]
@@ -68,6 +68,9 @@ class SagaRun:
     #: The START's input of a saga this run continues or resumes (read when the run began), or
     #: None when the saga has no START (or the run did not read it).
     started_input: str | None = None
+    #: When the outcome of a call without a durability of its own is committed: ``IMMEDIATE``
+    #: (its own commit) or ``DEFERRED`` (held, to ride with the saga's next entry). Set by the facade.
+    durability: str = IMMEDIATE
 
     def __init__(
         self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
@@ -178,9 +181,23 @@ class SagaRun:
             f"`sg.saga({self.saga_id!r}, continue_existing=True)`"
         )
 
+    def _defers(self, spec: ToolSpec) -> bool:
+        """Whether the call's outcome rides with the saga's next entry: the tool's own choice,
+        else the saga's for a compensatable tool (an irreversible one commits its own)."""
+        if spec.durability is not None:
+            return spec.durability == DEFERRED
+        return self.durability == DEFERRED and not spec.irreversible
+
+    def _outcome(self, spec: ToolSpec, phase: Phase, input: str, payload: str) -> None:
+        """Journal the call's outcome now, or hold it for the saga's next entry."""
+        if self._defers(spec):
+            self.journal.hold(self.saga_id, spec.name, phase, input, payload)
+        else:
+            self._seen(self.journal.append(self.saga_id, spec.name, phase, input, payload).seq)
+
     def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
         self.latch(exc)
-        self._seen(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc)).seq)
+        self._outcome(spec, Phase.FAILED, input, describe(exc))
         guard = self.engine.guard
         if guard is not None:
             guard.record_outcome(self.saga_id, spec.name, self.principal, failed=True)
@@ -189,13 +206,12 @@ class SagaRun:
         """Journal EXECUTED with the tool's result."""
         payload = result if type(result) is str else encode_result(result)
         try:
-            seq = self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, payload).seq
+            self._outcome(spec, Phase.EXECUTED, input, payload)
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
             self.latch(exc)
             raise
-        self._seen(seq)
         guard = self.engine.guard
         if guard is not None:
             guard.record_outcome(self.saga_id, spec.name, self.principal, failed=False)
