@@ -1,13 +1,14 @@
 """A saga in the deferred durability mode, killed (SIGKILL, by itself) at one point between a
 call's return and the commit that carries its outcome:
 
-    python deferred_worker.py URL SAGA_ID POINT MARKER_DIR
+    python deferred_worker.py URL SAGA_ID POINT    (effects go to $SAGACITY_CRASH_MARKERS)
 
 Points: ``after-return`` (the agent's own code after a call returned), ``before-next-commit`` /
 ``after-next-commit`` (in the next call's INTENT insert, before it reaches the database / right
 after it is committed, before the next tool runs), ``before-end-commit`` (the END's insert),
 ``before-compensation-commit`` (the insert that starts the compensation). The kill inside an
-insert is the store's own insert, wrapped in this process only.
+insert is the store's own insert, wrapped in this process only. Effects are noted as
+``crash_tools`` notes them.
 """
 
 from __future__ import annotations
@@ -16,20 +17,12 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
+
+from crash_tools import effect
 
 from sagacity import CompensationContext, Sagacity, tool
 from sagacity.model import Entry
-
-MARKERS = Path(os.environ.get("SAGACITY_CRASH_MARKERS", "."))
-
-
-def effect(line: str) -> None:
-    with (MARKERS / "effects").open("a", encoding="utf-8") as f:
-        f.write(line + "\n")
-        f.flush()
-        os.fsync(f.fileno())
 
 
 @tool

@@ -45,25 +45,20 @@ CASES = {
 
 
 @pytest.fixture
-def markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "markers"
-    directory.mkdir()
-    monkeypatch.setenv("SAGACITY_CRASH_MARKERS", str(directory))
-    return directory
-
-
-@pytest.fixture
 def tools(markers: Path) -> Iterator[None]:
     """This process imports the worker's tools, as an operator's process would to recover."""
     sys.path.insert(0, str(WORKER.parent))
     with registry.isolated():
-        sys.modules.pop("deferred_worker", None)
-        import deferred_worker
+        for name in ("crash_tools", "deferred_worker"):
+            sys.modules.pop(name, None)
+        import crash_tools
+        import deferred_worker  # noqa: F401
 
-        deferred_worker.MARKERS = markers
+        crash_tools.MARKERS = markers
         yield
     sys.path.remove(str(WORKER.parent))
-    sys.modules.pop("deferred_worker", None)
+    for name in ("crash_tools", "deferred_worker"):
+        sys.modules.pop(name, None)
 
 
 def _shape(sg: Sagacity, saga_id: str) -> list[str]:
