@@ -199,6 +199,8 @@ class Journal:
 
     def release(self, saga_id: str | None = None) -> None:
         """Write the outcomes held for ``saga_id`` (every saga: None) on their own, now."""
+        if not self._held:
+            return
         with self._held_lock:
             sagas = list(self._held) if saga_id is None else [saga_id]
         for sid in sagas:

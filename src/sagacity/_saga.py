@@ -188,25 +188,26 @@ class SagaRun:
             return spec.durability == DEFERRED
         return self.durability == DEFERRED and not spec.irreversible
 
-    def _outcome(self, spec: ToolSpec, phase: Phase, input: str, payload: str) -> None:
+    def _outcome(self, spec: ToolSpec, phase: Phase, input: str, payload: str, may_defer: bool) -> None:
         """Journal the call's outcome now, or hold it for the saga's next entry."""
-        if self._defers(spec):
+        if may_defer and self._defers(spec):
             self.journal.hold(self.saga_id, spec.name, phase, input, payload)
         else:
             self._seen(self.journal.append(self.saga_id, spec.name, phase, input, payload).seq)
 
-    def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
+    def failed(self, spec: ToolSpec, input: str, exc: BaseException, may_defer: bool = True) -> None:
         self.latch(exc)
-        self._outcome(spec, Phase.FAILED, input, describe(exc))
+        self._outcome(spec, Phase.FAILED, input, describe(exc), may_defer)
         guard = self.engine.guard
         if guard is not None:
             guard.record_outcome(self.saga_id, spec.name, self.principal, failed=True)
 
-    def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
-        """Journal EXECUTED with the tool's result."""
+    def _record_outcome(self, spec: ToolSpec, input: str, result: Any, may_defer: bool = True) -> None:
+        """Journal EXECUTED with the tool's result (``may_defer``: unless a framework's keyed
+        call, whose replay reads its outcome from the journal)."""
         payload = result if type(result) is str else encode_result(result)
         try:
-            self._outcome(spec, Phase.EXECUTED, input, payload)
+            self._outcome(spec, Phase.EXECUTED, input, payload, may_defer)
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
@@ -320,7 +321,7 @@ class SagaRun:
         ended. ``invoke``: a framework's handler runs the tool instead (``call_keyed``), and its
         ``control_flow`` exceptions close the call without failing the saga."""
         call = _Call(self, spec, seq, args, kwargs, invoke)
-        steps = self._attempts(spec, input, control_flow)
+        steps = self._attempts(spec, input, control_flow, keyed=invoke is not None)
         answer: Any = None
         while not isinstance(step := steps.send(answer), _Tried):
             if isinstance(step, _Try):
@@ -333,17 +334,19 @@ class SagaRun:
                     step.fn(spec, input, step.what)
         return _ended(step)
 
-    def _attempts(self, spec: ToolSpec, input: str, control_flow: ControlFlow) -> _Attempts:
+    def _attempts(self, spec: ToolSpec, input: str, control_flow: ControlFlow, keyed: bool) -> _Attempts:
         """How a call is tried, retried and journaled, written once for ``execute`` and
         ``execute_async``: it asks its shell for each try, pause and journal write (the shells
         differ only in how they try, wait, and where the journal I/O runs) and ends with the try
-        the call ended with."""
+        the call ended with. A keyed call's outcome is never held (``_keyed`` reads it)."""
+        record = partial(self._record_outcome, may_defer=not keyed)
+        fail = partial(self.failed, may_defer=not keyed)
         attempt = 1
         while True:
             tried: _Tried = yield _Try(attempt)
             exc = tried.error
             if exc is None:
-                yield _Journal(self._record_outcome, tried.result)
+                yield _Journal(record, tried.result)
             elif isinstance(exc, control_flow):
                 yield _Journal(self._passed, exc)
             elif (delay := _retry_delay(spec, exc, attempt)) is not None:
@@ -351,7 +354,7 @@ class SagaRun:
                 attempt += 1
                 continue
             else:
-                yield _Journal(self.failed, exc)
+                yield _Journal(fail, exc)
             yield tried
             return
 
@@ -383,7 +386,7 @@ class SagaRun:
         """``execute`` from a coroutine: journal I/O in worker threads; ``invoke()`` may return
         an awaitable."""
         call = _Call(self, spec, seq, args, kwargs, invoke)
-        steps = self._attempts(spec, input, control_flow)
+        steps = self._attempts(spec, input, control_flow, keyed=invoke is not None)
         answer: Any = None
         while not isinstance(step := steps.send(answer), _Tried):
             if isinstance(step, _Try):

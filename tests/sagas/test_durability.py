@@ -13,6 +13,7 @@ import pytest
 
 from sagacity import CompensationContext, Reversibility, Sagacity, SagaStatus, tool
 from sagacity.errors import InvalidValueError
+from sagacity.framework import journaled_call, spec_of
 
 
 @pytest.fixture
@@ -131,3 +132,23 @@ def test_bad_durability_is_refused_before_anything_runs(durable_url: str) -> Non
         sg.saga("x", durability="sometimes")
     with pytest.raises(InvalidValueError, match="durability"):
         tool(durability="later")(lambda: None)
+
+
+def test_a_framework_call_replays_in_the_deferred_mode(durable_url: str) -> None:
+    """A call an agent framework makes (keyed by its call id) commits its own outcome, so a
+    re-presented call replays its journaled result and runs once; a plain call's held outcome
+    rides with the keyed call's INTENT (a decision of its admission)."""
+    book, _, _ = declare()
+    spec = spec_of(book)
+    assert spec is not None
+    runs: list[str] = []
+
+    def present(call_id: str) -> Any:
+        return journaled_call(spec, '{"item":"K"}', call_id, lambda: runs.append(call_id) or "booked-K")
+
+    with Sagacity(durable_url, durability="deferred") as sg, sg.saga("keyed"):
+        book("A")  # type: ignore[operator]  # held ...
+        assert present("call-1") == "booked-K"  # ... rides with this call's INTENT
+        assert present("call-1") == "booked-K"  # a replay: the journaled result, nothing runs
+        assert shape(sg, "keyed") == ["LIFE", "book INTENT", "book EXECUTED", "book INTENT", "book EXECUTED"]
+    assert runs == ["call-1"]
