@@ -6,6 +6,7 @@ tests/crash/test_kill9_deferred.py."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -152,3 +153,29 @@ def test_a_framework_call_replays_in_the_deferred_mode(durable_url: str) -> None
         assert present("call-1") == "booked-K"  # a replay: the journaled result, nothing runs
         assert shape(sg, "keyed") == ["LIFE", "book INTENT", "book EXECUTED", "book INTENT", "book EXECUTED"]
     assert runs == ["call-1"]
+
+
+def test_async_calls_defer_the_same_way(durable_url: str, observer: Sagacity) -> None:
+    @tool
+    async def fetch(key: str) -> str:
+        return f"value-{key}"
+
+    async def work() -> None:
+        async with sg.saga("async", durability="deferred") as scope:
+            await fetch("a")  # type: ignore[operator]
+            seen = await observer.entries_async("async")
+            assert [f"{e.tool_name} {e.phase}" for e in seen[1:]] == ["fetch INTENT"]
+            await fetch("b")  # type: ignore[operator]
+        assert scope.result is not None
+        assert scope.result.status is SagaStatus.COMPLETED
+
+    with Sagacity(durable_url) as sg:
+        asyncio.run(work())
+    assert shape(observer, "async") == [
+        "LIFE",
+        "fetch INTENT",
+        "fetch EXECUTED",
+        "fetch INTENT",
+        "fetch EXECUTED",
+        "LIFE",
+    ]
