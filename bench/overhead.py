@@ -3,6 +3,12 @@
 Usage: ``.venv/bin/python bench/overhead.py [--pg URL] [--mysql URL] [--rounds N] [--quick]
 [--stores sqlite,postgres,mysql] [--telemetry | --policy]``
 
+Without ``--telemetry`` or ``--policy`` it prints, per store, every figure of issue #35 with its
+target and the machine's load average when it was measured (see ``FIGURES`` below): a long saga,
+a short saga (START, 2 calls, END), 8 and 64 sagas at once, a call under 5 CEL rules and under 5
+rules and a budget (each against the same call without a policy), and, with no store at all, the
+µs one policy evaluation takes.
+
 What it measures, in one run, for SQLite (WAL, ``synchronous=FULL``, a temp file), PostgreSQL
 (``--pg`` or ``$SAGACITY_TEST_POSTGRES_URL``, in fresh schemas dropped afterwards) and MariaDB /
 MySQL (``--mysql`` or ``$SAGACITY_TEST_MYSQL_URL``, in fresh databases dropped afterwards; each
@@ -77,9 +83,18 @@ from append import (
 
 from sagacity import Sagacity, tool
 
-ONE_SAGA_TARGET = 2.3
-CONCURRENT_TARGET = 1.0
-CONCURRENCY = (1, 8, 64)
+#: The figures of the default run: (name, what one unit is, floor commits it is held against,
+#: target ratio or None, stores the target is for). A call journals INTENT and EXECUTED (2
+#: commits); a short saga's START rides with its first INTENT, so START + 2 calls + END is 5
+#: commits, 1.25x of 4 at the physical limit.
+FIGURES = {
+    "long saga": ("call", 2, None, ()),
+    "short saga": ("saga", 4, 1.30, ("sqlite", "postgres", "mysql")),
+    "8 at once": ("call", 1, 0.80, ("postgres", "mysql")),
+    "64 at once": ("call", 1, 0.80, ("postgres", "mysql")),
+}
+CONCURRENCY = (8, 64)
+SHORT_CALLS = 2
 
 
 @tool
@@ -88,38 +103,49 @@ def noop() -> str:
     return "ok"
 
 
+def load() -> float:
+    """The one-minute load average now."""
+    return os.getloadavg()[0]
+
+
 @dataclass(frozen=True)
 class Row:
-    """One figure: subject µs per call against floor µs per commit, with its target."""
+    """One figure: the subject's µs per unit against ``floors`` floor commits, with its target."""
 
     store: str
-    sagas: int
-    calls: int
+    figure: str
     subject_us: float
     floor_us: float
+    load: float
 
     @property
     def ratio(self) -> float:
-        return self.subject_us / self.floor_us
+        return self.subject_us / (self.floor_us * FIGURES[self.figure][1])
 
     @property
-    def target(self) -> float:
-        return ONE_SAGA_TARGET if self.sagas == 1 else CONCURRENT_TARGET
+    def target(self) -> float | None:
+        _, _, target, stores = FIGURES[self.figure]
+        return target if self.store in stores else None
 
     @property
     def verdict(self) -> str:
+        if self.target is None:
+            return "—"
         return "PASS" if self.ratio <= self.target else "MISS"
 
     def line(self) -> str:
+        unit, floors, _, _ = FIGURES[self.figure]
+        target = f"≤ {self.target:.2f}x" if self.target is not None else "—"
         return (
-            f"| {self.store:8} | {self.sagas:5} | {self.calls:6} | {self.subject_us:9.1f} "
-            f"| {self.floor_us:8.1f} | {self.ratio:5.2f}x | ≤ {self.target:.1f}x | {self.verdict} |"
+            f"| {self.store:8} | {self.figure:10} | µs/{unit:4} {self.subject_us:9.1f} "
+            f"| {self.floor_us:8.1f} | {floors} | {self.ratio:5.2f}x | {target:8} | {self.verdict:4} "
+            f"| {self.load:5.2f} |"
         )
 
 
 HEADER = (
-    "| store    | sagas | calls  | µs/call   | floor µs | ratio  | target | verdict |\n"
-    "|----------|------:|-------:|----------:|---------:|-------:|--------|---------|"
+    "| store    | figure     | subject          | floor µs | floors | ratio  | target   | verdict | load  |\n"
+    "|----------|------------|-----------------:|---------:|-------:|-------:|----------|---------|------:|"
 )
 
 
@@ -162,21 +188,21 @@ def subject_round(sg: Sagacity, sagas: int, calls_per_thread: int, saga_calls: i
     return run
 
 
-def bench_store(
-    target: Target, rounds: int, calls: dict[int, int], floor_ops: int, saga_calls: int
-) -> list[Row]:
-    """The three figures of one store; each pairs its own interleaved floor rounds."""
-    rows = []
+def bench_store(target: Target, args: argparse.Namespace) -> list[Row]:
+    """The figures of one store; each pairs its own interleaved floor rounds."""
+    rounds: dict[str, Callable[[int], float]] = {}
     with Sagacity(target.subject_url) as sg:
+        rounds["long saga"] = subject_round(sg, 1, args.calls, args.calls)
+        short = subject_round(sg, 1, args.short_sagas * SHORT_CALLS, SHORT_CALLS)
+        rounds["short saga"] = lambda r: short(r) * SHORT_CALLS  # per saga, not per call
+        for sagas in CONCURRENCY:
+            rounds[f"{sagas} at once"] = subject_round(sg, sagas, args.calls_concurrent, args.saga_calls)
+        rows = []
         writer = target.floor.writer()
         try:
-            for sagas in CONCURRENCY:
-                subject_us, floor_us = interleaved(
-                    rounds,
-                    subject_round(sg, sagas, calls[sagas], saga_calls),
-                    floor_round(writer, floor_ops),
-                )
-                rows.append(Row(target.name, sagas, calls[sagas], subject_us, floor_us))
+            for figure, subject in rounds.items():
+                subject_us, floor_us = interleaved(args.rounds, subject, floor_round(writer, args.floor_ops))
+                rows.append(Row(target.name, figure, subject_us, floor_us, load()))
                 print(rows[-1].line(), flush=True)
         finally:
             writer.close()
@@ -296,6 +322,110 @@ when = 'has(args.size) && args.size > 100'
 action = "hold"
 """
 POLICY_TARGET = 1.05
+
+#: The default run's policies (issue #35): five CEL rules that apply to ``noop`` and none of which
+#: matches, then the same with a budget on ``noop`` that is never spent.
+FIVE_RULES = "\n".join(
+    f"""[[rules]]
+id = "rule-{n}"
+tool = "noop"
+when = '{when}'
+action = "deny"
+"""
+    for n, when in enumerate(
+        (
+            'principal.startsWith("intern")',
+            "has(args.size) && args.size > 100",
+            'agent == "untrusted"',
+            'saga.startsWith("forbidden-")',
+            'tool == "noop" && has(args.to) && args.to.endsWith(".ru")',
+        )
+    )
+)
+WITH_BUDGET = (
+    FIVE_RULES
+    + """
+[[rules]]
+id = "noop-budget"
+tool = "noop"
+action = "deny"
+[rules.budget]
+limit = "1000000000"
+window = "24h"
+"""
+)
+#: Targets of the policies' figures: their call against the same call without a policy.
+POLICY_TARGETS = {"5 CEL rules": 1.05, "rules+budget": 1.10}
+
+
+def bench_policies(url: str, name: str, rounds: int, sagas: int) -> list[str]:
+    """µs per call without a policy, with ``FIVE_RULES`` and with ``WITH_BUDGET``, the three
+    taking turns saga by saga (sagas of ``SHORT_CALLS`` calls, the order rotating); each
+    policy's median paired ratio to no policy over the rounds, with the load at its end."""
+    with tempfile.TemporaryDirectory() as folder:
+        paths = {}
+        for side, text in (("5 CEL rules", FIVE_RULES), ("rules+budget", WITH_BUDGET)):
+            paths[side] = Path(folder) / f"{side.replace(' ', '-')}.toml"
+            paths[side].write_text(text, encoding="utf-8")
+        with (
+            Sagacity(url) as plain,
+            Sagacity(url, policy=paths["5 CEL rules"]) as rules,
+            Sagacity(url, policy=paths["rules+budget"]) as budget,
+        ):
+            sides = {"none": plain, "5 CEL rules": rules, "rules+budget": budget}
+            names = list(sides)
+            spent: dict[str, list[float]] = {side: [] for side in names}
+            for r in range(-1, rounds):
+                tag = f"pol-{r}-{time.monotonic_ns()}"
+                took = dict.fromkeys(names, 0.0)
+                for n in range(sagas):
+                    for side in names[n % 3 :] + names[: n % 3]:
+                        started = time.perf_counter()
+                        with sides[side].saga(f"{tag}-{side[:4]}-{n}") as scope:
+                            for _ in range(SHORT_CALLS):
+                                noop()
+                        took[side] += time.perf_counter() - started
+                        assert scope.result is not None
+                        assert scope.result.status.value == "COMPLETED", scope.result
+                if r >= 0:  # the first round warms up
+                    for side in names:
+                        spent[side].append(took[side] / (sagas * SHORT_CALLS) * 1e6)
+    lines = []
+    for side in names[1:]:
+        paired = statistics.median(p / o for p, o in zip(spent[side], spent["none"], strict=True))
+        target = POLICY_TARGETS[side]
+        lines.append(
+            f"| {name:8} | {side:12} | {statistics.median(spent['none']):9.1f} "
+            f"| {statistics.median(spent[side]):9.1f} | {paired:5.3f}x | ≤ {target:.2f}x "
+            f"| {'PASS' if paired <= target else 'MISS'} | {load():5.2f} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+POLICIES_HEADER = (
+    "| store    | policy       | none µs   | policy µs | paired | target  | verdict | load  |\n"
+    "|----------|--------------|----------:|----------:|-------:|---------|---------|------:|"
+)
+
+
+def evaluation_micros(calls: int = 20_000) -> tuple[float, float]:
+    """µs of one evaluation of ``FIVE_RULES`` on a call, no store involved: with arguments new
+    every call (CEL runs), and the same arguments again (the value remembered)."""
+    from sagacity.guardrails import parse_policy
+    from sagacity.guardrails._evaluate import CallFacts, judge_arguments
+
+    policy = parse_policy(FIVE_RULES)
+    facts = [CallFacts("noop", f'{{"to":"acct-{n}","size":{n % 50}}}', "s") for n in range(calls)]
+    started = time.perf_counter()
+    for call in facts:
+        judge_arguments(policy, call)
+    fresh = (time.perf_counter() - started) / calls * 1e6
+    same = CallFacts("noop", '{"to":"acct-1","size":1}', "s")
+    started = time.perf_counter()
+    for _ in range(calls):
+        judge_arguments(policy, same)
+    return fresh, (time.perf_counter() - started) / calls * 1e6
 
 
 def _alternating_sagas(
@@ -486,7 +616,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--calls-concurrent", type=int, default=25, help="calls per thread with 8 and 64 sagas at once"
     )
-    parser.add_argument("--saga-calls", type=int, default=5, help="calls per saga")
+    parser.add_argument("--saga-calls", type=int, default=5, help="calls per saga with 8 and 64 at once")
+    parser.add_argument("--short-sagas", type=int, default=40, help="short sagas a round (and a side)")
     parser.add_argument("--floor-ops", type=int, default=400, help="commits per floor round")
     parser.add_argument("--quick", action="store_true", help="few rounds and small sizes: a smoke run")
     parser.add_argument("--stores", default="sqlite,postgres,mysql", help="comma-separated subset to run")
@@ -508,32 +639,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short-calls", type=int, default=2, help="calls per short saga (--durability)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rounds, args.calls, args.calls_concurrent, args.floor_ops = 3, 40, 5, 80
+        args.rounds, args.calls, args.calls_concurrent, args.floor_ops, args.short_sagas = 3, 40, 5, 80, 10
     if args.telemetry:
         return main_telemetry(args)
     if args.policy:
         return main_policy(args)
     if args.durability:
         return main_durability(args)
-    calls = {1: args.calls, 8: args.calls_concurrent, 64: args.calls_concurrent}
-
     print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows: list[Row] = []
+    policies: list[str] = []
     with chosen_targets(args) as targets:
         print(
             f"method: medians of {args.rounds} rounds, subject and floor interleaved, warm-up discarded; "
-            f"floor = {args.floor_ops} durable single-row commits by one writer\n"
+            f"floor = {args.floor_ops} durable single-row commits by one writer; long saga: "
+            f"{args.calls} calls; short saga: START, {SHORT_CALLS} calls, END; 8 and 64 at once: "
+            f"{args.calls_concurrent} calls per thread in sagas of {args.saga_calls}\n"
         )
         print(HEADER)
         for make in targets:
             with make() as target:
-                rows.extend(bench_store(target, args.rounds, calls, args.floor_ops, args.saga_calls))
+                rows.extend(bench_store(target, args))
+                policies.extend(
+                    bench_policies(target.subject_url, target.name, args.rounds, args.short_sagas)
+                )
+    fresh, same = evaluation_micros()
 
-    print("\nWrapped no-op tool call in a saga (µs of wall time per call) against one durable commit")
+    print("\nA wrapped no-op tool call in a saga against the floor: one durable commit of a journal row")
     print(HEADER)
     print("\n".join(row.line() for row in rows))
-    met = sum(row.verdict == "PASS" for row in rows)
-    print(f"\n{met} of {len(rows)} targets met")
+    print("\nThe same call under a policy, against it without one (sagas taking turns, paired by round)")
+    print(POLICIES_HEADER)
+    print("\n".join(policies))
+    print(
+        f"\nOne evaluation of the 5 CEL rules, no store: {fresh:.1f} µs with new arguments, "
+        f"{same:.1f} µs with the same arguments again (load {load():.2f})"
+    )
+    met = sum(row.verdict == "PASS" for row in rows) + sum("PASS" in line for line in policies)
+    targets_count = sum(row.target is not None for row in rows) + len(policies)
+    print(f"\n{met} of {targets_count} targets met")
     return 0
 
 

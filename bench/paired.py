@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROW = re.compile(r"^\| (\w+)\s+\|\s+(\d+) \|.*?\|\s+([\d.]+)x", re.M)
+ROW = re.compile(r"^\| (\w+)\s+\| ([^|]+?)\s+\|[^|]+\|[^|]+\|[^|]+\|\s+([\d.]+)x", re.M)
 
 
-def run_once(src: Path, extra: list[str]) -> dict[tuple[str, int], float]:
-    """One whole ``overhead.py`` run against ``src``: its summary's ratio per (store, sagas)."""
+def run_once(src: Path, extra: list[str]) -> dict[tuple[str, str], float]:
+    """One whole ``overhead.py`` run against ``src``: its summary's ratio per (store, figure)."""
     env = dict(os.environ, PYTHONPATH=str(src))
     out = subprocess.run(
         [sys.executable, str(HERE / "overhead.py"), *extra],
@@ -34,8 +34,8 @@ def run_once(src: Path, extra: list[str]) -> dict[tuple[str, int], float]:
         text=True,
         check=True,
     ).stdout
-    summary = out.split("against one durable commit")[-1]
-    return {(m.group(1), int(m.group(2))): float(m.group(3)) for m in ROW.finditer(summary)}
+    summary = out.split("one durable commit of a journal row")[-1].split("under a policy")[0]
+    return {(m.group(1), m.group(2)): float(m.group(3)) for m in ROW.finditer(summary)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,13 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("extra", nargs="*", help="arguments for overhead.py (after --)")
     args = parser.parse_args(argv)
     sides = {"before": args.before.resolve(), "after": (HERE.parent / "src").resolve()}
-    ratios: dict[tuple[str, int, str], list[float]] = {}
+    ratios: dict[tuple[str, str, str], list[float]] = {}
     for i in range(args.runs):
         for side in list(sides) if i % 2 == 0 else list(sides)[::-1]:
             for (store, sagas), ratio in run_once(sides[side], args.extra).items():
                 ratios.setdefault((store, sagas, side), []).append(ratio)
             print(f"run {i + 1}/{args.runs} {side} done", file=sys.stderr, flush=True)
-    print("| store | sagas at once | before: median (range) | after: median (range) |")
+    print("| store | figure | before: median (range) | after: median (range) |")
     print("|---|---:|---:|---:|")
     for store, sagas in sorted({(k[0], k[1]) for k in ratios}):
         cells = []

@@ -21,16 +21,22 @@ PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md") if "```python\n" in p.re
 NEEDS = {
     "langchain.md": ("langchain", "sagacity[langchain]"),
     "openai-agents.md": ("agents", "sagacity[openai-agents]"),
+    "google-adk.md": ("google.adk", "sagacity[google-adk]"),
     "pydantic-ai.md": ("pydantic_ai", "sagacity[pydantic-ai]"),
+    "strands.md": ("strands.agent", "sagacity[strands]"),
+    "agent-framework.md": ("agent_framework", "sagacity[agent-framework]"),
+    "crewai.md": ("crewai.flow", "sagacity[crewai]"),  # crewai.flow: tests/integrations/crewai is no stand-in
     "observability.md": ("opentelemetry.sdk", "sagacity[otel] and opentelemetry-sdk"),
     "mcp.md": ("mcp", "sagacity[mcp]"),
     "checkpoints.md": ("cryptography", "sagacity[signing]"),
+    "notifications.md": ("standardwebhooks", "sagacity[notify]"),
+    "approvals-from-messages.md": ("jwt", "sagacity[messages]"),
 }
 
 
 #: Files a page's snippets open, written from the page's own blocks: (file name, language, which
 #: block of that language). The page shows the file; the snippet reads it by that name.
-FILES = {"policies.md": [("payments.toml", "toml", 0)]}
+FILES = {"policies.md": [("payments.toml", "toml", 0)], "notifications.md": [("notify.toml", "toml", 0)]}
 
 
 def blocks(text: str, language: str = "python") -> list[str]:

@@ -31,6 +31,7 @@ from sagacity._payloads import (
     decision_payload,
     held_approvals,
     parse_decision_payload,
+    require_channel,
     sha256_hex,
 )
 from sagacity._state import Gate, SagaState
@@ -40,9 +41,12 @@ from sagacity.checks import require_identity, required_reason
 from sagacity.errors import (
     ApprovalNotFoundError,
     ApprovalRefusedError,
+    ApproverScopeError,
     DefinitionChangedError,
     HaltedError,
     InvalidValueError,
+    PayloadMismatchError,
+    PolicyError,
     SagaStateError,
     UnknownToolError,
 )
@@ -64,6 +68,7 @@ __all__ = [
     "reject",
     "require_identity",
     "restore_request",
+    "scope_of",
     "utc_now",
 ]
 
@@ -237,6 +242,42 @@ def refuse_requester(gate: Gate, approver: str, saga_id: str) -> None:
         )
 
 
+def scope_of(engine: Engine, gate: Gate) -> tuple[tuple[str, ...], frozenset[str]] | None:
+    """Who may decide ``gate`` (names as written, identities), None: anyone; nobody while the
+    policy does not parse (it fails closed)."""
+    if engine.guard is None:
+        return None
+    try:
+        return engine.guard.approvers_for(gate.entry.tool_name, gate.held_by)
+    except PolicyError:
+        return ((), frozenset())
+
+
+def refuse_out_of_scope(engine: Engine, gate: Gate, approver: str, saga_id: str) -> None:
+    """Approver scopes: when the guardrails policy names who may decide this gate (its hold
+    rule's ``approvers``, or ``[approvers]`` for its tool), anyone else is refused, on every
+    surface, before anything is journaled. Read from the policy in force at the decision."""
+    scope = scope_of(engine, gate)
+    if scope is not None and approver not in scope[1]:
+        names, _ = scope
+        who = ", ".join(names) if names else "nobody while it does not parse"
+        raise ApproverScopeError(
+            f"saga {saga_id!r} seq {gate.entry.seq}: {approver!r} may not decide this request; "
+            f"the policy names {who} as its approvers",
+            names,
+        )
+
+
+def refuse_other_payload(gate: Gate, input_hash: str | None, saga_id: str) -> None:
+    """A decision taken on what a message showed binds to that payload: if the gate holds
+    another (by SHA-256), nothing is decided."""
+    if input_hash is not None and input_hash != gate.input_hash:
+        raise PayloadMismatchError(
+            f"saga {saga_id!r} seq {gate.entry.seq}: the payload decided on (SHA-256 {input_hash}) is not "
+            f"the one the gate holds ({gate.input_hash}); nothing was decided"
+        )
+
+
 def required_approvals(engine: Engine, request: ApprovalRequest) -> int | None:
     """Distinct approvers the tool needs (1 unless it declared four eyes or more); None when
     the tool is not imported here, so the number cannot be known."""
@@ -282,9 +323,14 @@ def _refuse_expired(engine: Engine, request: ApprovalRequest) -> Operation[None]
 
 
 # -- decisions -------------------------------------------------------------------------------------
-def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[ApprovalDecision]:
-    """Journal APPROVED by ``approver`` for the gate at ``seq``; approving is not executing."""
+def approve(
+    engine: Engine, saga_id: str, seq: int, approver: str, via: str = "", input_hash: str | None = None
+) -> Operation[ApprovalDecision]:
+    """Journal APPROVED by ``approver`` for the gate at ``seq``; approving is not executing.
+    ``via``: the channel of a decision taken from a message; ``input_hash``: the payload's
+    SHA-256 the approver was shown (another payload is refused)."""
     approver = require_identity(approver)
+    via = require_channel(via) if via else ""
     request = engine.request(saga_id, seq)
     if expired(request, utc_now()):
         yield from _refuse_expired(engine, request)
@@ -292,6 +338,7 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
 
     def choose(state: SagaState) -> list[Row]:
         found = open_gate(state, request)
+        refuse_other_payload(found, input_hash, saga_id)
         refuse_requester(found, approver, saga_id)
         approvers = found.approvers(request.input_hash)
         if approver in approvers:
@@ -304,21 +351,38 @@ def approve(engine: Engine, saga_id: str, seq: int, approver: str) -> Operation[
             # counts them against the real number.
             raise ApprovalRefusedError(f"saga {saga_id!r} seq {seq} is already approved; resume it")
         return [
-            (GATE_TOOL, Phase.APPROVED, decision_input(seq, request.input_hash), decision_payload(approver))
+            (
+                GATE_TOOL,
+                Phase.APPROVED,
+                decision_input(seq, request.input_hash),
+                decision_payload(approver, via=via),
+            )
         ]
 
-    [entry] = engine.decide(engine.snapshot(saga_id), choose)
+    state = engine.snapshot(saga_id)
+    gated = state.gates.get(seq)
+    if gated is not None:  # the policy is read here, not in ``choose``, which stays pure
+        refuse_out_of_scope(engine, gated, approver, saga_id)
+    [entry] = engine.decide(state, choose)
     return ApprovalDecision(saga_id, seq, True, approver, entry.timestamp)
 
 
-def reject(engine: Engine, saga_id: str, seq: int, approver: str, reason: str) -> Operation[ApprovalDecision]:
+def reject(
+    engine: Engine,
+    saga_id: str,
+    seq: int,
+    approver: str,
+    reason: str,
+    via: str = "",
+    input_hash: str | None = None,
+) -> Operation[ApprovalDecision]:
     """Reject a pending gate — or an open gate whose request row is gone (a resume that
     crashed before its INTENT) — and compensate. The reason is checked first (one line, not
     blank: the rule the CLI, HTTP and dashboard apply), then the tools, so a missing import
     refuses before anything is journaled."""
     approver = require_identity(approver)
     reason = required_reason(reason)
-    payload = decision_payload(approver, reason)
+    payload = decision_payload(approver, reason, require_channel(via) if via else "")
     state = engine.snapshot(saga_id)
     request = engine.find_request(saga_id, seq)
     if request is None:
@@ -330,6 +394,8 @@ def reject(engine: Engine, saga_id: str, seq: int, approver: str, reason: str) -
         request = request_of(found)
     else:
         open_gate(state, request)
+    refuse_other_payload(state.gates[seq], input_hash, saga_id)
+    refuse_out_of_scope(engine, state.gates[seq], approver, saga_id)
     entry, run = yield from _close_gate(
         engine,
         state,

@@ -30,7 +30,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TypeVar
 
@@ -79,17 +79,55 @@ Row = tuple[str, Phase, str, str]
 Tail = tuple[int, str, bool]
 """A saga's cached tail: its last seq and hash, and whether its compensation started."""
 
+Rider = tuple[str, tuple[int, str], tuple[str, Phase, str, str]]
+"""An entry of another chain written in the same insert as an append (``Journal.append_with``):
+its saga, the (seq, hash) it must land right after, and its (tool_name, phase, input, payload)."""
+
 
 class SagaStart:
     """A saga starting in this process: its START entry's input (the start facts), journaled in
     one insert with the saga's first entry, if that entry lands at seq 1 (``Journal.starting``)."""
 
-    __slots__ = ("input", "landed", "users")
+    __slots__ = ("entry", "input", "landed", "users")
 
     def __init__(self, input: str) -> None:
         self.input = input
         self.landed = False
         self.users = 1
+        #: The START as stored, once it landed (the run that wrote it knows its saga without a read).
+        self.entry: Entry | None = None
+
+
+def _require_row(saga_id: str, tool_name: str, input: str) -> None:
+    """Refuse what no journal can hold; the common case (plain ASCII strs without NUL, which are
+    storable) in one expression, skipping the three ``require_storable`` calls."""
+    if not (
+        type(saga_id) is str
+        and type(tool_name) is str
+        and type(input) is str
+        and saga_id.isascii()
+        and tool_name.isascii()
+        and input.isascii()
+        and "\x00" not in saga_id
+        and "\x00" not in tool_name
+        and "\x00" not in input
+    ):
+        require_storable("saga_id", saga_id)
+        require_storable("tool_name", tool_name)
+        require_storable("input", input)
+    if not saga_id:
+        raise InvalidValueError("saga_id must not be empty")
+
+
+def _check_open(
+    saga_id: str, seq: int, closed: bool, tool_name: str, phase: Phase, *, new_saga: bool
+) -> None:
+    """Refuse an append the cached tail already rules out: a new saga's first entry in a saga
+    that has entries, or a call beginning (or an END) once the saga's compensation started."""
+    if seq and new_saga:
+        raise SagaExistsError(f"saga {saga_id!r} already has entries (seq 1 to {seq})")
+    if closed and (phase in _BEGINS_CALL or tool_name == LIFE_TOOL):
+        raise _closed_error(saga_id, tool_name)
 
 
 def _remember(tails: dict[str, Tail], saga_id: str, tail: Tail) -> None:
@@ -218,6 +256,7 @@ class Journal:
         payload: str = "",
         *,
         new_saga: bool = False,
+        carried: list[Entry] | None = None,
     ) -> Entry:
         """Durably append one entry to ``saga_id``'s chain and return it as stored.
 
@@ -227,24 +266,7 @@ class Journal:
         ``SagaExistsError`` is raised and nothing is written.
         """
         started = time.perf_counter() if _telemetry.active else 0.0
-        if not (
-            # The common case in one expression: plain ASCII strs without NUL are storable, so
-            # the three require_storable calls are skipped.
-            type(saga_id) is str
-            and type(tool_name) is str
-            and type(input) is str
-            and saga_id.isascii()
-            and tool_name.isascii()
-            and input.isascii()
-            and "\x00" not in saga_id
-            and "\x00" not in tool_name
-            and "\x00" not in input
-        ):
-            require_storable("saga_id", saga_id)
-            require_storable("tool_name", tool_name)
-            require_storable("input", input)
-        if not saga_id:
-            raise InvalidValueError("saga_id must not be empty")
+        _require_row(saga_id, tool_name, input)
         if type(phase) is not Phase:
             phase = Phase(phase)
         stored_payload = escape_text(payload)
@@ -255,16 +277,13 @@ class Journal:
         if self._held and not new_saga:
             held = self.take_held(saga_id)
             if held:
-                return self._append_rows(saga_id, held, (tool_name, phase, input, stored_payload))
+                return self._append_rows(saga_id, held, (tool_name, phase, input, stored_payload), carried)
         stripe = hash(saga_id) % _STRIPES
         tails = self._tails[stripe]
         with self._stripes[stripe]:
             seq, prev, closed = tails.get(saga_id) or _NO_TAIL
             for attempt in range(self.max_append_attempts):
-                if seq and new_saga:
-                    raise SagaExistsError(f"saga {saga_id!r} already has entries (seq 1 to {seq})")
-                if closed and (phase in _BEGINS_CALL or tool_name == LIFE_TOOL):
-                    raise _closed_error(saga_id, tool_name)
+                _check_open(saga_id, seq, closed, tool_name, phase, new_saga=new_saga)
                 start = self._start_row(saga_id) if seq == 0 else None
                 if start is not None:
                     entry, inserted = self._insert_started(
@@ -295,11 +314,14 @@ class Journal:
             f"{self.max_append_attempts} times; nothing was written"
         )
 
-    def _append_rows(self, saga_id: str, held: list[Row], last: Row | None) -> Entry:
+    def _append_rows(
+        self, saga_id: str, held: list[Row], last: Row | None, carried: list[Entry] | None = None
+    ) -> Entry:
         """The held outcomes ``held`` and then ``last`` (None: the outcomes alone) in one insert
         at the saga's tail, retried like ``append`` when another writer took the seq. If ``last``
         begins a call in a saga whose compensation started, the outcomes are written alone and
-        the call is refused (``SagaClosedError``): they record effects that happened."""
+        the call is refused (``SagaClosedError``): they record effects that happened. The
+        outcomes as stored are added to ``carried``."""
         started = time.perf_counter() if _telemetry.active else 0.0
         stripe = hash(saga_id) % _STRIPES
         tails = self._tails[stripe]
@@ -316,6 +338,8 @@ class Journal:
                     inserted = self._confirm(entries, exc)
                 if inserted:
                     _remember(tails, saga_id, (entries[-1].seq, entries[-1].hash, closed))
+                    if carried is not None:
+                        carried.extend(entries[: len(held)])
                     if started:
                         _otel_hooks.committed(entries, started)
                     if refused:
@@ -345,6 +369,84 @@ class Journal:
         when passed to ``commit`` as ``carried``."""
         return self._chain(saga_id, after[0], after[1], rows)
 
+    def append_with(
+        self,
+        saga_id: str,
+        tool_name: str,
+        phase: Phase,
+        input: str,
+        payload: str,
+        riders: Sequence[Rider],
+        *,
+        new_saga: bool = False,
+    ) -> list[Entry] | None:
+        """``append`` with entries of other chains (a budget's debits) in the same insert: all
+        of them land with the entry, or none does; returns every entry written, the appended one
+        last. One try: None, writing nothing, when any of them found its seq taken (the saga's
+        tail is then re-read into the cache): what the riders were decided on may have moved, so
+        the caller decides them again."""
+        started = time.perf_counter() if _telemetry.active else 0.0
+        _require_row(saga_id, tool_name, input)
+        for rider_saga, _, (rider_tool, _, rider_input, _) in riders:
+            _require_row(rider_saga, rider_tool, rider_input)
+        if WAIT_LIMIT.get() is not None:
+            WAIT_LIMIT.set(None)  # writing: wait for the store as long as the library would
+        paid = []
+        for rider_saga, (after, prev_hash), (rider_tool, rider_phase, rider_input, rider_payload) in riders:
+            rider, _ = self._build(
+                rider_saga,
+                after + 1,
+                prev_hash,
+                rider_tool,
+                rider_phase,
+                rider_input,
+                escape_text(rider_payload),
+            )
+            paid.append(rider)
+        stripe = hash(saga_id) % _STRIPES
+        tails = self._tails[stripe]
+        with self._stripes[stripe]:
+            seq, prev, closed = tails.get(saga_id) or _NO_TAIL
+            _check_open(saga_id, seq, closed, tool_name, phase, new_saga=new_saga)
+            start = self._start_row(saga_id) if seq == 0 else None
+            own: list[Entry] = []
+            if start is not None:
+                first, _ = self._build(
+                    saga_id, 1, chain.GENESIS_HASH, LIFE_TOOL, Phase.INTENT, start.input, ""
+                )
+                own.append(first)
+                seq, prev = 1, first.hash
+            entry, _ = self._build(saga_id, seq + 1, prev, tool_name, phase, input, escape_text(payload))
+            written = [*paid, *own, entry]
+            try:
+                inserted = self.store.insert_entries(written)
+            except StoreUnavailableError as exc:
+                inserted = self._confirm(written, exc)
+            if not inserted:
+                seq = 0 if start is not None else seq
+                _remember(tails, saga_id, self._catch_up(saga_id, seq, closed))
+                return None
+            if start is not None:
+                start.entry = own[0]
+                start.landed = True
+            _remember(tails, saga_id, (entry.seq, entry.hash, closed))
+        for rider in paid:
+            self._advance(rider)
+        if started:
+            _otel_hooks.committed(written, started)
+        return written
+
+    def _advance(self, entry: Entry, closed: bool = False) -> None:
+        """Cache ``entry`` as its saga's tail (``closed``: its compensation started at or before
+        it), unless the cache already knows a later one."""
+        stripe = hash(entry.saga_id) % _STRIPES
+        with self._stripes[stripe]:
+            tails = self._tails[stripe]
+            cached = tails.get(entry.saga_id)
+            if cached is None or cached[0] < entry.seq:
+                closed = closed or closes_saga(entry) or (cached is not None and cached[2])
+                _remember(tails, entry.saga_id, (entry.seq, entry.hash, closed))
+
     def _insert_started(
         self, saga_id: str, start: SagaStart, tool_name: str, phase: Phase, input: str, payload: str
     ) -> tuple[Entry, bool]:
@@ -356,6 +458,7 @@ class Journal:
         except StoreUnavailableError as exc:
             inserted = self._confirm([first, entry], exc)
         if inserted:
+            start.entry = first
             start.landed = True
         return entry, inserted
 
@@ -402,14 +505,9 @@ class Journal:
         if not inserted:
             return None
         if start is not None:
+            start.entry = entries[0]
             start.landed = True
-        stripe = hash(saga_id) % _STRIPES
-        with self._stripes[stripe]:
-            tails = self._tails[stripe]
-            cached = tails.get(saga_id)
-            if cached is None or cached[0] < entries[-1].seq:
-                closed = closed or (cached is not None and cached[2])
-                _remember(tails, saga_id, (entries[-1].seq, entries[-1].hash, closed))
+        self._advance(entries[-1], closed)
         if started:
             _otel_hooks.committed(entries, started)
         return entries

@@ -12,7 +12,9 @@ is read (docs/journal.md documents each of them):
 * a compensation's outcome payload (``compensated effect seq=<n>``);
 * decisions: their input (``{"seq":n,"inputHash":h}``, ``{"seq":n,"resolution":...}``) and
   payload (``approver=``, ``reason=``, one line each: :func:`decision_payload`);
-* a saga's start facts and END payload (:func:`start_input`, :func:`end_payload`).
+* a saga's start facts and END payload (:func:`start_input`, :func:`end_payload`);
+* a reconciler's resolution payload (``reconciler=``, ``evidence=``) and an effect audit's entries
+  on their own chain, ``sagacity:audit`` (:func:`reconciler_payload`, :func:`audit_row`).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ RESERVED_PREFIX = "sagacity:"
 ON_ABANDON_COMPENSATE = "compensate"
 ON_ABANDON_REPORT = "report"
 ON_ABANDON = (ON_ABANDON_COMPENSATE, ON_ABANDON_REPORT)
+
+#: The reserved saga an effect audit journals its findings on (tool ``saga``, EXECUTED).
+AUDIT_SAGA = "sagacity:audit"
 
 COMPENSATES = "compensates seq="
 RESUMES = "resumes seq="
@@ -131,6 +136,17 @@ def resolution_input(seq: int, outcome: Phase) -> str:
 NOT_ONE_LINE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 _APPROVER = "approver="
 _REASON = "reason="
+#: A gate held by a policy rule journals ``verdict=hold rule=<id> ...`` (guardrails._verdict).
+HOLD_VERDICT = "verdict=hold rule="
+_VIA = "via="
+#: The channels a decision can be taken from besides the library, the CLI, HTTP and the
+#: dashboard (which write no ``via=`` line): an approval message's buttons or link.
+CHANNELS = frozenset({"slack", "email"})
+#: A resolution a reconciler made: its name, then what it saw (in place of approver and reason).
+RECONCILER = "reconciler="
+EVIDENCE = "evidence="
+#: How a reconciler's name reads where a resolver's identity is shown (``CallView.resolved_by``).
+RECONCILER_PREFIX = "reconciler:"
 _VERDICT_LINES = "\npolicy="  # a policy verdict's first line, after a refused resume's reason
 
 
@@ -236,13 +252,16 @@ def payload_attribute(payload: str, key: str) -> str | None:
     return None
 
 
-def decision_payload(approver: str, reason: str = "") -> str:
-    """``approver=<identity>`` and/or ``reason=<text>``, one per line: never a line more.
+def decision_payload(approver: str, reason: str = "", via: str = "") -> str:
+    """``approver=<identity>``, then ``via=<channel>`` (a decision taken from a message), then
+    ``reason=<text>``, one per line: never a line more.
 
-    Nothing in either value can add a line, so a reader splitting the payload into lines always
+    Nothing in any value can add a line, so a reader splitting the payload into lines always
     finds at most one ``approver=`` and it is the one the library was given:
 
     * ``approver`` is a name and must be one line (``InvalidValueError`` otherwise).
+    * ``via`` is one of :data:`CHANNELS` (the caller checks, :func:`require_channel`); it is
+      written only with an approver, and only when the decision came from a message.
     * A reason given *with* an approver is what that person typed: it must be one line too, and
       ``InvalidValueError`` is raised before anything is journaled. It is journaled verbatim.
     * A reason the library writes on its own (no approver: an expiry, a void, a payload
@@ -252,6 +271,8 @@ def decision_payload(approver: str, reason: str = "") -> str:
       and :func:`parse_decision_payload` gives the original back.
     """
     lines = [_APPROVER + one_line("approver", approver)] if approver else []
+    if via and approver:
+        lines.append(_VIA + require_channel(via))
     if reason:
         if approver:
             one_line("reason", reason)
@@ -261,13 +282,62 @@ def decision_payload(approver: str, reason: str = "") -> str:
     return "\n".join(lines)
 
 
+def require_channel(via: str) -> str:
+    """``via`` if it names a channel a decision can come from, else ``InvalidValueError``."""
+    if via not in CHANNELS:
+        raise InvalidValueError(f"via must be one of {', '.join(sorted(CHANNELS))}, not {via!r}")
+    return via
+
+
+def decision_channel(payload: str) -> str | None:
+    """The channel a decision entry names on its second line (``via=slack``), if any."""
+    first, _, rest = payload.partition("\n")
+    if not first.startswith(_APPROVER) or not rest.startswith(_VIA):
+        return None
+    return rest.partition("\n")[0].removeprefix(_VIA)
+
+
+def reconciler_payload(name: str, evidence: str) -> str:
+    """A reconciler's resolution: ``reconciler=<name>`` and ``evidence=<what it saw>``, one line
+    each (either escaped as :func:`as_line` does when it is not one line of text)."""
+    return f"{RECONCILER}{as_line(name)}\n{EVIDENCE}{as_line(evidence)}"
+
+
+def audit_row(saga_id: str, seq: int, tool_name: str, effect: str) -> str:
+    """The input of an audit entry: the effect it checked, as compact JSON."""
+    return json.dumps(
+        {"sagaId": saga_id, "seq": seq, "toolName": tool_name, "effect": effect},
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+
+
+def audit_payload(verdict: str, reconciler: str, evidence: str, auditor: str) -> str:
+    """The payload of an audit entry: the verdict, who checked (the reconciler, empty: none), what
+    it saw or why nothing could check, and who ran the audit; one line each."""
+    return (
+        f"verdict={verdict}\n{RECONCILER}{as_line(reconciler)}\n{EVIDENCE}{as_line(evidence)}"
+        f"\nauditor={as_line(auditor)}"
+    )
+
+
 def parse_decision_payload(payload: str) -> tuple[str, str]:
     """(approver, reason) from a decision entry's payload.
+
+    A reconciler's resolution reads as (``reconciler:<name>``, its evidence).
 
     The approver is the first line's, and only the first line's: a journal written before reasons
     were kept to one line may hold a reason with line breaks, some reading ``approver=...``; they
     are part of the reason. An escaped reason is unescaped.
     """
+    if payload.startswith(RECONCILER):
+        name, _, evidence = payload.partition("\n")
+        return (
+            RECONCILER_PREFIX + unescaped(name.removeprefix(RECONCILER)),
+            unescaped(evidence.removeprefix(EVIDENCE)),
+        )
     approver, _, rest = payload.partition("\n") if payload.startswith(_APPROVER) else ("", "", payload)
+    if approver and rest.startswith(_VIA):  # the channel's line, never part of the reason
+        rest = rest.partition("\n")[2]
     rest = rest.partition(_VERDICT_LINES)[0]  # a policy's refusal: its verdict follows the reason
     return approver.removeprefix(_APPROVER), unescaped(rest.removeprefix(_REASON))

@@ -51,6 +51,36 @@ def resolve(
     """A human settles an in-doubt INTENT: the decision and the outcome, appended together."""
     resolver = require_identity(resolver)
     note = decision_payload(resolver, reason)  # refuses a reason of more than one line, first
+    return settle(
+        engine,
+        saga_id,
+        seq,
+        happened=happened,
+        note=note,
+        result=result,
+        why_call=f"resolved by {resolver}: {reason or 'did not happen'}",
+        why_undo=f"resolved by {resolver}: {reason}",
+        by=resolver,
+    )
+
+
+def settle(
+    engine: Engine,
+    saga_id: str,
+    seq: int,
+    *,
+    happened: bool,
+    note: str,
+    result: str,
+    why_call: str,
+    why_undo: str,
+    by: str,
+    compensate_after: bool = True,
+) -> Operation[SagaStatus]:
+    """Settle an in-doubt INTENT, fenced: the decision (payload ``note``: who or what decided)
+    and the outcome, appended together; ``SagaStateError`` when it is no longer in doubt (another
+    process settled it first). A compensating saga then carries on compensating, unless
+    ``compensate_after`` is False (``recover`` compensates it itself)."""
     state = engine.snapshot(saga_id)
 
     def choose(now: SagaState) -> list[Row]:
@@ -61,9 +91,7 @@ def resolve(
         if call is not None:
             intent = call.intent
             phase = Phase.EXECUTED if happened else Phase.FAILED
-            payload = (
-                result if happened else f"NotExecuted: resolved by {resolver}: {reason or 'did not happen'}"
-            )
+            payload = result if happened else f"NotExecuted: {why_call}"
             if now.compensating or not happened:
                 # The saga will compensate next: refuse now, before the resolution is journaled.
                 check_tools(now, engine.registry)
@@ -76,7 +104,7 @@ def resolve(
             payload = (
                 compensated_payload(comp.executed_seq)
                 if happened
-                else compensation_failed_payload(comp.executed_seq, f"resolved by {resolver}: {reason}")
+                else compensation_failed_payload(comp.executed_seq, why_undo)
             )
         decision: Row = (
             GATE_TOOL,
@@ -87,8 +115,8 @@ def resolve(
         return [decision, (intent.tool_name, phase, intent.input, payload)]
 
     engine.decide(state, choose)
-    if state.compensating and not state.open_calls:
-        run = yield from compensate(engine, saga_id, f"resolution of seq {seq} by {resolver}", state=state)
+    if compensate_after and state.compensating and not state.open_calls:
+        run = yield from compensate(engine, saga_id, f"resolution of seq {seq} by {by}", state=state)
         assert run is not None
         return run.status
     return state.status

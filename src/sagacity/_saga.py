@@ -21,7 +21,7 @@ from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from sagacity._approvals import awaiting_message, gate
 from sagacity._compensation import CompensationRun, compensate, describe
@@ -32,8 +32,9 @@ from sagacity._journal import SagaStart
 from sagacity._json import encode_result
 from sagacity._keyed import Admission, admit
 from sagacity._payloads import CONTROL_FLOW, LIFE_TOOL, end_payload
-from sagacity._state import SagaState, closes_saga
+from sagacity._state import SagaState, closes_saga, fold
 from sagacity.errors import (
+    AppendConflictError,
     ApprovalRefusedError,
     HaltedError,
     SagaClosedError,
@@ -45,8 +46,13 @@ from sagacity.errors import (
 from sagacity.guardrails._deny import deny_call
 from sagacity.guardrails._rules import Action
 from sagacity.guardrails._verdict import DEFAULT_RULE, Verdict
-from sagacity.model import ApprovalRequest, Phase, SagaResult, SagaStatus
+from sagacity.model import ApprovalRequest, Entry, Phase, SagaResult, SagaStatus
 from sagacity.tools import DEFERRED, IMMEDIATE, ToolSpec
+
+_T = TypeVar("_T")
+
+#: Entries a run keeps to decide its END without reading the saga back (``SagaRun._kept``).
+_KEPT_AT_MOST = 256
 
 #: Exception types that are an agent framework's control flow, not a tool's failure.
 ControlFlow = tuple[type[BaseException], ...]
@@ -90,6 +96,9 @@ class SagaRun:
         self._compensated: CompensationRun | None = None  # a refusal in band already compensated
         self._first = threading.Lock()  # a fresh run's first append, one at a time
         self._appended = False  # whether this run journaled anything (then it journals its END)
+        # The entries this run appended, by seq: a saga this run wrote whole is known at its end
+        # without reading it back (``_own_state``).
+        self._written: dict[int, Entry] = {}
 
     # -- state shared across copied contexts ------------------------------------------------------
     @property
@@ -117,6 +126,37 @@ class SagaRun:
                 self.existed = seq > 1 and not (self.start is not None and self.start.landed)
             self._last_seq = seq
 
+    def _kept(self, entry: Entry) -> int:
+        """Remember an entry this run appended (a dict store: atomic under the GIL); its seq. A
+        long saga's stop being kept past ``_KEPT_AT_MOST``: its END then reads the saga, as a
+        read costs little beside that many commits, and memory stays flat."""
+        if len(self._written) < _KEPT_AT_MOST:
+            self._written[entry.seq] = entry
+        return entry.seq
+
+    def _append(self, tool_name: str, phase: Phase, input: str, payload: str) -> int:
+        """Append on the fast path and keep what landed: the entry, and any held outcome it
+        carried (``durability="deferred"``), so the run's END still needs no read."""
+        carried: list[Entry] = []
+        entry = self.journal.append(self.saga_id, tool_name, phase, input, payload, carried=carried)
+        for outcome in carried:
+            self._kept(outcome)
+        return self._kept(entry)
+
+    def _own_state(self) -> SagaState | None:
+        """The saga's state from the entries this run appended, when they are the whole journal
+        as far as this run knows it (its own START at seq 1, then every seq up to its last), else
+        None. Deciding on it is as good as on a read: the END is fenced right after the last of
+        them (``Engine.decide``), so a row anyone else appended makes it lose, read and decide again.
+        """
+        start = self.start
+        if self.existed is not False or start is None or start.entry is None:
+            return None
+        entries = sorted(self._written.values(), key=lambda e: e.seq)
+        if [e.seq for e in entries] != list(range(2, self._last_seq + 1)):
+            return None  # a gap: an entry this run saw but does not hold (a gate's), or another's
+        return fold(self.saga_id, [start.entry, *entries])
+
     def _end_input(self) -> str | None:
         """The START's input, when the saga has a START and this run journaled something: its
         END (same input) is then due when the run's work is done."""
@@ -131,28 +171,50 @@ class SagaRun:
     def begin(self, spec: ToolSpec, input: str, payload: str = "") -> int:
         """Journal INTENT (durable before the tool runs; ``payload``: the policy's verdict) and
         return its seq."""
+        seq = self._begin(spec, input, payload, None)
+        assert seq is not None  # only debits riding with the INTENT can lose without raising
+        return seq
+
+    def _begin(self, spec: ToolSpec, input: str, payload: str, verdict: Verdict | None) -> int | None:
+        """``begin``; with a ``verdict`` whose debits ride with the INTENT (all or none), None
+        when that insert lost a race: nothing was written, and the call is judged again."""
+        riders = verdict.riders if verdict is not None else ()
         try:
             if spec.intent_payload:  # an MCP tool: the definition it goes out under
                 payload = f"{payload}\n{spec.intent_payload}" if payload else spec.intent_payload
-            if self.fresh:
+            if riders:
+                seq = self._first_append(lambda new: self._paid(spec, input, payload, verdict, new))
+            elif self.fresh:
                 seq = self._first_append(
-                    lambda new: (
+                    lambda new: self._kept(
                         self.journal.append(
                             self.saga_id, spec.name, Phase.INTENT, input, payload, new_saga=new
-                        ).seq
+                        )
                     )
                 )
             else:
-                seq = self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload).seq
+                seq = self._append(spec.name, Phase.INTENT, input, payload)
         except (SagaClosedError, SagaExistsError) as exc:
             self.latch(exc)
             raise
-        self._seen(seq)
+        if seq is not None:
+            self._seen(seq)
         return seq
 
-    def _first_append(self, append: Callable[[bool], int]) -> int:
+    def _paid(self, spec: ToolSpec, input: str, payload: str, verdict: Any, new: bool) -> int | None:
+        """The INTENT with the debits its verdict planned, in one insert; None if it lost."""
+        landed = self.journal.append_with(
+            self.saga_id, spec.name, Phase.INTENT, input, payload, verdict.riders, new_saga=new
+        )
+        guard = self.engine.guard
+        assert guard is not None
+        guard.settled(verdict, landed)
+        return None if landed is None else self._kept(landed[-1])
+
+    def _first_append(self, append: Callable[[bool], _T]) -> _T:
         """A fresh run's first entry: ``append(True)`` must land at seq 1, else the saga existed
-        before this run and the run is refused. Calls racing to be first wait for it."""
+        before this run and the run is refused. Calls racing to be first wait for it (None: the
+        first append lost a race and wrote nothing, so the run is still fresh)."""
         with self._first:
             if not self.fresh:  # another call of this run landed first
                 return append(False)
@@ -160,7 +222,8 @@ class SagaRun:
                 seq = append(True)
             except SagaExistsError:
                 raise self.exists_error() from None
-            self.fresh = False
+            if seq is not None:
+                self.fresh = False
             return seq
 
     def exists_error(self) -> SagaExistsError:
@@ -193,7 +256,7 @@ class SagaRun:
         if may_defer and self._defers(spec):
             self.journal.hold(self.saga_id, spec.name, phase, input, payload)
         else:
-            self._seen(self.journal.append(self.saga_id, spec.name, phase, input, payload).seq)
+            self._seen(self._append(spec.name, phase, input, payload))
 
     def failed(self, spec: ToolSpec, input: str, exc: BaseException, may_defer: bool = True) -> None:
         self.latch(exc)
@@ -255,34 +318,43 @@ class SagaRun:
         seq = self.begin(spec, input)
         return self.execute(spec, seq, input, args, kwargs)
 
-    def _judged(self, spec: ToolSpec, input: str) -> tuple[Verdict, Any]:
-        """The policy's verdict on the call, and what the call returns without running (a gate's
-        or a denial's message to the model), or ``_RUN`` with the INTENT's seq journaled."""
+    def _judged(self, spec: ToolSpec, input: str) -> tuple[Any, int]:
+        """Judge the call and journal what the verdict says: what the call returns without
+        running (a gate's or a denial's message to the model), or ``_RUN`` and the INTENT's seq.
+        An allowed call's budget debits ride in its INTENT's insert; when that insert loses a race
+        (a meter or the saga moved), the call is judged again on what moved."""
         guard = self.engine.guard
         assert guard is not None
-        verdict: Verdict = guard.judge(
-            self.saga_id,
-            spec.name,
-            input,
-            irreversible=spec.irreversible,
-            approvals=spec.approvals_required,
-            principal=self.principal,
+        for _ in range(self.journal.max_append_attempts):
+            verdict: Verdict = guard.judge(
+                self.saga_id,
+                spec.name,
+                input,
+                irreversible=spec.irreversible,
+                approvals=spec.approvals_required,
+                principal=self.principal,
+                with_intent=True,
+            )
+            if verdict.action is Action.DENY:
+                return self._deny(spec, input, verdict), 0
+            if verdict.action is Action.HOLD:
+                return self._gate(spec, input, verdict), 0
+            try:
+                seq = self._begin(spec, input, verdict.lines, verdict)
+            except BaseException:
+                guard.give_back_verdict(self.saga_id, verdict)
+                raise
+            if seq is not None:
+                return _RUN, seq
+        raise AppendConflictError(
+            f"{spec.name} in saga {self.saga_id!r}: its INTENT and budget debits lost the race "
+            f"{self.journal.max_append_attempts} times; nothing was written and the tool did not run"
         )
-        if verdict.action is Action.DENY:
-            return verdict, self._deny(spec, input, verdict)
-        if verdict.action is Action.HOLD:
-            return verdict, self._gate(spec, input, verdict)
-        return verdict, _RUN
 
     def _guarded(self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        verdict, answer = self._judged(spec, input)
+        answer, seq = self._judged(spec, input)
         if answer is not _RUN:
             return answer
-        try:
-            seq = self.begin(spec, input, verdict.lines)
-        except BaseException:
-            self.engine.guard.give_back_verdict(self.saga_id, verdict)  # type: ignore[union-attr]
-            raise
         return self.execute(spec, seq, input, args, kwargs)
 
     def _deny(self, spec: ToolSpec, input: str, verdict: Verdict) -> str:
@@ -362,10 +434,9 @@ class SagaRun:
         self, spec: ToolSpec, input: str, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
         if self.engine.guard is not None:
-            verdict, answer = await asyncio.to_thread(self._judged, spec, input)
+            answer, seq = await asyncio.to_thread(self._judged, spec, input)
             if answer is not _RUN:
                 return answer
-            seq = await asyncio.to_thread(self.begin, spec, input, verdict.lines)
             return await self.execute_async(spec, seq, input, args, kwargs)
         if spec.irreversible:
             return await asyncio.to_thread(self._gate, spec, input)
@@ -493,7 +564,7 @@ class SagaRun:
         entry = self.journal.append(
             self.saga_id, spec.name, Phase.FAILED, input, CONTROL_FLOW + describe(exc)
         )
-        self._seen(entry.seq)
+        self._seen(self._kept(entry))
 
     # -- ending -----------------------------------------------------------------------------------
     def conclusion(self, value: Any, error: BaseException | None) -> Operation[SagaResult]:
@@ -552,7 +623,7 @@ class SagaRun:
         facts = self._end_input()
         if facts is None and not visible:  # this run journaled nothing in a saga it began
             return SagaResult(self.saga_id, SagaStatus.COMPLETED, value, None, (), ())
-        state = self.engine.snapshot(self.saga_id)
+        state = self._own_state() or self.engine.snapshot(self.saga_id)
         rows: Sequence[ApprovalRequest] = ()
         if state.open_gates:  # read before the END's decision, which a decision meanwhile moves
             rows = self.journal.read(self.engine.store.list_approval_requests, self.saga_id)

@@ -10,6 +10,7 @@ read's twin is made from the blocking method (``_twins``), so its signature is w
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import os
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -20,7 +21,9 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 import sagacity._approvals as _approvals
+import sagacity._audit as _audit
 import sagacity._otel_gauges as _otel_gauges
+import sagacity._reconcile as _reconcile
 import sagacity._recovery as _recovery
 import sagacity._telemetry as _telemetry
 import sagacity._view as _view
@@ -36,9 +39,10 @@ from sagacity._otel_operations import operation
 from sagacity._paging import decode_cursor, decode_request_cursor
 from sagacity._payloads import LIFE_TOOL, ON_ABANDON_COMPENSATE, require_on_abandon, start_input
 from sagacity._queue import arrange, past, queue_order
+from sagacity._reconcile import DEFAULT_RECONCILE_TIMEOUT
 from sagacity._recovery import DEFAULT_ABANDONED_AFTER
 from sagacity._saga import SagaRun
-from sagacity._state import fold, misaligned
+from sagacity._state import SagaState, fold, misaligned
 from sagacity._traced import current, entered, new_run
 from sagacity._twins import in_thread, signature_of
 from sagacity.chain import Verification, utc_now
@@ -60,10 +64,12 @@ from sagacity.model import (
     ApprovalDecision,
     ApprovalPage,
     ApprovalRequest,
+    EffectAudit,
     Entry,
     InDoubtCall,
     PendingApproval,
     Phase,
+    Reconciled,
     SagaDetail,
     SagaResult,
     SagaStatus,
@@ -547,12 +553,73 @@ class Sagacity:
             self.engine, saga_id, seq, happened=happened, resolver=resolver, result=result, reason=reason
         )
 
+    def reconcile(
+        self, saga_id: str | None = None, *, timeout: float = DEFAULT_RECONCILE_TIMEOUT
+    ) -> list[Reconciled]:
+        """Ask the reconcilers (``@tool.reconcile``, ``@tool.reconcile_compensation``) about the
+        in-doubt calls and undos of one saga, or of every saga no living process runs, and settle
+        what the external system knows: *happened* journals the outcome (EXECUTED / COMPENSATED),
+        *did not happen* the failure (FAILED, and the saga compensates; COMPENSATION_FAILED for an
+        undo), each as a fenced decision naming the reconciler and its evidence, exactly as
+        :meth:`resolve_in_doubt` would. *unknown*, an exception, or no answer within ``timeout``
+        seconds leave the call in doubt for a human. One :class:`Reconciled` per call asked about.
+        """
+        _refuse_in_loop("reconcile")
+        timeout = _reconcile.require_timeout(timeout)
+        return drive(_reconcile.reconcile(self.engine, self._doubtful(saga_id), timeout))
+
+    async def reconcile_async(
+        self, saga_id: str | None = None, *, timeout: float = DEFAULT_RECONCILE_TIMEOUT
+    ) -> list[Reconciled]:
+        timeout = _reconcile.require_timeout(timeout)
+        ids = await asyncio.to_thread(self._doubtful, saga_id)
+        return await drive_async(_reconcile.reconcile(self.engine, ids, timeout))
+
+    def _doubtful(self, saga_id: str | None) -> list[str]:
+        """One saga, or every saga the index has with an INTENT and no outcome."""
+        return self._watched(saga_id, Watch.IN_DOUBT)
+
+    def audit_effects(
+        self,
+        saga_id: str | None = None,
+        *,
+        auditor: str | None = None,
+        timeout: float = DEFAULT_RECONCILE_TIMEOUT,
+    ) -> list[EffectAudit]:
+        """Ask the reconcilers whether the world agrees with the journal about the effects of one
+        finished saga, or of every finished one: each EXECUTED call (did it happen?) and each
+        COMPENSATED one (did its undo?) gets CONFIRMED, DRIFT or UNVERIFIABLE (no reconciler, an
+        *unknown* answer, an error or a timeout: never counted as fine). The findings are
+        journaled on the reserved saga ``sagacity:audit`` (docs/journal.md) under ``auditor``
+        (default: this host and process) and returned."""
+        _refuse_in_loop("audit_effects")
+        timeout = _reconcile.require_timeout(timeout)
+        who = require_identity(auditor) if auditor is not None else _audit.this_process()
+        return _audit.audit(self.engine, self._finished_states(saga_id), timeout, who)
+
+    audit_effects_async = in_thread(audit_effects)
+
+    def _finished_states(self, saga_id: str | None) -> Iterator[SagaState]:
+        if saga_id is not None:
+            self.journal.require_saga(saga_id)
+            yield self.engine.snapshot(saga_id)
+            return
+        ids = sorted(
+            {s.saga_id for status in _audit.FINISHED for s in self._sagas(status, None, None, SagaFilter())}
+        )
+        for start in range(0, len(ids), _PAGE):
+            for sid, entries in self.index.journals(ids[start : start + _PAGE]).items():
+                yield fold(sid, entries)
+
     @operation("recover")
     def recover(
         self, saga_id: str | None = None, *, abandoned_after: timedelta = DEFAULT_ABANDONED_AFTER
     ) -> list[SagaResult]:
         """Finish compensations that a crash interrupted, from the journal alone, and put the
         approval requests in line with the journal's gates.
+
+        First the reconcilers settle the in-doubt calls they know about (:meth:`reconcile`):
+        a call that did not happen then has its saga compensated here like any failed one.
 
         Looks at one saga or every saga not live in this process. Safe to run at any time and
         from any process (cron, a second worker): a saga with a call still open is left alone (its
@@ -572,15 +639,28 @@ class Sagacity:
         journaled, when it says ``"report"``.
         """
         _refuse_in_loop("recover")
+        settled = drive(self._reconciling(saga_id))
         compensating, aligning = self._recoverable(saga_id)
-        return drive(_recovery.recover(self.engine, compensating, aligning, abandoned_after))
+        return drive(_recovery.recover(self.engine, [*compensating, *settled], aligning, abandoned_after))
 
     @operation("recover")
     async def recover_async(
         self, saga_id: str | None = None, *, abandoned_after: timedelta = DEFAULT_ABANDONED_AFTER
     ) -> list[SagaResult]:
+        settled = await drive_async(self._reconciling(saga_id))
         compensating, aligning = await asyncio.to_thread(self._recoverable, saga_id)
-        return await drive_async(_recovery.recover(self.engine, compensating, aligning, abandoned_after))
+        return await drive_async(
+            _recovery.recover(self.engine, [*compensating, *settled], aligning, abandoned_after)
+        )
+
+    def _reconciling(self, saga_id: str | None) -> Operation[list[str]]:
+        """``recover``'s first step: the reconcilers settle what they can (compensation is left to
+        ``recover``'s own pass); the sagas they settled a call of."""
+        ids = self._doubtful(saga_id)
+        done = yield from _reconcile.reconcile(
+            self.engine, ids, DEFAULT_RECONCILE_TIMEOUT, compensate_after=False
+        )
+        return sorted({r.saga_id for r in done if r.settled})
 
     def _recoverable(self, saga_id: str | None) -> tuple[list[str], list[str]]:
         """The sagas ``recover`` compensates and those whose requests it aligns: one saga, or
@@ -691,7 +771,10 @@ class Sagacity:
 
         def views(rows: list[ApprovalRequest]) -> list[PendingApproval]:
             states = {sid: fold(sid, self.journal.entries(sid)) for sid in {r.saga_id for r in rows}}
-            return [_view.pending(states[r.saga_id], [r], required, now)[0] for r in rows]
+            return [
+                self._scoped(_view.pending(states[r.saga_id], [r], required, now)[0], states[r.saga_id])
+                for r in rows
+            ]
 
         if requester is None and awaiting is None:  # fold only the page's sagas
             total = len(requests)
@@ -713,28 +796,80 @@ class Sagacity:
         full = limit is not None and len(items) == limit
         return ApprovalPage(items, total, items[-1].cursor if full else None)
 
-    @operation("approve")
-    def approve(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
-        """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing."""
-        _refuse_in_loop("approve")
-        return drive(_approvals.approve(self.engine, saga_id, seq, approver))
+    def _scoped(self, pending: PendingApproval, state: SagaState) -> PendingApproval:
+        """``pending`` with who the policy lets decide it (unchanged without a policy)."""
+        gate = state.gates.get(pending.request.journal_seq)
+        scope = _approvals.scope_of(self.engine, gate) if gate is not None else None
+        if scope is None:
+            return pending
+        return dataclasses.replace(pending, scope=scope[0], scope_members=scope[1])
 
     @operation("approve")
-    async def approve_async(self, saga_id: str, seq: int, approver: str) -> ApprovalDecision:
-        return await drive_async(_approvals.approve(self.engine, saga_id, seq, approver))
+    def approve(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
+        """Journal APPROVED by ``approver`` for the gate at ``seq``. Approving is not executing.
+
+        ``via`` (``"slack"`` or ``"email"``) journals the channel of a decision taken from a
+        message; ``input_hash`` is the payload's SHA-256 the approver was shown: if the gate holds
+        another payload, ``PayloadMismatchError`` and nothing is journaled. An approver the
+        guardrails policy does not name for this gate gets ``ApproverScopeError``."""
+        _refuse_in_loop("approve")
+        return drive(_approvals.approve(self.engine, saga_id, seq, approver, via or "", input_hash))
+
+    @operation("approve")
+    async def approve_async(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
+        return await drive_async(
+            _approvals.approve(self.engine, saga_id, seq, approver, via or "", input_hash)
+        )
 
     @operation("reject")
-    def reject(self, saga_id: str, seq: int, approver: str, reason: str) -> ApprovalDecision:
+    def reject(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        reason: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
         """Journal REJECTED, drop the request and compensate the saga (``decision.result``).
 
         ``reason`` is required, one line and not blank (``InvalidValueError`` otherwise, nothing
-        journaled): a rejection nobody can explain later is no evidence."""
+        journaled): a rejection nobody can explain later is no evidence. ``via`` and
+        ``input_hash`` as for :meth:`approve`; approver scopes apply to a rejection too."""
         _refuse_in_loop("reject")
-        return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason))
+        return drive(_approvals.reject(self.engine, saga_id, seq, approver, reason, via or "", input_hash))
 
     @operation("reject")
-    async def reject_async(self, saga_id: str, seq: int, approver: str, reason: str) -> ApprovalDecision:
-        return await drive_async(_approvals.reject(self.engine, saga_id, seq, approver, reason))
+    async def reject_async(
+        self,
+        saga_id: str,
+        seq: int,
+        approver: str,
+        reason: str,
+        *,
+        via: str | None = None,
+        input_hash: str | None = None,
+    ) -> ApprovalDecision:
+        return await drive_async(
+            _approvals.reject(self.engine, saga_id, seq, approver, reason, via or "", input_hash)
+        )
 
     @operation("resume")
     def resume(self, saga_id: str, seq: int, payload: str, *, resumed_by: str | None = None) -> SagaResult:

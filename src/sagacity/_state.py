@@ -48,6 +48,7 @@ from sagacity._payloads import (
     DEFINITION_LINE,
     EFFECT_SEQ,
     GATE_TOOL,
+    HOLD_VERDICT,
     LIFE_TOOL,
     NOT_FAILURES,
     ON_ABANDON,
@@ -147,6 +148,12 @@ class Gate:
     @property
     def input_hash(self) -> str:
         return sha256_hex(self.entry.input)
+
+    @property
+    def held_by(self) -> str | None:
+        """The policy rule that held the call (its ``verdict=hold rule=<id>`` line), if one did."""
+        verdict = payload_attribute(self.entry.payload, HOLD_VERDICT)
+        return verdict.split(" ", 1)[0] if verdict else None
 
     def approvers(self, input_hash: str) -> list[str]:
         return self.approvals.get(input_hash, [])

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import re
 import tomllib
+from pathlib import Path
+from typing import Any
 
-__all__ = ["LineIndex", "duration_seconds", "toml_syntax_error"]
+__all__ = ["LineIndex", "duration_seconds", "read_config_text", "toml_document", "toml_syntax_error"]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -35,6 +37,25 @@ def toml_syntax_error(source: str, text: str, error: tomllib.TOMLDecodeError) ->
     if match.group("line") is None:
         return f"{source} line {max(1, len(text.splitlines()))}: {what} (at the end of the file)"
     return f"{source} line {match.group('line')}: {what} (column {match.group('column')})"
+
+
+def read_config_text(path: str | Path, what: str, error: type[Exception]) -> str:
+    """The UTF-8 text of a config file (``what`` names it in messages), or ``error`` saying why not."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise error(f"cannot read {what} {path}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text ({exc.reason})") from exc
+
+
+def toml_document(text: str, source: str, error: type[Exception]) -> dict[str, Any]:
+    """``text`` parsed as TOML, or ``error`` naming the line of its syntax error."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(toml_syntax_error(source, text, exc)) from exc
 
 
 _BARE = r"[A-Za-z0-9_-]+"

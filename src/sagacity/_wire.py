@@ -26,10 +26,12 @@ from sagacity.model import (
     CallStatus,
     CallView,
     CompensationView,
+    EffectAudit,
     InDoubtCall,
     JournaledDecision,
     PendingApproval,
     Phase,
+    Reconciled,
     SagaResult,
     SagaSummary,
     SagaView,
@@ -141,6 +143,7 @@ _pending_json = _Shape(
     "ready_to_resume",
     "tool_imported",
     "matches_journal",
+    _field("scope", list, key="approverScope"),
 )
 
 
@@ -399,6 +402,7 @@ def diagnosis_json(diagnosis: Diagnosis, older_than: timedelta, ignore: Iterable
         "healthy": not findings,
         "sagasChecked": diagnosis.sagas_checked,
         "recentSkipped": diagnosis.recent,
+        "reconcilable": diagnosis.reconcilable,
         "olderThanSeconds": older_than.total_seconds(),
         "expired": [request_json(r) | {"expiredAt": iso(r.expires_at)} for r in diagnosis.expired],
         "findings": findings,
@@ -528,3 +532,24 @@ def activity_json(
         "sagasRead": read,
         "complete": complete,
     }
+
+
+#: What ``reconcile`` did with one in-doubt call, as the CLI's ``--json`` gives it.
+reconciled_json = _Shape(
+    Reconciled,
+    "saga_id",
+    "seq",
+    "tool_name",
+    "kind",
+    "answer",
+    "reconciler",
+    "evidence",
+    "settled",
+    "outcome",
+    _field("status", str),
+)
+
+#: One effect as an audit found it.
+effect_audit_json = _Shape(
+    EffectAudit, "saga_id", "seq", "tool_name", "effect", _field("verdict", str), "reconciler", "evidence"
+)

@@ -18,7 +18,13 @@ import re
 
 from sagacity._json import kind_of, require_storable
 from sagacity._payloads import one_line, required_reason
-from sagacity._toml_lines import LineIndex, duration_seconds, toml_syntax_error
+from sagacity._toml_lines import (
+    LineIndex,
+    duration_seconds,
+    read_config_text,
+    toml_document,
+    toml_syntax_error,
+)
 from sagacity.errors import InvalidValueError
 
 __all__ = [
@@ -26,9 +32,11 @@ __all__ = [
     "duration_seconds",
     "kind_of",
     "one_line",
+    "read_config_text",
     "require_identity",
     "require_storable",
     "required_reason",
+    "toml_document",
     "toml_syntax_error",
 ]
 

@@ -93,6 +93,9 @@ class Diagnosis:
     sagas_checked: int
     recent: int = 0
     expired: list[ApprovalRequest] = field(default_factory=list)
+    #: In-doubt calls and compensations among the findings whose tool declares a reconciler in
+    #: this process (``sagacity sagas reconcile`` may settle them without a human).
+    reconcilable: int = 0
 
 
 def tools_needed(state: SagaState, registry: ToolRegistry) -> list[str]:
@@ -105,15 +108,43 @@ def tools_needed(state: SagaState, registry: ToolRegistry) -> list[str]:
     return sorted(missing)
 
 
-def in_doubt_findings(calls: Iterable[InDoubtCall], older_than: timedelta) -> tuple[list[Finding], int]:
-    """In-doubt calls and compensations older than the threshold; also how many were younger."""
+def reconciler_of(call: InDoubtCall, registry: ToolRegistry) -> str | None:
+    """The name of the reconciler this process has for an in-doubt call (or its undo), if any."""
+    spec = registry.find(call.tool_name)
+    if spec is None:
+        return None
+    found = spec.compensation_reconciler if call.kind == "compensation" else spec.reconciler
+    return found.name if found is not None else None
+
+
+def in_doubt_findings(
+    calls: Iterable[InDoubtCall], older_than: timedelta, registry: ToolRegistry | None = None
+) -> tuple[list[Finding], int]:
+    """In-doubt calls and compensations older than the threshold; also how many were younger.
+    One whose tool has a reconciler in ``registry`` says to run it first."""
     findings, recent = [], 0
     for call in calls:
         if call.age < older_than:
             recent += 1
             continue
         where = f"{quote(call.saga_id)} {call.seq}"
-        if call.kind == "compensation":
+        named = reconciler_of(call, registry) if registry is not None else None
+        if named is not None:
+            findings.append(
+                Finding(
+                    FindingKind.IN_DOUBT_COMPENSATION
+                    if call.kind == "compensation"
+                    else FindingKind.IN_DOUBT_CALL,
+                    call.saga_id,
+                    call.seq,
+                    f"{'compensation of ' if call.kind == 'compensation' else ''}{call.tool_name} "
+                    f"{call.input} started {human_duration(call.age)} ago and has no outcome; "
+                    f"its reconciler {named} can ask the external system",
+                    f"`sagacity sagas reconcile {quote(call.saga_id)} --import MODULE` settles it if "
+                    f"the system knows; else check by hand and `sagacity sagas resolve {where} ...`",
+                )
+            )
+        elif call.kind == "compensation":
             findings.append(
                 Finding(
                     FindingKind.IN_DOUBT_COMPENSATION,
@@ -305,8 +336,10 @@ def diagnose(
                 "`sagacity doctor --expire --import MODULE`",
             )
         findings.append(overdue)
-    in_doubt, recent = in_doubt_findings(sg.in_doubt(), older_than)
+    doubts = sg.in_doubt()
+    in_doubt, recent = in_doubt_findings(doubts, older_than, sg.registry)
     findings.extend(in_doubt)
+    reconcilable = sum(1 for c in doubts if c.age >= older_than and reconciler_of(c, sg.registry) is not None)
     pending_by_saga: dict[str, set[int]] = {}
     for r in pending:
         pending_by_saga.setdefault(r.saga_id, set()).add(r.journal_seq)
@@ -324,7 +357,7 @@ def diagnose(
         journal_findings(sg, journals, pending_by_saga, now, older_than, progress, total, note_breaks=full)
     )
     findings.sort(key=lambda f: (f.saga_id, f.seq if f.seq is not None else -1, f.kind))
-    return Diagnosis(findings, saga_count, recent, expired)
+    return Diagnosis(findings, saga_count, recent, expired, reconcilable)
 
 
 def journal_findings(

@@ -25,7 +25,8 @@
     │   ├── ApprovalNotFoundError   (also LookupError) no pending request for that saga and seq
     │   │                           (none made, or already resumed, rejected or voided)
     │   ├── ApprovalRefusedError    not approved in the journal, approved twice by one person, expired
-    │   │   └── DefinitionChangedError  the tool's definition changed since approval: held again
+    │   │   ├── DefinitionChangedError  the tool's definition changed since approval: held again
+    │   │   └── ApproverScopeError  the approver is not among those the policy names for the gate
     │   └── PayloadMismatchError    the live payload's SHA-256 differs from the approved one
     ├── WorkflowError
     │   ├── WorkflowDefinitionError a workflow declared wrongly (caught where it is written)
@@ -49,6 +50,7 @@ __all__ = [
     "ApprovalError",
     "ApprovalNotFoundError",
     "ApprovalRefusedError",
+    "ApproverScopeError",
     "BlockingCallError",
     "CheckFailedError",
     "CheckpointError",
@@ -188,6 +190,22 @@ class DefinitionChangedError(ApprovalRefusedError):
     def __init__(self, message: str, new_seq: int) -> None:
         super().__init__(message)
         self.new_seq = new_seq
+
+
+class ApproverScopeError(ApprovalRefusedError):
+    """The approver may not decide this gate: the guardrails policy names who may (a hold rule's
+    ``approvers``, or ``[approvers]`` for the tool), and this identity is not among them. Nothing
+    was journaled. Every surface answers it the same way (HTTP 403).
+
+    ``allowed`` is the policy's list as written (``group:finance``, identities).
+    """
+
+    def __init__(self, message: str, allowed: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.allowed = allowed
+
+    def __reduce__(self) -> tuple[type[ApproverScopeError], tuple[str, tuple[str, ...]]]:
+        return (type(self), (str(self), self.allowed))
 
 
 class PayloadMismatchError(ApprovalError):

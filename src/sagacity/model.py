@@ -30,12 +30,17 @@ __all__ = [
     "CompensationOutcome",
     "CompensationStep",
     "CompensationView",
+    "EffectAudit",
+    "EffectVerdict",
     "Entry",
     "InDoubtCall",
     "JournaledDecision",
     "PendingApproval",
     "Phase",
     "Progress",
+    "ReconcileContext",
+    "Reconciled",
+    "Reconciliation",
     "Reversibility",
     "SagaDetail",
     "SagaResult",
@@ -304,6 +309,105 @@ class InDoubtCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ReconcileContext:
+    """What a reconciler receives: the journaled call it is asked about.
+
+    ``kind`` is ``"call"`` (did the call happen?) or ``"compensation"`` (did its undo happen?).
+    ``seq`` is the original call's INTENT seq and ``idempotency_key`` derives from it, the key the
+    tool sent; ``started_at`` is when the INTENT (of the compensation, for an undo) was journaled.
+    For an undo, ``result`` is the call's journaled result and ``executed_seq`` its EXECUTED seq.
+    """
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    input: str
+    args: dict[str, Any]
+    idempotency_key: str
+    started_at: datetime
+    kind: str = "call"
+    result: str = ""
+    executed_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciliation:
+    """A reconciler's answer: the external system says the effect ``happened`` (with the call's
+    ``result``), ``did_not_happen``, or cannot tell (``unknown``). ``evidence`` is what it saw
+    (the external reference: a transfer id, a status line); it is journaled, one line.
+
+    Build it with :meth:`happened`, :meth:`did_not_happen` or :meth:`unknown`."""
+
+    answer: str
+    evidence: str = ""
+    result: str = ""
+
+    @classmethod
+    def happened(cls, evidence: str, result: str = "") -> Reconciliation:
+        """The effect is there; ``result`` is journaled as the call's result (EXECUTED)."""
+        return cls("happened", evidence, result)
+
+    @classmethod
+    def did_not_happen(cls, evidence: str) -> Reconciliation:
+        """The external system has no such effect (it never received the call)."""
+        return cls("did_not_happen", evidence)
+
+    @classmethod
+    def unknown(cls, evidence: str = "") -> Reconciliation:
+        """The external system cannot tell: the call stays in doubt for a human."""
+        return cls("unknown", evidence)
+
+
+@dataclass(frozen=True, slots=True)
+class Reconciled:
+    """What ``Sagacity.reconcile`` did with one in-doubt call or compensation.
+
+    ``answer`` is the reconciler's (``happened``, ``did_not_happen``, ``unknown``) or why there is
+    none: ``error`` (it raised), ``timeout``, ``no_reconciler``, ``settled_elsewhere`` (another
+    process settled the call first). ``settled`` says whether this call journaled the outcome
+    ``outcome`` (EXECUTED / FAILED, COMPENSATED / COMPENSATION_FAILED); ``status`` is the saga's
+    status afterwards."""
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    kind: str
+    answer: str
+    reconciler: str
+    evidence: str
+    settled: bool
+    outcome: str = ""
+    status: SagaStatus | None = None
+
+
+class EffectVerdict(StrEnum):
+    """What an effect audit found for one journaled effect."""
+
+    #: The external system agrees with the journal.
+    CONFIRMED = "CONFIRMED"
+    #: The external system disagrees (an effect the journal says happened is not there, or an
+    #: undo the journal says ran was never seen).
+    DRIFT = "DRIFT"
+    #: Nothing could check it: no reconciler, an ``unknown`` answer, an error or a timeout.
+    UNVERIFIABLE = "UNVERIFIABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class EffectAudit:
+    """One journaled effect as an audit found it: the call at ``seq`` (INTENT) of ``tool_name``,
+    journaled as ``effect`` (``EXECUTED``, or ``COMPENSATED`` for an undone call), and the
+    ``verdict`` with the reconciler asked and its evidence (or why nothing could check it)."""
+
+    saga_id: str
+    seq: int
+    tool_name: str
+    effect: str
+    verdict: EffectVerdict
+    reconciler: str
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalDecision:
     """A journaled APPROVED or REJECTED decision on one gate.
 
@@ -367,6 +471,16 @@ class PendingApproval:
     waiting: timedelta
     requester: str | None = None
     requester_may_not_approve: bool = False
+    #: Who the guardrails policy lets decide it, as written (identities, ``group:<name>``); None:
+    #: the policy names no one, so anyone with the approver role may. ``()``: nobody can tell
+    #: (the policy does not parse), so nobody may.
+    scope: tuple[str, ...] | None = None
+    #: The identities ``scope`` stands for (groups expanded), read with it.
+    scope_members: frozenset[str] | None = field(default=None, repr=False)
+
+    def may_decide(self, approver: str) -> bool:
+        """Whether the policy lets ``approver`` approve or reject this request."""
+        return self.scope_members is None or approver in self.scope_members
 
     @property
     def ready_to_resume(self) -> bool:
@@ -381,13 +495,15 @@ class PendingApproval:
 
     def awaits(self, approver: str) -> bool:
         """Whether ``approver``'s approval is wanted now: not expired, agreeing with the journal,
-        short of approvals, not yet approved by them, and not theirs to refuse as its requester."""
+        short of approvals, not yet approved by them, not theirs to refuse as its requester, and
+        within the policy's approver scope."""
         return (
             not self.expired
             and self.matches_journal
             and len(self.approvers) < self.approvals_required
             and approver not in self.approvers
             and not (self.requester_may_not_approve and self.requester == approver)
+            and self.may_decide(approver)
         )
 
 

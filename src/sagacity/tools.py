@@ -28,14 +28,15 @@ from sagacity.errors import (
     ToolRegistrationError,
     UnknownToolError,
 )
-from sagacity.model import CompensationContext, Reversibility
+from sagacity.model import CompensationContext, ReconcileContext, Reversibility
 
-__all__ = ["Retry", "Tool", "ToolRegistry", "ToolSpec", "registry", "tool"]
+__all__ = ["Reconciler", "Retry", "Tool", "ToolRegistry", "ToolSpec", "registry", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 C = TypeVar("C", bound=Callable[[CompensationContext], Any])
+K = TypeVar("K", bound=Callable[[ReconcileContext], Any])
 
 #: Durability modes (``Sagacity(durability=)``, ``sg.saga(durability=)``, ``@tool(durability=)``):
 #: a call's outcome is committed on its own before the call returns, the default ...
@@ -92,6 +93,10 @@ class ToolSpec:
     approvals_required: int = 1
     compensation: Callable[[CompensationContext], Any] | None = None
     compensation_idempotent: bool = False
+    #: Asks the external system whether a call in doubt happened (``@tool.reconcile``), and
+    #: whether an undo in doubt did (``@tool.reconcile_compensation``); journaled by ``name``.
+    reconciler: Reconciler | None = None
+    compensation_reconciler: Reconciler | None = None
     #: The separation-of-duties rule: None means on with four eyes (``approvals_required`` > 1).
     requester_may_not_approve: bool | None = None
     #: The tool's definition as its caller saw it (``{"name", "description", "inputSchema"}``;
@@ -198,6 +203,14 @@ class ToolSpec:
         return tuple(args), kwargs
 
 
+@dataclass(frozen=True, slots=True)
+class Reconciler:
+    """A reconciler and the name its answers are journaled under."""
+
+    name: str
+    fn: Callable[[ReconcileContext], Any]
+
+
 def definition_digest(definition: dict[str, Any]) -> str:
     """``sha256:<hex>`` of a tool definition as canonical JSON (sorted keys, compact, UTF-8)."""
     text = json.dumps(definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
@@ -230,6 +243,16 @@ class Tool(Protocol[P, R_co]):
     def compensation(self, fn: C, /) -> C: ...
     @overload
     def compensation(self, *, idempotent: bool = False) -> Callable[[C], C]: ...
+
+    @overload
+    def reconcile(self, fn: K, /) -> K: ...
+    @overload
+    def reconcile(self, *, name: str | None = None) -> Callable[[K], K]: ...
+
+    @overload
+    def reconcile_compensation(self, fn: K, /) -> K: ...
+    @overload
+    def reconcile_compensation(self, *, name: str | None = None) -> Callable[[K], K]: ...
 
 
 class ToolRegistry:
@@ -325,6 +348,29 @@ class _CompensationDecorator(Generic[P, R]):
         return attach if fn is None else attach(fn)
 
 
+class _ReconcileDecorator:
+    """``@tool.reconcile`` (``undo=False``) and ``@tool.reconcile_compensation`` (``undo=True``)."""
+
+    def __init__(self, spec: ToolSpec, *, undo: bool) -> None:
+        self.spec = spec
+        self.undo = undo
+
+    def __call__(self, fn: Any = None, /, *, name: str | None = None) -> Any:
+        def attach(reconciler: K) -> K:
+            if not callable(reconciler):
+                raise ToolRegistrationError(f"reconciler of {self.spec.name!r} must be callable")
+            named = Reconciler(str(name or getattr(reconciler, "__name__", "reconciler")), reconciler)
+            if not named.name or "\n" in named.name:
+                raise ToolRegistrationError("a reconciler's name must be one non-empty line")
+            if self.undo:
+                self.spec.compensation_reconciler = named
+            else:
+                self.spec.reconciler = named
+            return reconciler
+
+        return attach if fn is None else attach(fn)
+
+
 def _wrap(spec: ToolSpec) -> Any:
     fn = spec.fn
     if spec.is_async:
@@ -361,6 +407,8 @@ def _wrap(spec: ToolSpec) -> Any:
 
     wrapper.spec = spec
     wrapper.compensation = _CompensationDecorator(spec)
+    wrapper.reconcile = _ReconcileDecorator(spec, undo=False)
+    wrapper.reconcile_compensation = _ReconcileDecorator(spec, undo=True)
     wrapper.call_json = call_json
     return wrapper
 

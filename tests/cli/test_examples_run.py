@@ -52,6 +52,8 @@ SUCCEED = {
     "sagacity sagas list --status IN_DOUBT",
     "sagacity sagas list --limit 100 -o csv > sagas.csv",
     "sagacity sagas in-doubt",
+    "sagacity notify status",
+    "sagacity notify status --json",
     "sagacity switch status",
     "sagacity switch status --json",
     "sagacity verify",

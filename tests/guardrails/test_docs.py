@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from sagacity.cli import main
+from sagacity.guardrails import parse_policy
 
 DOC = Path(__file__).parent.parent.parent / "docs" / "policies.md"
 
@@ -20,7 +21,9 @@ def _blocks(kind: str) -> list[str]:
 
 def test_the_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
-    [policy] = _blocks("toml")
+    policy, *others = _blocks("toml")  # the payments policy, then excerpts (approver scopes)
+    for excerpt in others:
+        parse_policy(excerpt, source="docs/policies.md")
     Path("payments.toml").write_text(policy, encoding="utf-8")
     checked = CliRunner().invoke(main, ["policy", "check", "payments.toml"])
     assert checked.exit_code == 0, checked.output

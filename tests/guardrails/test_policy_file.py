@@ -104,3 +104,21 @@ def test_policy_check_also_checks_the_gateway_tables(tmp_path: Path) -> None:
     assert result.exit_code == 2
     assert "line 25" in result.output
     assert "kind must be one of" in result.output
+
+
+def test_a_policy_text_is_compiled_once() -> None:
+    """Reading the same policy text again (a touched file, a second Sagacity, the gateway's
+    reload) compiles none of its CEL conditions again: compiling costs ~100 evaluations."""
+    from sagacity.guardrails import parse_policy
+    from sagacity.guardrails._cel import compiled
+
+    text = (
+        '[[rules]]\nid = "once"\ntool = "t"\nwhen = \'has(args.n) && args.n > 7 && tool == "t"\'\n'
+        'action = "deny"\n'
+    )
+    first = parse_policy(text)
+    assert first.bundle_for("t") is not None
+    misses = compiled.cache_info().misses
+    again = parse_policy(text)
+    assert again.bundle_for("t") is not None
+    assert compiled.cache_info().misses == misses

@@ -2,7 +2,9 @@
 
 A worker resumes an approved wire and is still in it (paid, not yet answered); another process
 builds the framework's resume input meanwhile. Each helper — ``deferred_results`` (Pydantic AI),
-``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware`` — says
+``approve_in_state`` (OpenAI Agents), a LangGraph resume through ``SagacityMiddleware``, a Strands
+agent resumed through ``SagacityStrandsHooks`` and its ``interrupt_responses``,
+``feedback_from_journal`` (CrewAI) — says
 ``SagaRunningElsewhereError``, never ``ApprovalRefusedError`` (which an application books as a
 rejection); after ``kill -9`` of the worker the call is in doubt: a ``SagaStateError`` that is
 no refusal either. The real frameworks, driven by their own test models; no network.
@@ -11,6 +13,7 @@ no refusal either. The real frameworks, driven by their own test models; no netw
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -203,3 +206,108 @@ def test_langchain_graph_resumed_inside_a_saga_meanwhile(
         assert sg.status("lc-in") is SagaStatus.RUNNING
         assert effects.read_text().splitlines().count(WIRED) == 1
         assert not [e for e in sg.entries("lc-in") if e.tool_name == "sagacity:saga" and e.phase == "FAILED"]
+
+
+def test_strands_interrupt_responses_and_resume(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """A Strands agent restored from its session and resumed here, and ``interrupt_responses``,
+    while another process runs the approved wire, then after it died: never a refusal."""
+    pytest.importorskip("strands.agent", reason="no strands extra: bash scripts/test-apart strands")
+    from strands.types.exceptions import EventLoopException
+
+    app = load_app(HERE / "strands", "st_app")
+    sessions = tmp_path / "sessions"
+    with Sagacity(url) as sg:
+        first = app.agent(sg, "order", str(sessions), "st-run")("Order 2 x SKU-9 and pay")
+        assert first.stop_reason == "interrupt"
+        (sessions / "pending.json").write_text(json.dumps(app.summary(sg, "st-run", first)["interrupts"]))
+        [request] = sg.pending_approvals("st-run")
+        sg.approve("st-run", request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "strands" / "st_app.py", url, str(sessions), "st-run", "order")
+        with pytest.raises(SagaRunningElsewhereError, match="still running"):
+            app.interrupt_responses(sg, "st-run", first.interrupts)
+
+        def resumed_here() -> Any:
+            agent = app.agent(sg, "order", str(sessions), "st-run")
+            response = {"interruptResponse": {"interruptId": first.interrupts[0].id, "response": "go"}}
+            try:
+                return agent([response])
+            except EventLoopException as exc:  # Strands raises a hook's error from it
+                raise exc.original_exception from exc
+
+        _running_then_in_doubt(sg, "st-run", worker, resumed_here, effects)
+        with pytest.raises(SagaStateError, match="in doubt"):
+            app.interrupt_responses(sg, "st-run", first.interrupts)
+
+
+@pytest.mark.filterwarnings("ignore:function_calling_llm is deprecated:DeprecationWarning")
+@pytest.mark.filterwarnings("ignore:deprecated$:DeprecationWarning")  # CrewAI reads its own deprecated fields
+@pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")  # CrewAI's own import
+def test_crewai_flow_resumed_meanwhile(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """A CrewAI flow resumed by a worker that is still in the approved wire: ``feedback_from_journal``
+    says running elsewhere, and the crew kicked off here meanwhile is told so without paying."""
+    if os.environ.get("SAGACITY_REQUIRE_CREWAI") != "1":
+        pytest.importorskip(
+            "crewai.flow", reason="the crewai extra is not installed (it cannot sit beside dev)"
+        )
+    from crewai.flow import HumanFeedbackPending
+
+    monkeypatch.setenv("CREWAI_STORAGE_DIR", str(tmp_path / "crewai"))
+    app = load_app(HERE / "crewai", "crew_app")
+    flows_db = str(tmp_path / "flows.db")
+    with Sagacity(url) as sg:
+        flow = app.order_flow(sg, flows_db)(persistence=app.persistence(flows_db))
+        assert isinstance(flow.kickoff(), HumanFeedbackPending)
+        flow_id = str(flow.state.id)
+        [request] = sg.pending_approvals(flow_id)
+        sg.approve(flow_id, request.journal_seq, "alice@example.com")
+        worker = holding_worker(HERE / "crewai" / "crew_app.py", url, flows_db, flow_id)
+        with sg.saga(flow_id, continue_existing=True):
+            meanwhile = app.crew(sg, [[("send_wire_transfer", order_tools.ALICE)], "done"])
+            meanwhile.kickoff()
+        [answer] = app.told(meanwhile)
+        assert answer.startswith("[RUNNING_ELSEWHERE] send_wire_transfer did not run here"), answer
+        _running_then_in_doubt(sg, flow_id, worker, lambda: app.feedback_from_journal(sg, flow_id), effects)
+
+
+def test_google_adk_confirmation_message(
+    url: str,
+    order_tools: ModuleType,
+    effects: Path,
+    tmp_path: Path,
+    holding_worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """``confirmation_message`` while another process runs the approved wire, then after it
+    died; and the same reply sent to ADK here meanwhile (the worker has not saved the tool's
+    response, so ADK runs the call again): ``SagaRunningElsewhereError`` out of the run, the wire
+    not sent twice."""
+    if os.environ.get("CI") != "true":
+        pytest.importorskip("google.adk", reason="the google-adk extra is not installed")
+    app = load_app(HERE / "google_adk", "adk_app")
+    db = str(tmp_path / "sessions.db")
+    with Sagacity(url) as sg:
+        asyncio.run(app.start(sg, "order", db, "adk-run"))
+        [request] = sg.pending_approvals("adk-run")
+        sg.approve("adk-run", request.journal_seq, "alice@example.com")
+        reply = app.confirmation_message(sg, asyncio.run(app.session(db, "adk-run")))
+        worker = holding_worker(HERE / "google_adk" / "adk_app.py", url, db, "adk-run", "order")
+        with pytest.raises(SagaRunningElsewhereError, match="still running"):
+            asyncio.run(app.reply(sg, "order", db, "adk-run", reply))
+        assert worker.poll() is None  # told while the wire still ran there
+
+        def helper() -> Any:
+            return app.confirmation_message(sg, asyncio.run(app.session(db, "adk-run")))
+
+        _running_then_in_doubt(sg, "adk-run", worker, helper, effects)

@@ -9,7 +9,10 @@ often, from outside the process.
 
 Tools: ``get_balance`` (read-only), ``charge`` / ``refund``, ``create_ticket`` / ``close_ticket``
 (a JSON text result, no structured content), ``send_payout`` (destructive, with an output schema),
-``settle`` (starts, writes ``settle-started`` and never answers: the tests kill the server then).
+``settle`` (starts, writes ``settle-started`` and never answers: the tests kill the server then),
+``find_charge`` (read-only: a charge by the caller's ``reference``, the reconcilers' look-up). A
+charge whose reference starts ``hang-before`` writes ``charge-started`` and never charges nor
+answers; one starting ``hang-after`` charges, writes ``charge-held`` and never answers.
 """
 
 from __future__ import annotations
@@ -60,13 +63,24 @@ TOOLS = [
         name="charge",
         description="Charge a customer's card.",
         input_schema=_obj(
-            {"customer": {"type": "string"}, "amount": {"type": "integer"}, "currency": {"type": "string"}},
+            {
+                "customer": {"type": "string"},
+                "amount": {"type": "integer"},
+                "currency": {"type": "string"},
+                "reference": {"type": "string"},
+            },
             ["customer", "amount"],
         ),
         output_schema=_obj(
             {"charge_id": {"type": "string"}, "amount": {"type": "integer"}}, ["charge_id", "amount"]
         ),
         annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False),
+    ),
+    types.Tool(
+        name="find_charge",
+        description="The charge made with a reference, if any.",
+        input_schema=_obj({"reference": {"type": "string"}}, ["reference"]),
+        annotations=types.ToolAnnotations(read_only_hint=True),
     ),
     types.Tool(
         name="refund",
@@ -149,10 +163,22 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         if args["amount"] > DECLINE_ABOVE:
             record("declined", **args)
             return _text(f"card declined for {args['amount']}", error=True)
+        reference = str(args.get("reference", ""))
+        if reference.startswith("hang-before"):
+            record("charge-started", reference=reference)
+            await anyio.sleep_forever()
         charge_id = f"ch_{next(_ids)}"
         _charges[charge_id] = dict(args)
         record("charge", charge_id=charge_id, **args)
+        if reference.startswith("hang-after"):
+            record("charge-held", reference=reference)
+            await anyio.sleep_forever()
         return _structured({"charge_id": charge_id, "amount": args["amount"]})
+    if name == "find_charge":
+        for charge_id, charge in _charges.items():
+            if charge.get("reference") == args["reference"]:
+                return _structured({"charge_id": charge_id, "amount": charge["amount"]})
+        return _text(f"no charge with reference {args['reference']}", error=True)
     if name == "refund":
         charge_id = args["charge_id"]
         if charge_id not in _charges:
@@ -194,7 +220,11 @@ def remember_charges() -> None:
             events = [json.loads(line) for line in f if line.strip()]
     for event in events:
         if event["event"] == "charge":
-            _charges[event["charge_id"]] = {"customer": event["customer"], "amount": event["amount"]}
+            _charges[event["charge_id"]] = {
+                "customer": event["customer"],
+                "amount": event["amount"],
+                "reference": event.get("reference"),
+            }
         elif event["event"] == "refund":
             _charges.pop(event["charge_id"], None)
     for _ in events:  # past every id handed out before

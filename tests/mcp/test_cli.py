@@ -82,6 +82,7 @@ def test_check_reports_what_the_proxy_does_with_each_tool(tmp_path: Path) -> Non
     kinds = {row["tool"]: row["kind"] for row in report["tools"]}
     assert kinds == {
         "get_balance": "read-only",
+        "find_charge": "read-only",
         "charge": "compensatable",
         "refund": "hidden",
         "create_ticket": "compensatable",
@@ -91,6 +92,7 @@ def test_check_reports_what_the_proxy_does_with_each_tool(tmp_path: Path) -> Non
     }
     charge = next(row for row in report["tools"] if row["tool"] == "charge")
     assert charge["undo"] == 'refund ["result.structured.charge_id", "saga.id"]'
+    assert charge["reconcile"] is None
     assert report["problems"] == []
 
 

@@ -103,6 +103,30 @@ def test_undo_tools_the_upstream_lacks_are_problems() -> None:
     assert table.startswith("p.toml line 29: [tools.refund] names a tool the upstream does not list")
 
 
+def test_a_reconcile_tool_the_upstream_lacks_is_a_problem() -> None:
+    """A look-up naming a read tool the upstream does not list is refused at start, with its line;
+    one it lists is what the tool's decision carries."""
+    text = (
+        "[tools.charge]\n"
+        'undo = { tool = "refund", reconcile = { tool = "get_refund", missing = "no refund" } }\n'
+        'reconcile = { tool = "get_charge", missing = "none",'
+        ' arguments = { key = "{call.idempotency_key}" } }\n'
+    )
+    policy = parse_policy(text, source="p.toml", environ={})
+    assert policy.problems_with(["charge", "refund", "get_charge", "get_refund"]) == []
+    assert policy.problems_with(["charge", "refund"]) == [
+        "p.toml line 3: 'charge' is looked up by 'get_charge', which the upstream does not list",
+        "p.toml line 2: 'charge' is looked up by 'get_refund', which the upstream does not list",
+    ]
+    decision = policy.decide("charge")
+    assert decision.reconcile is not None
+    assert (decision.reconcile.tool, decision.reconcile.missing) == ("get_charge", "none")
+    assert decision.reconcile.arguments.render({"call": {"idempotency_key": "sgc_1"}}) == {"key": "sgc_1"}
+    assert decision.undo is not None
+    assert decision.undo.reconcile is not None
+    assert decision.undo.reconcile.tool == "get_refund"
+
+
 def test_a_table_for_a_tool_the_upstream_lacks_is_a_problem_with_its_line() -> None:
     """`[tools.X]` for a tool the upstream does not list is a mistake (a typo in a hidden entry
     would leave the real tool exposed): a problem naming its line and the likely tool."""
@@ -153,6 +177,20 @@ def test_an_unknown_top_level_key_names_its_line(text: str, line: int) -> None:
         ("[upstream]\nurl = 'ftp://h'\n", 2, "http:// or https://"),
         ("[sagas]\non_session_close = 'explode'\n", 2, "must be one of"),
         ("[surprise]\n", 1, "unknown key 'surprise'"),
+        ("[tools.c]\nreconcile = { arguments = {} }\n", 2, "needs tool ="),
+        (
+            "[tools.c]\nreconcile = { tool = 'get', missng = 'no' }\n",
+            2,
+            "unknown key 'tools.c.reconcile.missng'",
+        ),
+        ("[tools.c]\nreconcile = { tool = 'get', missing = ' ' }\n", 2, "must not be blank"),
+        (
+            "[tools.c]\nreconcile = { tool = 'get', arguments = { k = '{kall.seq}' } }\n",
+            2,
+            "starts with 'kall'",
+        ),
+        ("[tools.c]\nundo = { tool = 'r', reconcile = { tool = 7 } }\n", 2, "must be a string"),
+        ("[defaults]\nreconcile = { tool = 'get' }\n", 2, "unknown key 'defaults.reconcile'"),
     ],
 )
 def test_a_malformed_policy_is_refused_naming_the_line(text: str, line: int, message: str) -> None:

@@ -27,4 +27,7 @@ def test_the_gateway_warns_of_a_rule_naming_a_tool_the_upstream_lacks(tmp_path: 
         said = log.read_text(encoding="utf-8")
     assert "rule 'big-payouts' names tool 'send_payuot', which no known tool is called" in said
     assert "did you mean 'send_payout'?" in said
-    assert "(known: charge, close_ticket, create_ticket, get_balance, refund, send_payout, settle)" in said
+    assert (
+        "(known: charge, close_ticket, create_ticket, find_charge, get_balance, refund, send_payout, settle)"
+        in said
+    )

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import socket
+import subprocess
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -27,6 +31,52 @@ TOKENS = {
     "root-token-0123456789a": {"name": "root@example.com", "roles": ["admin"]},
     "nobody-token-012345678": {"name": "nobody@example.com", "roles": []},
 }
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve_processes(commands: list[list[str]], env: dict[str, str]) -> Iterator[list[str]]:
+    """Each of ``commands`` (a ``sagacity serve ... --port P``) as a process of its own, started
+    together, until the block ends; yields their base URLs once all listen. A process that dies
+    first fails the test."""
+    processes = [
+        subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for command in commands
+    ]
+    urls = [f"http://127.0.0.1:{command[command.index('--port') + 1]}" for command in commands]
+    try:
+        for process, url in zip(processes, urls, strict=True):
+            for _ in range(600):  # until it listens (bounded); a dead process fails at once
+                if process.poll() is not None:
+                    pytest.fail(f"sagacity serve exited {process.returncode}: {process.stdout.read()}")  # type: ignore[union-attr]
+                try:
+                    httpx.get(f"{url}/sagacity/openapi.json", timeout=1)
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.05)
+            else:
+                pytest.fail("sagacity serve did not start listening")
+        yield urls
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)
+            if process.stdout is not None:
+                process.stdout.close()
+
+
+@contextmanager
+def serve_process(command: list[str], env: dict[str, str]) -> Iterator[str]:
+    """One ``sagacity serve`` process (:func:`serve_processes`); yields its base URL."""
+    with serve_processes([command], env) as [url]:
+        yield url
 
 
 @pytest.fixture

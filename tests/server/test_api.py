@@ -736,6 +736,56 @@ async def test_the_requester_may_not_approve_their_own_four_eyes_request(
     ]
 
 
+async def test_reconcile_over_http_settles_what_the_reconciler_knows(
+    client: httpx.AsyncClient, sg: Sagacity
+) -> None:
+    """POST /reconcile runs the reconcilers in the serving process: an approver's call journals
+    each answer under the reconciler's name; another role is refused; a bad body is 400."""
+    from sagacity import Reconciliation, tool
+    from sagacity.tools import registry
+
+    with registry.isolated():
+
+        @tool
+        def srv_ship(parcel: str) -> str:
+            return parcel
+
+        @srv_ship.reconcile(name="carrier")
+        def tracked(call: object) -> Reconciliation:
+            return Reconciliation.happened("scanned at the depot", result="P-1")
+
+        for sid in ("ship-1", "ship-2"):
+            await anyio.to_thread.run_sync(
+                lambda sid=sid: sg.journal.append(sid, "srv_ship", Phase.INTENT, '{"parcel":"P-1"}')
+            )
+        assert (
+            await client.post("/sagacity/reconcile", json={"sagaId": 7}, headers=ALICE)
+        ).status_code == 400
+        assert (await client.post("/sagacity/reconcile", json={}, headers=CAROL)).status_code == 403
+        one = await client.post("/sagacity/reconcile", json={"sagaId": "ship-1"}, headers=ALICE)
+        assert one.status_code == 200, one.text
+        assert one.json() == {
+            "reconciled": [
+                {
+                    "sagaId": "ship-1",
+                    "seq": 1,
+                    "toolName": "srv_ship",
+                    "kind": "call",
+                    "answer": "happened",
+                    "reconciler": "carrier",
+                    "evidence": "scanned at the depot",
+                    "settled": True,
+                    "outcome": "EXECUTED",
+                    "status": "COMPLETED",
+                }
+            ]
+        }
+        rest = await client.post("/sagacity/reconcile", headers=ALICE)
+        assert [(r["sagaId"], r["settled"]) for r in rest.json()["reconciled"]] == [("ship-2", True)]
+        decision = next(e for e in await sg.entries_async("ship-1") if e.tool_name == "approval-gate")
+        assert decision.payload == "reconciler=carrier\nevidence=scanned at the depot"
+
+
 async def test_an_in_doubt_call_is_resolved_over_http_and_compensation_carries_on(
     client: httpx.AsyncClient, sg: Sagacity, tools: ModuleType
 ) -> None:

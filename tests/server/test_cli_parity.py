@@ -95,6 +95,7 @@ async def test_pending_approvals_and_one_request(
     payout = await gate("payout", agent="four_eyes")
     await client.post(f"/sagacity/approve/payout/{payout}", headers=ALICE)
     http = await get(client, "/approvals", ALICE)
+    assert all(a.pop("mayDecide") is True for a in http)  # the caller's answer: the CLI names no caller
     assert settled((await cli("approvals", "list"))["approvals"]) == settled(http)
     assert {(a["sagaId"], tuple(a["approvers"]), a["approvalsRequired"]) for a in http} == {
         ("order-1", (), 1),
@@ -103,6 +104,7 @@ async def test_pending_approvals_and_one_request(
     one = await get(client, "/approvals/payout", ALICE)
     assert settled((await cli("approvals", "list", "--saga", "payout"))["approvals"]) == settled(one)
     detail = await get(client, f"/requests/order-1/{seq}", ALICE)
+    assert detail.pop("mayDecide") is True
     assert settled(await cli("approvals", "show", "order-1", str(seq))) == settled(detail)
     assert [e["phase"] for e in detail["journal"]] == [
         "INTENT",

@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,18 +16,13 @@ from click.testing import CliRunner
 from sagacity import Sagacity, SagaStatus
 from sagacity.cli import main
 
+from .conftest import free_port, serve_process
+
 HERE = Path(__file__).parent
 TOKEN = "e2e-approver-token-0123456789"
 AUDIT_TOKEN = "e2e-auditor-token-0123456789"
 #: The installed console script, as an operator runs it.
 SAGACITY = shutil.which("sagacity", path=str(Path(sys.executable).parent)) or "sagacity"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
 
 
 def test_serve_refuses_without_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -80,25 +72,8 @@ def served(tmp_path: Path) -> Iterator[tuple[str, str]]:
         "--host", "127.0.0.1", "--port", str(port), "--tokens-file", str(tokens), "--log-level", "warning",
         "--proxy-user-header", "X-Forwarded-User",
     ]  # fmt: skip
-    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):  # until it listens (bounded); a dead process fails at once
-            if process.poll() is not None:
-                pytest.fail(f"sagacity serve exited {process.returncode}: {process.stdout.read()}")  # type: ignore[union-attr]
-            try:
-                httpx.get(f"{url}/sagacity/openapi.json", timeout=1)
-                break
-            except httpx.TransportError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("sagacity serve did not start listening")
+    with serve_process(command, env) as url:
         yield url, db
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        if process.stdout is not None:
-            process.stdout.close()
 
 
 def test_serve_end_to_end_approve_and_resume(

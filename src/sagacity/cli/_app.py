@@ -53,6 +53,11 @@ COMMANDS = {
         "policy",
         "Guardrails policies (docs/policies.md): check a file, explain a verdict.",
     ),
+    "notify": Lazy(
+        "sagacity.cli.notify",
+        "notify",
+        "Notifications from the journal: webhooks, email, Slack (docs/notifications.md).",
+    ),
     "sagas": Lazy(
         "sagacity.cli.sagas",
         "sagas",

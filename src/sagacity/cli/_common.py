@@ -87,13 +87,14 @@ class CommandError(click.ClickException):
 
 
 @contextmanager
-def open_sagacity(db_url: str, *, init_schema: bool = False) -> Iterator[Sagacity]:
+def open_sagacity(db_url: str, *, init_schema: bool = False, policy: str | None = None) -> Iterator[Sagacity]:
     """Open the journal for one command; library errors become a clean message and exit 2.
 
     Only ``init_schema`` (``db init``, ``serve``) may create a database: any other command on a
     SQLite path that does not exist says so, instead of creating an empty file. The database
     is waited for ``--store-timeout`` seconds at most, and the driver's own reconnect warnings
-    are kept off the terminal: the one error line says what happened.
+    are kept off the terminal: the one error line says what happened. ``policy``: a guardrails
+    policy file whose approver scopes the command's decisions must meet.
     """
     import logging
 
@@ -104,9 +105,9 @@ def open_sagacity(db_url: str, *, init_schema: bool = False) -> Iterator[Sagacit
     if not init_schema:
         _require_existing(db_url)
     logging.getLogger("psycopg").setLevel(logging.CRITICAL)
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"policy": policy} if policy is not None else {}
     if timeout is not None and db_url.split(":", 1)[0].lower() in ("postgresql", "postgres"):
-        options = {"connect_timeout": timeout, "reconnect_timeout": timeout}
+        options |= {"connect_timeout": timeout, "reconnect_timeout": timeout}
     try:
         with limited_wait(timeout), Sagacity(db_url, init_schema=init_schema, **options) as sg:
             yield sg

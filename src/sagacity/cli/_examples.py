@@ -127,6 +127,14 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "--import myapp.tools",
         'sagacity sagas resolve order-123 4 --happened --result "ch_3Nx" --reason "in the Stripe dashboard"',
     ),
+    "sagas reconcile": (
+        "sagacity sagas reconcile --import myapp.tools",
+        "sagacity sagas reconcile order-123 --timeout 10 --import myapp.tools --json",
+    ),
+    "sagas audit-effects": (
+        "sagacity sagas audit-effects --import myapp.tools --as audit@example.com",
+        "sagacity sagas audit-effects order-123 --import myapp.tools --json",
+    ),
     "sagas recover": (
         "sagacity sagas recover --import myapp.tools",
         "sagacity sagas recover order-123 --json",
@@ -135,6 +143,12 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sagacity serve --tokens-file tokens.toml --import myapp.tools",
         "sagacity serve --host 0.0.0.0 --port 8080 --tokens-file tokens.toml",
     ),
+    "notify": ("sagacity notify status", "sagacity notify run --config notify.toml"),
+    "notify run": (
+        "sagacity notify run --config notify.toml",
+        "sagacity notify run --config notify.toml --once",
+    ),
+    "notify status": ("sagacity notify status", "sagacity notify status --json"),
     "switch": (
         "sagacity switch status",
         'sagacity switch halt --tool wire --reason "bank incident" --as alice@example.com',

@@ -65,6 +65,17 @@ def identity_option(fn: F) -> F:
     )(fn)
 
 
+def policy_option(fn: F) -> F:
+    """``--policy FILE``: the guardrails policy whose approver scopes a decision must meet."""
+    return click.option(
+        "--policy",
+        metavar="FILE",
+        envvar="SAGACITY_POLICY",
+        type=click.Path(dir_okay=False),
+        help="The guardrails policy (docs/policies.md) whose approver scopes apply (env SAGACITY_POLICY).",
+    )(fn)
+
+
 def resolve_identity(identity: str | None) -> str:
     """``--as NAME`` or the OS user; a decision is never journaled under an empty identity."""
     if identity is None:

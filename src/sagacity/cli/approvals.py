@@ -29,6 +29,7 @@ from sagacity.cli._options import (
     json_option,
     next_page_hint,
     output_option,
+    policy_option,
     reason_option,
     resolve_identity,
     seq_argument,
@@ -144,6 +145,14 @@ def approvals_text(pending: PendingApproval) -> str:
     metavar="SECONDS",
     help="With --watch: seconds between reads.",
 )
+@click.option(
+    "--mine",
+    is_flag=True,
+    help="Only requests that want your approval now (--as NAME or the OS user), within --policy's "
+    "approver scopes.",
+)
+@identity_option
+@policy_option
 @output_option(ids="saga ids and seqs (tab-separated)")
 @db_option
 def list_(
@@ -153,6 +162,9 @@ def list_(
     filters: dict[str, Any],
     watch: bool,
     interval: float,
+    mine: bool,
+    identity: str | None,
+    policy: str | None,
     output: str,
     db_url: str,
 ) -> None:
@@ -169,7 +181,11 @@ def list_(
 
     if watch and output not in (TABLE, WIDE):
         raise click.UsageError("--watch draws a table: use it with -o table or -o wide")
-    with open_sagacity(db_url) as sg:
+    if identity is not None and not mine:
+        raise click.UsageError("--as names whose requests to list: use it with --mine")
+    if mine:
+        filters = {**filters, "awaiting": resolve_identity(identity)}
+    with open_sagacity(db_url, policy=policy) as sg:
         if watch:
             _watch(lambda: sg.approvals(saga_id, limit=limit, after=after, **filters), interval, output)
             return
@@ -319,10 +335,13 @@ def show(saga_id: str, seq: int, output: str, db_url: str) -> None:
 @SAGA
 @SEQ
 @identity_option
+@policy_option
 @import_option
 @json_option
 @db_option
-def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url: str) -> None:
+def approve(
+    saga_id: str, seq: int, identity: str | None, policy: str | None, as_json: bool, db_url: str
+) -> None:
     """Journal APPROVED for the request at SEQ. This does not run the tool: `resume` does.
 
     The gate journals how many distinct approvers its tool needs, so the count is known without
@@ -331,7 +350,7 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
     from sagacity._wire import decision_json
 
     approver = resolve_identity(identity)
-    with open_sagacity(db_url) as sg:
+    with open_sagacity(db_url, policy=policy) as sg:
         request = find_request(sg.view(saga_id), seq).request
         decision = sg.approve(saga_id, seq, approver)
         after = sg.view(saga_id).request(seq)
@@ -358,10 +377,13 @@ def approve(saga_id: str, seq: int, identity: str | None, as_json: bool, db_url:
     "--reason", required=True, help="Why, in one line (required, not blank): journaled with the rejection."
 )
 @identity_option
+@policy_option
 @import_option
 @json_option
 @db_option
-def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: bool, db_url: str) -> None:
+def reject(
+    saga_id: str, seq: int, reason: str, identity: str | None, policy: str | None, as_json: bool, db_url: str
+) -> None:
     """Journal REJECTED for the request at SEQ and compensate the saga's executed steps (once).
 
     Compensating runs the steps' compensations here, so import their modules with --import.
@@ -376,7 +398,7 @@ def reject(saga_id: str, seq: int, reason: str, identity: str | None, as_json: b
 
     approver = resolve_identity(identity)
     reason = reason_option(reason)
-    with open_sagacity(db_url) as sg:
+    with open_sagacity(db_url, policy=policy) as sg:
         find_request(sg.view(saga_id), seq)
         decision = sg.reject(saga_id, seq, approver, reason)
         goes_on = sg.status(saga_id) if decision.result is None else None

@@ -148,6 +148,12 @@ def doctor(
                 f"log checkpoint ({lag[1]} entries)",
                 markup=False,
             )
+        if diagnosis.reconcilable:
+            out.print(
+                f"{diagnosis.reconcilable} in-doubt call(s) a reconciler could settle: "
+                "`sagacity sagas reconcile --import MODULE`",
+                markup=False,
+            )
         if diagnosis.recent:
             out.print(
                 f"{diagnosis.recent} in-doubt call(s) younger than --older-than left out "

@@ -524,7 +524,8 @@ def check(policy_path: Path, upstream_url: str | None, as_json: bool, command: t
     """Check a policy against the upstream's tools and show what the proxy will do with each.
 
     Connects to the upstream (the command after --, or --upstream-url), lists its tools and
-    prints each one's kind (read-only, compensatable, irreversible, hidden), its undo and why.
+    prints each one's kind (read-only, compensatable, irreversible, hidden), its undo, the read
+    tool that looks its calls up after a crash (reconcile), and why.
     Exit status 2 when the policy is malformed or names undo tools the upstream lacks.
     """
     policy, target = _load(policy_path, command, upstream_url)
@@ -539,10 +540,15 @@ def check(policy_path: Path, upstream_url: str | None, as_json: bool, command: t
     else:
         from rich.table import Table
 
-        table = Table("tool", "kind", "undo", "approvals", "why")
+        table = Table("tool", "kind", "undo", "reconcile", "approvals", "why")
         for row in rows:
             table.add_row(
-                row["tool"], row["kind"], row["undo"] or "-", str(row["approvals"] or "-"), row["why"]
+                row["tool"],
+                row["kind"],
+                row["undo"] or "-",
+                row["reconcile"] or "-",
+                str(row["approvals"] or "-"),
+                row["why"],
             )
         console().print(table)
         for problem in problems:
@@ -561,14 +567,17 @@ async def _check(policy: GatewayPolicy, target: UpstreamTarget) -> tuple[list[di
     for tool in listing:
         hint = tool.annotations.read_only_hint if tool.annotations else None
         d = policy.decide(tool.name, read_only_hint=hint)
-        undo = None
+        undo = lookup = None
         if d.undo is not None:
             undo = f"{d.undo.tool} {json.dumps(d.undo.arguments.placeholders())}"
+        if d.reconcile is not None:
+            lookup = f"{d.reconcile.tool} {json.dumps(d.reconcile.arguments.placeholders())}"
         rows.append(
             {
                 "tool": tool.name,
                 "kind": d.kind.value,
                 "undo": undo,
+                "reconcile": lookup,
                 "approvals": d.approvals if d.kind is ToolKind.IRREVERSIBLE else None,
                 "why": d.why,
             }

@@ -1,16 +1,18 @@
 """``sagacity sagas``: sagas and their journals, and the repairs a human makes after a crash.
 
 ``list``/``show``/``in-doubt`` only read. ``resolve`` journals a person's answer to "did this call
-happen?" for an INTENT without an outcome; ``recover`` finishes compensations a crash interrupted.
-Both may run compensations, so they take ``--import`` and refuse before writing when a needed
-tool is not registered.
+happen?" for an INTENT without an outcome, ``reconcile`` the tools' reconcilers' answers;
+``recover`` finishes compensations a crash interrupted. They may run compensations, so they take
+``--import`` and refuse before writing when a needed tool is not registered. ``audit-effects``
+asks the reconcilers whether the world agrees with the journal about finished sagas.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from shlex import quote
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import quote as quote_path
 
 import click
@@ -37,6 +39,7 @@ from sagacity.model import CallStatus, SagaStatus
 if TYPE_CHECKING:
     from sagacity import Sagacity
 
+F = TypeVar("F", bound=Callable[..., Any])
 _STATUSES = [s.value for s in SagaStatus]
 _SAGA_COLUMNS = (
     Column("saga"),
@@ -57,6 +60,17 @@ _IN_DOUBT_COLUMNS = (
     Column("started"),
     Column("age"),
 )
+
+
+def _timeout_option(then: str) -> Callable[[F], F]:
+    """``--timeout SECONDS``: how long a reconciler may take, and what follows when it takes longer."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0, min_open=True),
+        default=30.0,
+        show_default=True,
+        help=f"Seconds a reconciler may take; {then}.",
+    )
 
 
 @click.group()
@@ -329,6 +343,122 @@ def _resolved(
 
 @sagas.command()
 @click.argument("saga_id", metavar="[SAGA_ID]", required=False)
+@_timeout_option("past them its call stays in doubt")
+@import_option
+@output_option()
+@db_option
+def reconcile(saga_id: str | None, timeout: float, output: str, db_url: str) -> None:
+    """Ask the reconcilers about in-doubt calls (one saga or all) and settle what they know.
+
+    A tool's reconciler (`@tool.reconcile`, `@tool.reconcile_compensation` for its undo) looks the
+    call up in the external system, by its idempotency key. "happened" journals it EXECUTED
+    (COMPENSATED for an undo), "did not happen" FAILED (COMPENSATION_FAILED), each with the
+    reconciler's name and evidence; a saga that must compensate then does, here: import the tools'
+    modules with --import. "unknown", an error or a timeout leave the call for `resolve`. Exit
+    status 0 when every call asked about was settled, 1 when any is still in doubt.
+    """
+    from sagacity._wire import reconciled_json
+
+    with open_sagacity(db_url) as sg:
+        done = sg.reconcile(saga_id, timeout=timeout)
+    left = [r for r in done if not r.settled and r.answer != "settled_elsewhere"]
+    if output == JSON:
+        echo_json([reconciled_json(r) for r in done])
+    elif not done:
+        console().print("no in-doubt calls")
+    else:
+        show_rows(
+            (
+                Column("saga"),
+                Column("seq", right=True),
+                Column("kind"),
+                Column("tool"),
+                Column("reconciler"),
+                Column("answer"),
+                Column("journaled"),
+                Column("evidence", cut=True),
+            ),
+            [
+                (
+                    r.saga_id,
+                    str(r.seq),
+                    r.kind,
+                    r.tool_name,
+                    r.reconciler or "-",
+                    r.answer,
+                    f"{r.outcome}, saga {r.status}" if r.settled else "nothing (still in doubt)",
+                    r.evidence,
+                )
+                for r in done
+            ],
+            output=output,
+        )
+    if left:
+        sys.exit(EXIT_FINDINGS)
+
+
+@sagas.command("audit-effects")
+@click.argument("saga_id", metavar="[SAGA_ID]", required=False)
+@_timeout_option("past them the effect is UNVERIFIABLE")
+@identity_option
+@import_option
+@output_option()
+@db_option
+def audit_effects(
+    saga_id: str | None, timeout: float, identity: str | None, output: str, db_url: str
+) -> None:
+    """Check the journal against the world: each effect of finished sagas (one saga or all).
+
+    Every EXECUTED call is asked of its tool's reconciler (did it happen?), every COMPENSATED one of
+    its undo's reconciler (did the undo happen?): CONFIRMED, DRIFT (the world disagrees), or
+    UNVERIFIABLE (no reconciler imported, "unknown", an error, a timeout: never counted as fine).
+    The findings are journaled on the chain `sagacity:audit` under --as (or the OS user). Exit
+    status 0 when every effect was CONFIRMED, 1 otherwise.
+    """
+    from sagacity._wire import effect_audit_json
+    from sagacity.model import EffectVerdict
+
+    auditor = resolve_identity(identity)
+    with open_sagacity(db_url) as sg:
+        try:
+            found = sg.audit_effects(saga_id, auditor=auditor, timeout=timeout)
+        except SagaNotFoundError as exc:
+            raise CommandError(str(exc)) from exc
+    if output == JSON:
+        echo_json([effect_audit_json(f) for f in found])
+    elif not found:
+        console().print("no effects of finished sagas to audit")
+    else:
+        show_rows(
+            (
+                Column("saga"),
+                Column("seq", right=True),
+                Column("tool"),
+                Column("journal says"),
+                Column("verdict"),
+                Column("reconciler"),
+                Column("evidence", cut=True),
+            ),
+            [
+                (
+                    f.saga_id,
+                    str(f.seq),
+                    f.tool_name,
+                    f.effect,
+                    str(f.verdict),
+                    f.reconciler or "-",
+                    f.evidence,
+                )
+                for f in found
+            ],
+            output=output,
+        )
+    if any(f.verdict is not EffectVerdict.CONFIRMED for f in found):
+        sys.exit(EXIT_FINDINGS)
+
+
+@sagas.command()
+@click.argument("saga_id", metavar="[SAGA_ID]", required=False)
 @import_option
 @output_option()
 @db_option
@@ -336,7 +466,8 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
     """Finish compensations a crash interrupted, from the journal alone (one saga or all).
 
     Run it where no other process works on those sagas, e.g. at start-up, with --import for the
-    modules defining the sagas' tools. Sagas with an in-doubt call are left for `resolve`; sagas
+    modules defining the sagas' tools. The tools' reconcilers settle the in-doubt calls they can
+    first (as `reconcile` does); sagas with an in-doubt call left are left for `resolve`; sagas
     whose tools are not imported are skipped and listed. An open gate whose approval request is
     missing gets it back from the journal (listed, its saga still awaiting approval), and a request
     of a gate the journal closed is dropped. Exit status 0 when every saga it looked at ended
@@ -344,6 +475,15 @@ def recover(saga_id: str | None, output: str, db_url: str) -> None:
     """
     rows: list[dict[str, object]] = []
     with open_sagacity(db_url) as sg:
+        for r in sg.reconcile(saga_id):
+            if r.settled:
+                rows.append(
+                    {
+                        "sagaId": r.saga_id,
+                        "status": str(sg.status(r.saga_id)),
+                        "detail": f"seq {r.seq} {r.outcome} by reconciler {r.reconciler}: {r.evidence}",
+                    }
+                )
         ids = [saga_id] if saga_id is not None else sg.saga_ids()
         for sid in ids:
             try:

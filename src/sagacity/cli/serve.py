@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import click
 
 from sagacity.cli._common import CommandError, db_url_option, open_sagacity, store_timeout_callback
-from sagacity.cli._options import Digits, import_option
+from sagacity.cli._options import Digits, import_option, policy_option
 from sagacity.errors import ConfigurationError
 from sagacity.stores import safe_url
 
@@ -78,6 +78,7 @@ INSECURE_FLAG = "--insecure-no-auth-i-know-what-i-am-doing"
     is_flag=True,
     help="Serve WITHOUT authentication: anyone who reaches the port approves as 'anonymous'.",
 )
+@policy_option
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
 def serve(
     db_url: str,
@@ -90,6 +91,7 @@ def serve(
     max_body_bytes: int,
     store_timeout: float,
     insecure: bool,
+    policy: str | None,
     log_level: str,
 ) -> None:
     """Serve the HTTP API (/sagacity/...) and the approvals dashboard (/sagacity/ui/).
@@ -106,7 +108,7 @@ def serve(
         warn_insecure(f"{host}:{port}")
     from sagacity.server import create_app
 
-    with open_sagacity(db_url, init_schema=True) as sg:
+    with open_sagacity(db_url, init_schema=True, policy=policy) as sg:
         try:
             app = create_app(
                 sg,

@@ -21,10 +21,11 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 from sagacity._journal import Journal
 from sagacity._payloads import COMPENSATES, SAGA_TOOL, as_line, payload_attribute
@@ -42,16 +43,17 @@ from sagacity.guardrails._evaluate import (
     judge_arguments,
     strictest,
 )
-from sagacity.guardrails._meter import Meter, Streaks, meter_id, streak_id
+from sagacity.guardrails._meter import Meter, Planned, Streaks, meter_id, streak_id
 from sagacity.guardrails._names import unknown_tools
 from sagacity.guardrails._parse import parse_policy, read_policy_text
-from sagacity.guardrails._rules import Action, Mode, Policy, Rule
+from sagacity.guardrails._rules import Action, Budget, Mode, Policy, Rule
 from sagacity.guardrails._switch import KillSwitch, SwitchState
 from sagacity.guardrails._verdict import DEFAULT_RULE, ERROR_RULE, SWITCH_RULE, Debit, RuleFinding, Verdict
-from sagacity.model import Phase
+from sagacity.model import Entry, Phase
 
 __all__ = ["POLICY_SAGA", "Guard"]
 
+_D = TypeVar("_D")
 POLICY_SAGA = "sagacity:policy"
 _log = logging.getLogger("sagacity.guardrails")
 
@@ -101,6 +103,16 @@ class Guard:
         """The policy in force (None while a changed file does not parse: every call is denied)."""
         self._reload()
         return self._policy
+
+    def approvers_for(self, tool: str, rule: str | None) -> tuple[tuple[str, ...], frozenset[str]] | None:
+        """Who may decide a gate of ``tool`` held by ``rule``: the policy's names as written and
+        the identities they stand for; None when the policy names no one. While the policy does not
+        parse nobody knows who may, so it refuses (``PolicyError``), as every call is denied then."""
+        policy = self.policy
+        if policy is None:
+            raise PolicyError(f"who may approve is unknown while the policy is broken: {self._error}")
+        names = policy.approvers_for(tool, rule)
+        return (names, policy.members(names)) if names is not None else None
 
     def _reload(self, *, force: bool = False) -> None:
         if self._path is None:
@@ -199,9 +211,15 @@ class Guard:
         approvals: int = 1,
         principal: str | None = None,
         dry: bool = False,
+        with_intent: bool = False,
     ) -> Verdict:
         """The verdict on a new call (budgets debited when it is allowed; ``dry``: only read the
-        meters, debit nothing — what ``sagacity policy explain`` shows). ``principal``: the saga's."""
+        meters, debit nothing — what ``sagacity policy explain`` shows). ``principal``: the saga's.
+
+        ``with_intent``: the debits are not written here but planned, as the verdict's
+        ``riders``, for the caller to insert with the call's INTENT (``Journal.append_with``), all
+        or none; when that insert loses a race the caller reports it (:meth:`settled`) and asks
+        again."""
         refused, policy, facts = self._prelude(saga_id, tool, input, principal)
         if refused is not None:
             return refused
@@ -217,12 +235,18 @@ class Guard:
             # An irreversible tool runs unattended only when a rule in force allows it explicitly.
             reason = f"{tool} is irreversible and no rule allows it unattended"
             decided = RuleFinding(DEFAULT_RULE, Action.HOLD, reason, approvals)
+        riders: tuple[Planned, ...] = ()
         if (decided is None or decided.action is Action.ALLOW) and judgement.history:
-            over, debits = self._take_budgets(judgement, facts, force=False, dry=dry)
+            if with_intent and not dry:
+                over, riders = self._plan_budgets(judgement, facts)
+                debits = tuple(p.debit for p in riders)
+            else:
+                over, debits = self._take_budgets(judgement, facts, force=False, dry=dry)
             decided = strictest(over)
             if decided is not None and not dry:
-                self._give_back_all(debits, saga_id, "the call was not allowed")
-                debits = ()
+                if not riders:
+                    self._give_back_all(debits, saga_id, "the call was not allowed")
+                debits, riders = (), ()  # planned debits were never written: nothing to give back
         elif decided is not None and decided.action is Action.HOLD and judgement.history:
             # The budgets are judged with the other rules now, not only once a human approved:
             # a call already over a deny budget is denied, never held (the strictest wins). A
@@ -239,7 +263,14 @@ class Guard:
             principal,
             agent,
             explicit=judgement.allowed_by is not None and decided.action is Action.ALLOW,
+            riders=tuple(p.rider for p in riders),
         )
+
+    def settled(self, verdict: Verdict, landed: Sequence[Entry] | None) -> None:
+        """The INTENT carrying ``verdict``'s planned debits landed (``landed``: what was written)
+        or lost its race (None): the meters' kept tails follow (``Meter.settled``)."""
+        if verdict.riders:
+            self.meter.settled(verdict.riders, landed)
 
     def judge_resume(self, saga_id: str, tool: str, input: str, principal: str | None = None) -> Verdict:
         """The verdict on an approved call about to run: the switch and the budgets, again."""
@@ -357,46 +388,77 @@ class Guard:
         self, judgement: Judgement, facts: CallFacts, *, force: bool, dry: bool = False
     ) -> tuple[list[RuleFinding], tuple[Debit, ...]]:
         """Debit every budget that applies; the findings of those that would go over."""
+
+        def take(rule: Rule, meter: str, budget: Budget, amount: Decimal) -> tuple[Debit | None, Decimal]:
+            if dry:
+                total = self.meter.total(meter, budget)
+                return (None if total + amount > budget.limit else Debit(meter, 0, amount)), total
+            about = {"rule": rule.id, "saga": facts.saga_id, "tool": facts.tool}
+            # A hold budget is overridden by the approval a resume has; a deny budget never.
+            forced = force and rule.action is Action.HOLD
+            return self.meter.take(meter, budget, amount, about, force=forced)
+
+        return self._each_budget(judgement, facts, take)
+
+    def _plan_budgets(
+        self, judgement: Judgement, facts: CallFacts
+    ) -> tuple[list[RuleFinding], tuple[Planned, ...]]:
+        """``_take_budgets`` planned, not written: each budget's debit as a row for the INTENT."""
+
+        def plan(rule: Rule, meter: str, budget: Budget, amount: Decimal) -> tuple[Planned | None, Decimal]:
+            about = {"rule": rule.id, "saga": facts.saga_id, "tool": facts.tool}
+            return self.meter.plan(meter, budget, amount, about)
+
+        return self._each_budget(judgement, facts, plan)
+
+    def _each_budget(
+        self,
+        judgement: Judgement,
+        facts: CallFacts,
+        decide: Callable[[Rule, str, Budget, Decimal], tuple[_D | None, Decimal]],
+    ) -> tuple[list[RuleFinding], tuple[_D, ...]]:
+        """``decide`` each budget rule that applies on its meter and the call's amount; what it
+        took, and the findings of those over their limit or that could not be decided (fail
+        closed; a shadow rule's go to its shadow findings)."""
         over: list[RuleFinding] = []
-        debits: list[Debit] = []
+        taken: list[_D] = []
         for rule in judgement.history:
             budget = rule.budget
             if budget is None:
                 continue
-            meter = meter_id(rule, facts.tool, facts.principal, facts.agent)
+            findings = judgement.shadow if rule.mode is Mode.SHADOW else over
             try:
                 amount = facts.amount(rule.amount) if rule.amount is not None else Decimal(1)
-                about = {"rule": rule.id, "saga": facts.saga_id, "tool": facts.tool}
-                # A hold budget is overridden by the approval a resume has; a deny budget never.
-                forced = force and rule.action is Action.HOLD
-                if dry:
-                    total = self.meter.total(meter, budget)
-                    debit = None if total + amount > budget.limit else Debit(meter, 0, amount)
-                else:
-                    debit, total = self.meter.take(meter, budget, amount, about, force=forced)
+                meter = meter_id(rule, facts.tool, facts.principal, facts.agent)
+                took, total = decide(rule, meter, budget, amount)
             except (ConditionError, SagacityError) as exc:
-                finding = failed(rule, exc)
-                (judgement.shadow if rule.mode is Mode.SHADOW else over).append(finding)
+                findings.append(failed(rule, exc))
                 continue
-            if debit is not None:
-                debits.append(debit)
-                continue
-            what = "calls" if rule.amount is None else "amount"
-            why = rule.reason or (
-                f"budget {rule.id}: {total} + {amount} would exceed the limit of {budget.limit} {what} "
-                f"per {_window(budget.window)}"
-            )
-            finding = finding_of(rule, why)
-            (judgement.shadow if rule.mode is Mode.SHADOW else over).append(finding)
-        return over, tuple(debits)
+            if took is not None:
+                taken.append(took)
+            else:
+                findings.append(_over(rule, total, amount, budget))
+        return over, tuple(taken)
 
     def _give_back_all(self, debits: tuple[Debit, ...] | list[Debit], saga_id: str, why: str) -> None:
         for debit in debits:
             self.meter.give_back(debit, {"saga": saga_id, "why": why})
 
     def give_back_verdict(self, saga_id: str, verdict: Verdict) -> None:
-        """The allowed call did not start after all (its INTENT could not be journaled)."""
-        self._give_back_all(verdict.debits, saga_id, "the call's INTENT was not journaled")
+        """The allowed call did not start after all (its INTENT could not be journaled). Debits
+        planned to ride with the INTENT were written with it or not at all: nothing to give back."""
+        if not verdict.riders:
+            self._give_back_all(verdict.debits, saga_id, "the call's INTENT was not journaled")
+
+
+def _over(rule: Rule, total: Decimal, amount: Decimal, budget: Budget) -> RuleFinding:
+    """The finding of a budget the call would take over its limit."""
+    what = "calls" if rule.amount is None else "amount"
+    why = rule.reason or (
+        f"budget {rule.id}: {total} + {amount} would exceed the limit of {budget.limit} {what} "
+        f"per {_window(budget.window)}"
+    )
+    return finding_of(rule, why)
 
 
 def _requirement_met(rule: Rule, state: SagaState) -> bool:

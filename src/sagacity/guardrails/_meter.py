@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from sagacity._journal import Journal
+from sagacity._journal import Journal, Rider
 from sagacity._payloads import SAGA_TOOL, payload_attribute
 from sagacity.chain import GENESIS_HASH, entry_hash
 from sagacity.errors import AppendConflictError, SagacityError
@@ -44,6 +44,7 @@ __all__ = [
     "STREAK_PREFIX",
     "Meter",
     "MeterReading",
+    "Planned",
     "Streaks",
     "give_back_call",
     "meter_id",
@@ -142,12 +143,27 @@ def read_meter(entry: Entry | None) -> MeterReading:
     return MeterReading(entry.seq, entry.hash, int(width) if width else 0, slices)
 
 
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A debit decided on a meter's tail, to be written in the same insert as the call's INTENT
+    (``Journal.append_with``): it lands with the call, or neither does."""
+
+    rider: Rider
+    debit: Debit
+
+
 class Meter:
-    """Debits and give-backs on the meters of one journal."""
+    """Debits and give-backs on the meters of one journal.
+
+    The tail of each meter this process last wrote (or read) is kept: a planned debit is decided
+    on it without a read, and fenced on it like any debit, so a tail another process moved meanwhile
+    makes the insert lose, the kept tail is dropped, and the call is judged again on a fresh read.
+    """
 
     def __init__(self, journal: Journal, clock: Callable[[], int] = _now_micros) -> None:
         self.journal = journal
         self._clock = clock
+        self._known: dict[str, MeterReading] = {}
 
     def reading(self, meter: str) -> MeterReading:
         """The meter's tail, checked against its predecessor (two reads); raises ``StoreError``
@@ -156,6 +172,45 @@ class Meter:
         if tail is not None:
             self._check(tail)
         return read_meter(tail)
+
+    def plan(
+        self, meter: str, budget: Budget, amount: Decimal, about: dict[str, str], *, force: bool = False
+    ) -> tuple[Planned | None, Decimal]:
+        """``take`` decided but not written: the debit (None: refused) as a row to insert with the
+        call's INTENT, and the window's sum it was decided on (after it, when debited)."""
+        width = _width(budget)
+        reading = self._known.get(meter)
+        kept = reading is not None
+        while True:
+            if reading is None:
+                reading = self._known[meter] = self.reading(meter)
+            now = self._clock()
+            slices = reading.kept(width, now)
+            total = sum(slices.values(), _ZERO)
+            if total + amount <= budget.limit or force:
+                break
+            if not kept:
+                return None, total
+            # A refusal is not fenced: it is made on the meter as read now (a give-back elsewhere
+            # may have made room), never on the kept tail.
+            reading, kept = None, False
+        current = now // width
+        slices[current] = slices.get(current, _ZERO) + amount
+        after = total + amount
+        row = _row({**about, "amount": str(amount)}, f"debit={amount}", current, width, after, slices)
+        rider: Rider = (meter, (reading.seq, reading.hash), row)
+        return Planned(rider, Debit(meter, reading.seq + 1, amount)), after
+
+    def settled(self, riders: Sequence[Rider], landed: Sequence[Entry] | None) -> None:
+        """The planned debits ``riders`` landed as ``landed`` (kept as their meters' tails), or
+        lost their race (None: the kept tails are dropped, so the next plan reads them)."""
+        if landed is None:
+            for meter, _, _ in riders:
+                self._known.pop(meter, None)
+            return
+        for entry in landed:
+            if entry.saga_id.startswith(METER_PREFIX):
+                self._known[entry.saga_id] = read_meter(entry)
 
     def _check(self, tail: Entry) -> None:
         """Refuse a tail whose hash does not follow from its predecessor's: its sums may have been
@@ -193,6 +248,7 @@ class Meter:
         an approved call over a hold budget), fenced on the meter's tail. Returns the debit (None:
         refused) and the window's sum it was decided on (after it, when debited)."""
         width = _width(budget)
+        self._known.pop(meter, None)  # it moves here without the kept tail
         for _ in range(self.journal.max_append_attempts):
             reading = self.reading(meter)
             now = self._clock()
@@ -222,6 +278,7 @@ class Meter:
         if slice_text is None or width_text is None:
             return None
         taken_slice, width = int(slice_text), int(width_text)
+        self._known.pop(debit.meter, None)  # it moves here without the kept tail
         for _ in range(self.journal.max_append_attempts):
             reading = self.reading(debit.meter)
             slices = reading.kept(width, self._clock())

@@ -10,7 +10,6 @@ gateway's to check (``sagacity.mcp``), and the rules apply to its calls too.
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Iterable
 from datetime import timedelta
 from decimal import Decimal, InvalidOperation
@@ -18,16 +17,26 @@ from pathlib import Path
 from typing import Any
 
 from sagacity._json import kind_of
-from sagacity._toml_lines import LineIndex, duration_seconds, toml_syntax_error
+from sagacity._toml_lines import LineIndex, duration_seconds, read_config_text, toml_document
 from sagacity.errors import PolicyError
 from sagacity.guardrails._cel import RESULT_VARIABLES, ConditionError, compile_condition
-from sagacity.guardrails._rules import Action, Budget, Failures, Mode, Policy, Requires, Rule, Scope
+from sagacity.guardrails._rules import (
+    GROUP_PREFIX,
+    Action,
+    Budget,
+    Failures,
+    Mode,
+    Policy,
+    Requires,
+    Rule,
+    Scope,
+)
 
 __all__ = ["GATEWAY_TABLES", "load_policy", "parse_policy", "read_policy_text"]
 
 #: Top-level tables of the MCP gateway's policy, which may share the file.
 GATEWAY_TABLES = frozenset({"upstream", "sagas", "defaults", "tools"})
-_TOP = {"guardrails", "rules"}
+_TOP = {"guardrails", "rules", "groups", "approvers"}
 _GUARDRAILS = {"default"}
 _RULE = {
     "id",
@@ -43,6 +52,7 @@ _RULE = {
     "budget",
     "requires",
     "failures",
+    "approvers",
 }
 _FAILURES = {"max_in_row", "per"}
 _BUDGET = {"limit", "window", "per"}
@@ -54,13 +64,7 @@ _DECIMAL = re.compile(r"^-?\d+(?:\.\d+)?$")
 
 def read_policy_text(path: str | Path) -> str:
     """A policy file's text; ``PolicyError`` if it cannot be read as UTF-8."""
-    path = Path(path)
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    return read_config_text(path, "the policy", PolicyError)
 
 
 def load_policy(path: str | Path) -> Policy:
@@ -70,10 +74,7 @@ def load_policy(path: str | Path) -> Policy:
 
 def parse_policy(text: str, *, source: str = "policy") -> Policy:
     """Parse and validate a policy from TOML text (the gateway's tables are left to it)."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(toml_syntax_error(source, text, exc)) from exc
+    data = toml_document(text, source, PolicyError)
     return _Parser(source, LineIndex(text)).policy(data, text)
 
 
@@ -106,18 +107,61 @@ class _Parser:
         raw = data.get("rules", [])
         if not isinstance(raw, list):
             raise self.fail(("rules",), "rules must be an array of [[rules]] tables")
+        groups = self.groups(data.get("groups", {}))
         rules: list[Rule] = []
         seen: dict[str, int] = {}
         for number, body in enumerate(raw):
             path = ("rules", str(number))
-            rule = self.rule(self.table(body, path, _RULE, "[[rules]]"), path)
+            rule = self.rule(self.table(body, path, _RULE, "[[rules]]"), path, groups)
             if rule.id in seen:
                 raise self.fail(
                     (*path, "id"), f"rule id {rule.id!r} is already used by rule {seen[rule.id] + 1}"
                 )
             seen[rule.id] = number
             rules.append(rule)
-        return Policy(text, tuple(rules), default, self.source)
+        scopes = data.get("approvers", {})
+        if not isinstance(scopes, dict):
+            raise self.fail(("approvers",), '[approvers] must be a table: send_wire = ["group:treasury"]')
+        tool_approvers = {
+            tool: self.approvers(names, ("approvers", tool), groups) for tool, names in scopes.items()
+        }
+        return Policy(text, tuple(rules), default, self.source, groups=groups, tool_approvers=tool_approvers)
+
+    # -- who may approve ---------------------------------------------------------------------------
+    def groups(self, value: Any) -> dict[str, frozenset[str]]:
+        """``[groups]``: each name an array of identities (one line each, not blank)."""
+        if not isinstance(value, dict):
+            raise self.fail(("groups",), 'groups must be a table: finance = ["carol@example.com", ...]')
+        found: dict[str, frozenset[str]] = {}
+        for name, members in value.items():
+            path = ("groups", name)
+            if not _RULE_ID.match(name):
+                raise self.fail(path, f"a group's name must be 1-64 letters, digits or _.- , not {name!r}")
+            if not isinstance(members, list) or not all(self.identity(m, path) for m in members):
+                raise self.fail(path, f"group {name!r} must be an array of identities")
+            found[name] = frozenset(members)
+        return found
+
+    def identity(self, value: Any, path: tuple[str, ...]) -> bool:
+        if not isinstance(value, str) or not value.strip() or value != value.strip() or "\n" in value:
+            raise self.fail(path, f"an approver is an identity on one line, not {value!r}")
+        return True
+
+    def approvers(
+        self, value: Any, path: tuple[str, ...], groups: dict[str, frozenset[str]]
+    ) -> tuple[str, ...]:
+        """A non-empty array of identities and ``group:<name>`` naming a group of ``[groups]``."""
+        if not isinstance(value, list) or not value:
+            raise self.fail(
+                path, 'approvers must be a non-empty array, e.g. ["group:finance", "erin@example.com"]'
+            )
+        for name in value:
+            self.identity(name, path)
+            group = name.removeprefix(GROUP_PREFIX)
+            if group != name and group not in groups:
+                known = ", ".join(sorted(groups)) or "none"
+                raise self.fail(path, f"{name!r} names no group of [groups] (known: {known})")
+        return tuple(value)
 
     # -- values ------------------------------------------------------------------------------------
     def string(self, value: Any, path: tuple[str, ...]) -> str:
@@ -168,7 +212,9 @@ class _Parser:
             raise self.fail(path, f"{path[-1]} is not a valid CEL condition: {exc}") from exc
 
     # -- a rule ------------------------------------------------------------------------------------
-    def rule(self, body: dict[str, Any], path: tuple[str, ...]) -> Rule:
+    def rule(
+        self, body: dict[str, Any], path: tuple[str, ...], groups: dict[str, frozenset[str]] | None = None
+    ) -> Rule:
         if "id" not in body:
             raise self.fail(path, 'a rule needs id = "<a name for it>" (letters, digits, _ . -)')
         rule_id = self.string(body["id"], (*path, "id"))
@@ -205,7 +251,7 @@ class _Parser:
                 (*path, "over"), f'rule {rule_id!r} has over = ... but no amount = "<argument>" to compare'
             )
         if action is not Action.HOLD:
-            for key in ("approvals", "ttl"):
+            for key in ("approvals", "ttl", "approvers"):
                 if key in body:
                     raise self.fail((*path, key), f"{key} is for a hold; rule {rule_id!r} is {action}")
         approvals = 1
@@ -231,6 +277,11 @@ class _Parser:
             requires=self.requires(body["requires"], (*path, "requires")) if "requires" in body else None,
             failures=self.failures(body["failures"], (*path, "failures")) if "failures" in body else None,
             line=self.index.line(path),
+            approvers=(
+                self.approvers(body["approvers"], (*path, "approvers"), groups or {})
+                if "approvers" in body
+                else None
+            ),
         )
 
     def tools(self, value: Any, path: tuple[str, ...]) -> frozenset[str]:

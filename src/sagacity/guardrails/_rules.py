@@ -28,7 +28,10 @@ from typing import Any
 
 from sagacity.guardrails._cel import Bundle, Condition
 
-__all__ = ["Action", "Budget", "Failures", "Mode", "Policy", "Requires", "Rule", "Scope"]
+#: How an approvers list names a group of ``[groups]``.
+GROUP_PREFIX = "group:"
+
+__all__ = ["GROUP_PREFIX", "Action", "Budget", "Failures", "Mode", "Policy", "Requires", "Rule", "Scope"]
 
 
 class Action(StrEnum):
@@ -96,6 +99,9 @@ class Rule:
     requires: Requires | None = None
     failures: Failures | None = None
     line: int | None = None
+    #: Who may decide the gates this hold rule makes (identities and ``group:<name>``); None: anyone
+    #: with the approver role, unless ``[approvers]`` names some for the tool.
+    approvers: tuple[str, ...] | None = None
 
     @property
     def history(self) -> bool:
@@ -124,9 +130,29 @@ class Policy:
     #: Each argument rule's finding (and the default's, under ""), made once: a call that a rule
     #: decides reuses it, and its journal line (``_evaluate.static_finding``).
     _findings: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: ``[groups]``: a group's name -> its members' identities.
+    groups: dict[str, frozenset[str]] = field(default_factory=dict, compare=False)
+    #: ``[approvers]``: a tool's name -> who may decide its gates (when no hold rule names anyone).
+    tool_approvers: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "sha256", hashlib.sha256(self.text.encode("utf-8")).hexdigest())
+
+    def approvers_for(self, tool: str, rule: str | None) -> tuple[str, ...] | None:
+        """Who may decide a gate of ``tool`` held by ``rule`` (the hold rule's ``approvers``, else
+        the tool's in ``[approvers]``), as written; None: the policy names no one."""
+        found = next((r for r in self.rules if r.id == rule), None) if rule is not None else None
+        if found is not None and found.approvers is not None:
+            return found.approvers
+        return self.tool_approvers.get(tool)
+
+    def members(self, names: tuple[str, ...]) -> frozenset[str]:
+        """The identities ``names`` stand for (each ``group:<name>`` expanded)."""
+        found: set[str] = set()
+        for name in names:
+            group = name.removeprefix(GROUP_PREFIX)
+            found |= self.groups.get(group, frozenset()) if group != name else {name}
+        return frozenset(found)
 
     def rules_for(self, tool: str) -> tuple[Rule, ...]:
         """The rules that may apply to calls of ``tool``, in file order (cached per tool)."""

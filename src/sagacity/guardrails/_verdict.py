@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from decimal import Decimal
 
+from sagacity._journal import Rider
 from sagacity._payloads import as_line, unescaped
 from sagacity.guardrails._rules import Action
 
@@ -92,6 +93,8 @@ class Verdict:
     #: True when a rule in force allowed the call explicitly (an IRREVERSIBLE tool runs unattended).
     explicit: bool = False
     lines: str = field(default="", compare=False)
+    #: The planned debits' rows (``Guard.judge(with_intent=True)``), to insert with the INTENT.
+    riders: tuple[Rider, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         lines = f"{POLICY}{self.policy}\n{self.decision.line(VERDICT)}"

@@ -199,6 +199,7 @@ class Gateway:
             await tg.__aenter__()
             try:
                 gateway = cls(sg, upstream, tools, policy, tg)
+                tg.start_soon(gateway._reconcile_at_start)
                 if settle_interval:
                     tg.start_soon(gateway._settle_loop, settle_interval)
                 if policy_path is not None:
@@ -494,6 +495,37 @@ class Gateway:
                 if await self._closed(book, committed_ok=True) is not None:
                     return
                 await self._execute_gate(book, gate, decision)
+
+    async def _reconcile_at_start(self) -> None:
+        """Ask the upstream about the calls a crash left in doubt, through the read tools the
+        policy names (``reconcile``): what it knows is settled as a person's resolution would
+        be (a saga whose call did not happen is undone); the rest stays for a person."""
+        try:
+            done = await self.sagacity.reconcile_async()
+        except Exception:
+            log.exception("reconciling the calls left in doubt failed; resolve them by hand")
+            return
+        for r in done:
+            if r.settled:
+                log.warning(
+                    "saga %s seq %s (%s): %s, journaled %s by %s: %s",
+                    r.saga_id,
+                    r.seq,
+                    r.tool_name,
+                    r.answer,
+                    r.outcome,
+                    r.reconciler,
+                    r.evidence,
+                )
+            elif r.answer != "no_reconciler":
+                log.warning(
+                    "saga %s seq %s (%s) stays in doubt: %s %s",
+                    r.saga_id,
+                    r.seq,
+                    r.tool_name,
+                    r.answer,
+                    r.evidence,
+                )
 
     async def _settle_loop(self, interval: float) -> None:
         """Every ``interval`` seconds, run the approved calls of the sagas this proxy drives."""

@@ -16,7 +16,6 @@ import difflib
 import math
 import os
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
@@ -24,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from sagacity.checks import LineIndex, duration_seconds, kind_of, toml_syntax_error
+from sagacity.checks import LineIndex, duration_seconds, kind_of, read_config_text, toml_document
 from sagacity.errors import PolicyError
 from sagacity.guardrails import Policy as GuardrailsPolicy
 from sagacity.guardrails import parse_policy as parse_guardrails
@@ -34,6 +33,7 @@ __all__ = [
     "Decision",
     "GatewayPolicy",
     "PolicyError",
+    "ReconcilePolicy",
     "RetryPolicy",
     "SagaPolicy",
     "ToolKind",
@@ -75,12 +75,25 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class ReconcilePolicy:
+    """The upstream read tool that looks a call (or its undo) up after a crash, the template of
+    its arguments, and ``missing``: text of its error answer that means "no such effect"."""
+
+    tool: str
+    arguments: Template
+    missing: str | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class UndoPolicy:
-    """The upstream tool that undoes a call, and the template of its arguments."""
+    """The upstream tool that undoes a call, the template of its arguments, and the read tool
+    that looks the undo up (``reconcile``)."""
 
     tool: str
     arguments: Template
     line: int | None = None
+    reconcile: ReconcilePolicy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +103,7 @@ class ToolPolicy:
     name: str
     kind: ToolKind | None = None
     undo: UndoPolicy | None = None
+    reconcile: ReconcilePolicy | None = None
     retry: RetryPolicy | None = None
     approvals: int | None = None
     approval_ttl: timedelta | None = None
@@ -132,6 +146,7 @@ class Decision:
     undo: UndoPolicy | None
     retry: RetryPolicy
     approvals: int
+    reconcile: ReconcilePolicy | None
     approval_ttl: timedelta | None
     approval_ttl_set: bool
     timeout: float
@@ -182,6 +197,7 @@ class GatewayPolicy:
             undo=entry.undo if entry is not None else None,
             retry=pick("retry", RetryPolicy()),
             approvals=pick("approvals", 1),
+            reconcile=entry.reconcile if entry is not None else None,
             approval_ttl=ttl_source.approval_ttl,
             approval_ttl_set=ttl_source.approval_ttl_set,
             timeout=pick("timeout", self.upstream.timeout),
@@ -207,18 +223,18 @@ class GatewayPolicy:
                 problems.append(
                     f"{where}{entry.name!r} is undone by {undo!r}, which the upstream does not list"
                 )
+            lookups = [entry.reconcile, entry.undo.reconcile if entry.undo is not None else None]
+            for lookup in (r for r in lookups if r is not None and r.tool not in have):
+                where = f"{self.source} line {lookup.line}: " if lookup.line else f"{self.source}: "
+                problems.append(
+                    f"{where}{entry.name!r} is looked up by {lookup.tool!r}, which the upstream does not list"
+                )
         return problems
 
 
 def load_gateway_policy(path: str | Path, environ: Mapping[str, str] | None = None) -> GatewayPolicy:
     """Read and validate the policy file at ``path``; ``PolicyError`` names the line of a problem."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(f"cannot read the policy {path}: {exc.strerror or exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise PolicyError(f"{path}: not UTF-8 text ({exc.reason})") from exc
+    text = read_config_text(path, "the policy", PolicyError)
     return parse_gateway_policy(text, source=str(path), environ=environ)
 
 
@@ -226,10 +242,7 @@ def parse_gateway_policy(
     text: str, *, source: str = "policy", environ: Mapping[str, str] | None = None
 ) -> GatewayPolicy:
     """Parse and validate a policy from TOML text."""
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise PolicyError(toml_syntax_error(source, text, exc)) from exc
+    data = toml_document(text, source, PolicyError)
     policy = _Parser(source, LineIndex(text), os.environ if environ is None else environ).policy(data)
     if "rules" in data or "guardrails" in data:
         policy = replace(policy, guardrails=parse_guardrails(text, source=source))
@@ -250,9 +263,10 @@ _UPSTREAM = {
     "protocol",
 }
 _SAGAS = {"on_session_close", "sessionless", "id_prefix"}
-_TOOL = {"kind", "undo", "retry", "approvals", "approval_ttl", "timeout", "errors"}
-_DEFAULTS = _TOOL - {"kind", "undo"}
-_UNDO = {"tool", "arguments"}
+_TOOL = {"kind", "undo", "reconcile", "retry", "approvals", "approval_ttl", "timeout", "errors"}
+_DEFAULTS = _TOOL - {"kind", "undo", "reconcile"}
+_UNDO = {"tool", "arguments", "reconcile"}
+_RECONCILE = {"tool", "arguments", "missing"}
 _RETRY = {"attempts", "backoff", "max_backoff", "on"}
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _SAGA_PREFIX = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -438,6 +452,9 @@ class _Parser:
             name=name,
             kind=kind,
             undo=undo,
+            reconcile=self.reconcile(body["reconcile"], (*path, "reconcile"))
+            if "reconcile" in body
+            else None,
             retry=self.retry(body["retry"], (*path, "retry")) if "retry" in body else None,
             approvals=approvals,
             approval_ttl=self.ttl(name, body["approval_ttl"], (*path, "approval_ttl"))
@@ -461,14 +478,38 @@ class _Parser:
         body = self.table(value, path, _UNDO)
         if "tool" not in body:
             raise self.fail(path, f'{".".join(path)} needs tool = "<the upstream tool that undoes it>"')
+        return UndoPolicy(
+            self.string(body["tool"], (*path, "tool")),
+            self.arguments(body, path),
+            self.index.line(path),
+            self.reconcile(body["reconcile"], (*path, "reconcile")) if "reconcile" in body else None,
+        )
+
+    def arguments(self, body: dict[str, Any], path: tuple[str, ...]) -> Template:
+        """The ``arguments`` template of an undo or a look-up (none: no arguments)."""
         arguments = body.get("arguments", {})
         if not isinstance(arguments, dict):
             raise self.fail((*path, "arguments"), f"{'.'.join(path)}.arguments must be a table")
         try:
-            template = compile_template(arguments)
+            return compile_template(arguments)
         except TemplateError as exc:
             raise self.fail((*path, "arguments"), f"{'.'.join(path)}.{exc}") from exc
-        return UndoPolicy(self.string(body["tool"], (*path, "tool")), template, self.index.line(path))
+
+    def reconcile(self, value: Any, path: tuple[str, ...]) -> ReconcilePolicy:
+        body = self.table(value, path, _RECONCILE)
+        if "tool" not in body:
+            raise self.fail(
+                path, f'{".".join(path)} needs tool = "<the upstream read tool that looks it up>"'
+            )
+        missing = self.string(body["missing"], (*path, "missing")) if "missing" in body else None
+        if missing is not None and not missing.strip():
+            raise self.fail((*path, "missing"), f"{'.'.join(path)}.missing must not be blank")
+        return ReconcilePolicy(
+            self.string(body["tool"], (*path, "tool")),
+            self.arguments(body, path),
+            missing,
+            self.index.line(path),
+        )
 
     def retry(self, value: Any, path: tuple[str, ...]) -> RetryPolicy:
         body = self.table(value, path, _RETRY)

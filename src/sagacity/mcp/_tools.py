@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import mcp_types as types
 
-from sagacity import CompensationContext, Reversibility, current_call, tool
+from sagacity import CompensationContext, ReconcileContext, Reconciliation, Reversibility, current_call, tool
 from sagacity.mcp._errors import (
     UndoFailedError,
     UpstreamRejectedError,
     UpstreamToolError,
     UpstreamUnavailableError,
 )
-from sagacity.mcp._policy import Decision, GatewayPolicy, ToolKind, UndoPolicy
+from sagacity.mcp._policy import Decision, GatewayPolicy, ReconcilePolicy, ToolKind, UndoPolicy
 from sagacity.mcp._template import result_scope
 from sagacity.mcp._upstream import CallOutcome, Upstream
 from sagacity.tools import Retry, ToolRegistry, definition_digest
@@ -246,6 +246,13 @@ class UpstreamTools:
         )(fn)
         if decision.kind is ToolKind.COMPENSATABLE and decision.undo is not None:
             wrapped.compensation(self._undo_function(decision, decision.undo))
+            if decision.undo.reconcile is not None:
+                lookup = decision.undo.reconcile
+                wrapped.reconcile_compensation(name=lookup.tool)(self._lookup_function(decision, lookup))
+        if decision.reconcile is not None:
+            wrapped.reconcile(name=decision.reconcile.tool)(
+                self._lookup_function(decision, decision.reconcile)
+            )
         self.decisions[decision.name] = decision
         self._tools[decision.name] = wrapped
 
@@ -342,6 +349,52 @@ class UpstreamTools:
         undo_call.__qualname__ = f"undo_{decision.name}"
         undo_call.__module__ = _ORIGIN_MODULE
         return undo_call
+
+    def _lookup_function(
+        self, decision: Decision, lookup: ReconcilePolicy
+    ) -> Callable[[ReconcileContext], Reconciliation]:
+        """A reconciler that asks the upstream's read tool ``lookup.tool``: an answer is *happened*
+        (journaled as the call's result, so an undo's template finds in it what it would find in
+        the call's own answer), an error holding ``lookup.missing`` *did not happen*, anything
+        else (another error, no answer) *unknown*."""
+        upstream = self.upstream
+        bridge = self.bridge
+
+        def look_up(ctx: ReconcileContext) -> Reconciliation:
+            try:
+                result = json.loads(ctx.result) if ctx.result else {}
+            except ValueError:
+                result = {}
+            scope = {
+                "args": ctx.args,
+                "result": result_scope(result if isinstance(result, dict) else {}),
+                "saga": {"id": ctx.saga_id},
+                "call": {"seq": ctx.seq, "idempotency_key": ctx.idempotency_key},
+            }
+            arguments = lookup.arguments.render(scope)  # a TemplateError: no answer, still in doubt
+            read = self.decisions.get(lookup.tool)
+            timeout = read.timeout if read is not None else decision.timeout
+            outcome = bridge.run(lambda: upstream.call(lookup.tool, arguments, timeout=timeout))
+            if outcome.kind != "result" or outcome.result is None:
+                return Reconciliation.unknown(f"{lookup.tool}: no answer ({outcome.kind}: {outcome.reason})")
+            if not outcome.result["isError"]:
+                seen = result_scope(outcome.result).get("text") or json.dumps(outcome.result)
+                return Reconciliation.happened(
+                    f"{lookup.tool}: {_shortened(str(seen))}",
+                    result=json.dumps(outcome.result, separators=(",", ":"), ensure_ascii=False),
+                )
+            error = _error_text(outcome.result)
+            if lookup.missing is not None and lookup.missing in error:
+                return Reconciliation.did_not_happen(f"{lookup.tool}: {_shortened(error)}")
+            return Reconciliation.unknown(f"{lookup.tool} answered with an error: {_shortened(error)}")
+
+        look_up.__name__ = lookup.tool
+        return look_up
+
+
+def _shortened(text: str, limit: int = 300) -> str:
+    """Evidence is a line in the journal, not a copy of the upstream's answer."""
+    return text if len(text) <= limit else text[:limit] + "…"
 
 
 def definition_of(upstream_tool: types.Tool) -> dict[str, Any]:

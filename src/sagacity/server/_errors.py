@@ -1,7 +1,8 @@
 """How the HTTP API fails: every error is JSON with an ``error`` saying what is wrong.
 
 Library exceptions map to statuses here (SPEC §7: 404 no pending request or unknown tool, 409
-refused, 400 bad input; a database outage is the server's 503, not the caller's fault).
+refused, 400 bad input; 403 an approver the policy does not name for the gate; a database outage
+is the server's 503, not the caller's fault).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from sagacity._wire import error_json
 from sagacity.errors import (
     ApprovalError,
     ApprovalNotFoundError,
+    ApproverScopeError,
     InvalidValueError,
     SagacityError,
     SagaNotFoundError,
@@ -39,6 +41,7 @@ _STATUS_OF: list[tuple[type[Exception], int]] = [
     (SagaNotFoundError, 404),
     (ApprovalNotFoundError, 404),
     (UnknownToolError, 404),
+    (ApproverScopeError, 403),  # not this approver's to decide, whatever the gate's state
     (ApprovalError, 409),
     (SagaStateError, 409),
     (InvalidValueError, 400),
@@ -81,10 +84,16 @@ def _log_unavailable(exc: Exception) -> None:
 
 def about(saga_id: str, seq: int, exc: Exception) -> ApiError:
     """A failed decision or resume: 404/409/400 (503 for the database) naming the saga and seq."""
+    named = refused(exc)
+    return ApiError(named.status, {"sagaId": saga_id, "journalSeq": seq, **named.body}, named.headers)
+
+
+def refused(exc: Exception) -> ApiError:
+    """A library error answered: its status (503 for the database) and what is wrong."""
     status = status_of(exc)
     if status == 503:
         _log_unavailable(exc)
-    return ApiError(status, {"sagaId": saga_id, "journalSeq": seq, **error_json(exc)}, _headers_for(status))
+    return ApiError(status, error_json(exc), _headers_for(status))
 
 
 P = ParamSpec("P")

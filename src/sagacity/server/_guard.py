@@ -83,7 +83,7 @@ class RequestGuard:
         await self.app(scope, limited_receive, send_with_headers)
 
 
-def _cross_origin(request: Request) -> bool:
+def cross_origin(request: Request) -> bool:
     """True for a browser request sent from another site (Fetch metadata, else Origin vs Host).
 
     Bearer tokens already defeat CSRF; this matters when a proxy authenticates with a cookie
@@ -111,7 +111,7 @@ def _sagacity(request: Request) -> Sagacity:
 
 async def _principal(request: Request, _: Annotated[Any, Depends(_bearer)]) -> Principal:
     """The authenticated caller, or 401 (with a Bearer challenge); cross-site posts get 403."""
-    if request.method not in {"GET", "HEAD", "OPTIONS"} and _cross_origin(request):
+    if request.method not in {"GET", "HEAD", "OPTIONS"} and cross_origin(request):
         raise ApiError(403, {"error": "cross-origin request refused"})
     authenticator: Authenticator = request.app.state.authenticator
     try:

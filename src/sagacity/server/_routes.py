@@ -31,6 +31,7 @@ from sagacity._wire import (
     diagnosis_json,
     error_json,
     in_doubt_json,
+    reconciled_json,
     request_detail_json,
     resume_json,
     saga_json,
@@ -50,7 +51,7 @@ from sagacity.errors import (
     SagaStateError,
 )
 from sagacity.model import SagaStatus, SagaView
-from sagacity.server._errors import RETRY_AFTER, ApiError, about, answering
+from sagacity.server._errors import RETRY_AFTER, ApiError, about, answering, refused
 from sagacity.server._guard import Admin, Anyone, Approver, Auditor, SagacityDep, authenticated_query
 from sagacity.server.auth import InsecureNoAuth, Principal
 
@@ -245,7 +246,7 @@ def list_approvals(
     response.headers["X-Total-Count"] = str(page.total)
     if page.next is not None:
         response.headers["X-Next-Cursor"] = page.next
-    return [approval_json(p) for p in page.items]
+    return [approval_json(p) | {"mayDecide": p.may_decide(who.name)} for p in page.items]
 
 
 @router.get(
@@ -263,7 +264,10 @@ def approval_request(sagaId: SagaIdParam, seq: SeqParam, who: Approver, sg: Saga
     pending = saga.request(seq)
     if pending is None:
         raise ApiError(404, {"sagaId": saga_id, "journalSeq": seq, "error": error})
-    return request_detail_json(pending, saga, sg.registry.find(pending.request.tool_name))
+    # The queue's reading of it carries the policy's approver scope (the saga view has none).
+    scoped = next((p for p in sg.approvals(saga_id) if p.request.journal_seq == seq), pending)
+    detail = request_detail_json(scoped, saga, sg.registry.find(pending.request.tool_name))
+    return detail | {"mayDecide": scoped.may_decide(who.name)}
 
 
 @router.get("/approvals/{sagaId:path}", tags=["approvals"], summary="A saga's pending requests")
@@ -403,6 +407,28 @@ async def resolve(
         "resolver": who.name,
         "status": str(status),
     }
+
+
+@router.post(
+    "/reconcile",
+    tags=["approvals"],
+    summary="Ask the tools' reconcilers about in-doubt calls and settle what they know (docs/reconcile.md)",
+    openapi_extra=_body_schema(
+        {"sagaId": {"type": "string", "description": "Only this saga's calls (default: every saga's)."}},
+        [],
+    ),
+)
+async def reconcile(request: Request, who: Approver, sg: SagacityDep) -> dict[str, Any]:
+    """The reconcilers run here, with this process's tools (an MCP proxy's upstream read tools
+    included); each answer is journaled under the reconciler's name, not the caller's."""
+    body = await _json_object(request)
+    saga_id = _text_field(body, "sagaId", meaning="the saga whose calls to reconcile")
+    if saga_id is not None:
+        saga_id = _saga_id(saga_id)
+    done = await answering(refused, sg.reconcile, saga_id)
+    settled = sum(r.settled for r in done)
+    log.info("reconcile asked by %r: %d call(s) asked about, %d settled", who.name, len(done), settled)
+    return {"reconciled": [reconciled_json(r) for r in done]}
 
 
 # -- audit (role: auditor) ----------------------------------------------------------------------

@@ -20,9 +20,11 @@ from sagacity import Sagacity, __version__
 from sagacity.errors import ConfigurationError
 from sagacity.server._errors import install_error_handlers
 from sagacity.server._guard import RequestGuard, declared_query
+from sagacity.server._message_routes import message_router
 from sagacity.server._routes import router
 from sagacity.server._workflow_routes import router as workflow_router
 from sagacity.server.auth import Authenticator, InsecureNoAuth, auth_from_environment
+from sagacity.server.messages import Messages, messages_from_environment
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "DEFAULT_STORE_TIMEOUT", "create_app"]
 
@@ -63,6 +65,7 @@ def create_app(
     prefix: str = "/sagacity",
     dashboard: bool = True,
     store_timeout: float | None = DEFAULT_STORE_TIMEOUT,
+    messages: Messages | None = None,
 ) -> FastAPI:
     """The HTTP API and dashboard over ``sagacity``, as an ASGI app you can serve or mount.
 
@@ -76,6 +79,10 @@ def create_app(
     ``store_timeout``: seconds a request waits for an unreachable database (each read, retries
     included) before it answers 503; ``None`` waits as long as the library does for its agents.
     Once a request has journaled something it is no longer cut short (see docs/http.md).
+
+    ``messages`` turns on deciding from approval messages: Slack's callback and the email link
+    pages (docs/approvals-from-messages.md); without it they come from the environment
+    (``$SAGACITY_LINK_SECRET``, ``$SAGACITY_SLACK_SIGNING_SECRET``, ...), else they are off.
     """
     authenticator = _resolve_auth(auth, insecure_no_auth_i_know_what_i_am_doing)
     if max_body_bytes < 1:
@@ -95,6 +102,9 @@ def create_app(
     app.state.authenticator = authenticator
     app.include_router(router, prefix=prefix)
     app.include_router(workflow_router, prefix=prefix)
+    app.state.messages = messages if messages is not None else messages_from_environment()
+    if app.state.messages is not None:
+        app.include_router(message_router, prefix=prefix)
     install_error_handlers(app)
     plain = [Depends(declared_query)]
 

@@ -264,12 +264,36 @@ class GroupCommit:
             except BaseException as exc:  # noqa: BLE001 - released with its reason
                 request.error = exc
 
+    def _all_at_once(self, batch: list[Pending]) -> bool:
+        """Single rows and all-or-none requests in one plain statement, one commit: a saga start
+        (its START with its first entry) then costs the sagas appending meanwhile no second
+        fsync. True when every row went in; else nothing was written (a key taken, a value
+        refused) and the batch is written the usual way, single rows and requests apart. A lost
+        connection fails them all: each caller reads back."""
+        write = self._write_together
+        if write is None or sum(r.rows for r in batch) > 4 * MAX_BATCH:  # parameter limits
+            return False
+        try:
+            landed = write(tuple(v for r in batch for v in r.params), sum(r.rows for r in batch))
+        except StoreUnavailableError as exc:
+            for request in batch:
+                request.error = copy_error(exc)
+            return True
+        except Exception:  # noqa: BLE001 - the usual way below says which request it was
+            return False
+        if landed:
+            for request in batch:
+                request.inserted = True
+        return landed
+
     def _lead(self, batch: list[Pending]) -> None:
         self.largest_batch = max(self.largest_batch, len(batch))
         if _telemetry.active and self._journal:
             _otel_hooks.batch_written(len(batch))
         single = [request for request in batch if request.rows == 1]
         try:
+            if single and len(single) < len(batch) and self._all_at_once(batch):
+                return
             if single:
                 try:
                     self._write(single)

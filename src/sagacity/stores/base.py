@@ -105,8 +105,10 @@ class Store(Protocol):
         ...
 
     def insert_entries(self, entries: Sequence[Entry]) -> bool:
-        """Durably insert consecutive rows of one saga, all or none. Return False, writing
-        nothing, if any (saga_id, seq) exists: a fenced decision lost the race.
+        """Durably insert rows, all or none: consecutive rows of one saga, or of several (a
+        call's INTENT with its budget's debits, each chain's rows consecutive and in order).
+        Return False, writing nothing, if any (saga_id, seq) exists: a fenced decision lost the
+        race.
 
         Raises ``StoreUnavailableError`` when the outcome is unknown, as ``insert_entry`` does.
         """

@@ -49,16 +49,21 @@ class MemoryStore:
             return True
 
     def insert_entries(self, entries: Sequence[Entry]) -> bool:
-        with self._lock:
-            chain = self._entries.setdefault(entries[0].saga_id, [])
-            if entries[0].seq <= len(chain):
-                return False
-            if entries[0].seq != len(chain) + 1:
-                raise StoreError(
-                    f"memory store: seq {entries[0].seq} for saga {entries[0].saga_id!r} would leave a "
-                    f"gap after {len(chain)}"
-                )
-            chain.extend(entries)
+        by_saga: dict[str, list[Entry]] = {}
+        for entry in entries:
+            by_saga.setdefault(entry.saga_id, []).append(entry)
+        with self._lock:  # every saga's rows checked before any is written: all or none
+            for saga_id, rows in by_saga.items():
+                chain = self._entries.get(saga_id, [])
+                if rows[0].seq <= len(chain):
+                    return False
+                if rows[0].seq != len(chain) + 1:
+                    raise StoreError(
+                        f"memory store: seq {rows[0].seq} for saga {saga_id!r} would leave a gap "
+                        f"after {len(chain)}"
+                    )
+            for saga_id, rows in by_saga.items():
+                self._entries.setdefault(saga_id, []).extend(rows)
             return True
 
     @contextmanager

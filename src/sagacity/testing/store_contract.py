@@ -143,6 +143,21 @@ class StoreContract:
         assert store.insert_entries([three]) is True
         assert store.tail("b") == three
 
+    def test_insert_entries_of_two_sagas_is_all_or_none(self, store: Store) -> None:
+        """Rows of two chains inserted together (a call's INTENT with its budget's debit) land
+        together or not at all: a seq taken in either chain writes neither."""
+        debit = _entry("meter", 1, GENESIS_HASH)
+        intent = _entry("call", 1, GENESIS_HASH)
+        assert store.insert_entries([debit, intent]) is True
+        assert (store.read_entries("meter"), store.read_entries("call")) == ([debit], [intent])
+        late = _entry("call", 2, intent.hash)
+        taken = _entry("meter", 1, GENESIS_HASH, input='{"x":1}')
+        assert store.insert_entries([taken, late]) is False
+        assert store.read_entries("call") == [intent]
+        retaken = _entry("call", 1, GENESIS_HASH)
+        assert store.insert_entries([_entry("meter", 2, debit.hash), retaken]) is False
+        assert store.read_entries("meter") == [debit]
+
     def test_spec_vectors_hash_identically(self, store: Store) -> None:
         """Appends at the SPEC's instants read back with the SPEC's hashes: same bytes everywhere."""
         clock = iter((1_784_628_000 * 10**9, 1_784_628_001 * 10**9))

@@ -430,8 +430,17 @@ function journalSoFar(item, detail, open = !!detail) {
 const cardKey = (item) => `${item.journalSeq}@${item.sagaId}`;
 const approvalHash = (item) => `#/approval/${enc(item.sagaId)}/${item.journalSeq}`;
 
+// Why the policy does not let the signed-in principal decide this request (approve or reject), or null.
+function outOfScope(item) {
+  if (item.mayDecide !== false) return null;
+  const names = item.approverScope && item.approverScope.length ? item.approverScope.join(", ") : "nobody (the policy does not parse)";
+  return `not yours to decide: the policy names ${names} as its approvers`;
+}
+
 // Why the signed-in principal cannot approve this request now, or null.
 function cannotApprove(item) {
+  const scope = outOfScope(item);
+  if (scope) return scope;
   if (me && item.approvers.includes(me.name)) return "you approved it already (four eyes needs someone else)";
   if (me && item.requesterMayNotApprove && item.requester === me.name) return "you asked for this call: its requester may not approve it";
   if (item.approvers.length >= item.approvalsRequired) return "it has every approval it needs";
@@ -450,8 +459,9 @@ function approvalCard(item, detail, after, journalOpen = !!detail) {
     class: "btn approve", type: "button", disabled: !!blocked, title: blocked || "Approve… (a)",
     "data-focus": `approve:${key}`, onclick: () => confirmDecision(item, "approve", after.approved),
   }, mine ? "You approved" : "Approve…");
+  const notYours = outOfScope(item);
   const reject = h("button", {
-    class: "btn reject", type: "button", title: "Reject… (r)",
+    class: "btn reject", type: "button", disabled: !!notYours, title: notYours || "Reject… (r)",
     "data-focus": `reject:${key}`, onclick: () => confirmDecision(item, "reject", after.rejected),
   }, "Reject…");
   const resume = h("button", {
@@ -484,6 +494,9 @@ function approvalCard(item, detail, after, journalOpen = !!detail) {
       item.requesterMayNotApprove ? " (may not approve it)" : ""),
     h("dt", {}, "Waiting"), h("dd", { class: "clock", "data-since": item.createdAt }, since(item.createdAt)),
     h("dt", {}, "Expiry"), h("dd", { class: "clock", "data-expires": item.expiresAt || "", "data-expired": String(!!item.expired) }, expiry(item)),
+    item.approverScope ? h("dt", {}, "Approvers") : null,
+    item.approverScope ? h("dd", { class: "approver-scope" }, item.approverScope.join(", "),
+      notYours ? " — not yours to decide" : " — yours to decide") : null,
     h("dt", {}, "Approvals"), h("dd", { class: "approvals-count" },
       `${item.approvers.length} of ${item.approvalsRequired}`,
       item.approvers.length ? ` — ${item.approvers.join(", ")}` : "",

@@ -1,0 +1,29 @@
+"""Tools the notifier tests gate: an irreversible payout, and a reversible step before it."""
+
+from __future__ import annotations
+
+from sagacity import CompensationContext, Reversibility, tool
+
+
+@tool(reversibility=Reversibility.IRREVERSIBLE)
+def pay_out(amount: str, to: str) -> str:
+    return f"paid {amount} to {to}"
+
+
+@tool
+def reserve(sku: str) -> str:
+    return f"reserved {sku}"
+
+
+@reserve.compensation
+def release(ctx: CompensationContext) -> None:
+    raise RuntimeError("the warehouse refused the release")
+
+
+def gated(amount: str = "5000", to: str = "acme") -> str:
+    return pay_out(amount, to)
+
+
+def reserve_then_fail() -> None:
+    reserve("SKU-1")
+    raise ValueError("the agent gave up")
