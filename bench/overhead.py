@@ -35,6 +35,12 @@ made, then dropped) and ``sdk+batch`` (a ``BatchSpanProcessor`` and a periodic m
 into an exporter that discards: what a real pipeline costs in this process, short of the
 serialisation and network of OTLP). Modes take turns round by round, the order rotating.
 
+With ``--durability`` it measures instead the deferred durability mode (issue #35 item 4), one
+saga at a time, each mode of ``Sagacity(durability=...)`` paired with its own interleaved floor
+rounds: a short saga (START, ``--short-calls`` calls (2), END) per saga against four floor
+commits, and one long saga of ``--calls`` calls per call against two floor commits. Targets for
+``deferred``: short <= 0.80x, long <= 0.60x (``immediate`` is printed beside it, no target).
+
 With ``--policy`` it measures instead what a guardrails policy with no history rule adds to the same
 call (issue #22), one saga at a time: two ``Sagacity`` on one store, one without a policy and one
 with ``POLICY`` below (rules that apply to the call, a CEL condition evaluated on each, the kill
@@ -533,6 +539,70 @@ def main_telemetry(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``--durability`` targets for the deferred mode: (short saga / 4 floors, long saga / 2 floors).
+DURABILITY_TARGETS = {"short": 0.80, "long": 0.60}
+DURABILITY_HEADER = (
+    "| store    | mode      | saga  | µs/unit   | floor µs | ratio  | target | load (1 min) |\n"
+    "|----------|-----------|-------|----------:|---------:|-------:|--------|-------------:|"
+)
+
+
+def durability_round(
+    sg: Sagacity, mode: str, shape: str, calls: int, short_calls: int
+) -> Callable[[int], float]:
+    """One round in ``mode``: µs per short saga, or per call of one long saga."""
+
+    def run(r: int) -> float:
+        tag = f"dur-{mode}-{shape}-{r}-{time.monotonic_ns()}"
+        sizes = [short_calls] * max(1, calls // short_calls) if shape == "short" else [calls]
+        started = time.perf_counter()
+        for n, size in enumerate(sizes):
+            with sg.saga(f"{tag}-{n}", durability=mode) as scope:
+                for _ in range(size):
+                    noop()
+            assert scope.result is not None
+            assert scope.result.status.value == "COMPLETED", scope.result
+        elapsed = (time.perf_counter() - started) * 1e6
+        return elapsed / len(sizes) if shape == "short" else elapsed / calls
+
+    return run
+
+
+def main_durability(args: argparse.Namespace) -> int:
+    print(f"machine: {machine()} (shared with other work: the load beside each figure)")
+    lines = []
+    with chosen_targets(args) as targets:
+        print(DURABILITY_HEADER)
+        for make in targets:
+            with make() as target, Sagacity(target.subject_url) as sg:
+                writer = target.floor.writer()
+                try:
+                    for shape, floors in (("short", 4), ("long", 2)):
+                        for mode in ("immediate", "deferred"):
+                            subject_us, floor_us = interleaved(
+                                args.rounds,
+                                durability_round(sg, mode, shape, args.calls, args.short_calls),
+                                floor_round(writer, args.floor_ops),
+                            )
+                            ratio = subject_us / (floors * floor_us)
+                            aim = DURABILITY_TARGETS[shape] if mode == "deferred" else None
+                            verdict = (
+                                "—" if aim is None else f"≤ {aim:.2f}x {'PASS' if ratio <= aim else 'MISS'}"
+                            )
+                            figures = f"{subject_us:9.1f} | {floor_us:8.1f} | {ratio:5.2f}x"
+                            lines.append(
+                                f"| {target.name:8} | {mode:9} | {shape:5} | {figures} | {verdict} "
+                                f"| {os.getloadavg()[0]:12.2f} |"
+                            )
+                            print(lines[-1], flush=True)
+                finally:
+                    writer.close()
+    print("\nDeferred durability: per short saga / 4 floor commits, per long-saga call / 2 floor commits")
+    print(DURABILITY_HEADER)
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -561,6 +631,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="measure what a guardrails policy without history rules adds per call (paired with none)",
     )
+    parser.add_argument(
+        "--durability",
+        action="store_true",
+        help="measure the deferred durability mode: short and long sagas, paired with the immediate mode",
+    )
+    parser.add_argument("--short-calls", type=int, default=2, help="calls per short saga (--durability)")
     args = parser.parse_args(argv)
     if args.quick:
         args.rounds, args.calls, args.calls_concurrent, args.floor_ops, args.short_sagas = 3, 40, 5, 80, 10
@@ -568,6 +644,8 @@ def main(argv: list[str] | None = None) -> int:
         return main_telemetry(args)
     if args.policy:
         return main_policy(args)
+    if args.durability:
+        return main_durability(args)
     print(f"machine: {machine()}, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     rows: list[Row] = []
     policies: list[str] = []

@@ -13,6 +13,7 @@ Ordinary tool INTENT/EXECUTED appends keep the journal's fast path (``Journal.ap
 
 from __future__ import annotations
 
+import copy
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -137,22 +138,53 @@ class Engine:
         """Append what ``choose`` decides on ``state``, fenced; on a lost race, re-read and re-decide.
 
         ``choose`` is pure: it returns the rows to append (none: nothing to do) or raises a
-        refusal. ``state`` is kept current, including the appended entries.
+        refusal. ``state`` is kept current, including the appended entries. Outcomes this
+        process holds for the saga (``Journal.hold``) are decided on and written with it; the
+        entries returned are the decision's own.
         """
         for _ in range(self.journal.max_append_attempts):
-            rows = choose(state)
-            if not rows:
-                return []
-            landed = self.journal.commit(state.saga_id, (state.last_seq, state.last_hash), rows)
+            held = self.journal.take_held(state.saga_id)
+            if held:
+                landed, carried = self._carrying(state, choose, held)
+            else:
+                rows = choose(state)
+                if not rows:
+                    return []
+                landed = self.journal.commit(state.saga_id, (state.last_seq, state.last_hash), rows)
+                carried = 0
             if landed is not None:
                 for entry in landed:
                     state.apply(entry)
-                return landed
+                return landed[carried:]
             self.refresh(state)
         raise AppendConflictError(
             f"decision on saga {state.saga_id!r} lost the race for the next seq "
             f"{self.journal.max_append_attempts} times; nothing was written"
         )
+
+    def _carrying(
+        self, state: SagaState, choose: Callable[[SagaState], list[Row]], held: list[Row]
+    ) -> tuple[list[Entry] | None, int]:
+        """A decision made with this process's held outcomes of the saga (``Journal.hold``)
+        taken into account and written first in its insert (a saga's END rides with its last
+        call's outcome): what landed, outcomes included, and how many of it are outcomes. The
+        outcomes are given back when nothing was written."""
+        after = (state.last_seq, state.last_hash)
+        try:
+            carried = self.journal.draft(state.saga_id, after, held)
+            seen = copy.deepcopy(state)
+            for entry in carried:
+                seen.apply(entry)
+            rows = choose(seen)
+        except BaseException:
+            self.journal.restore_held(state.saga_id, held)
+            raise
+        # An insert not confirmed raises here: the outcomes are not given back (they may have
+        # landed), and their INTENTs read in doubt, as when an outcome's own append fails.
+        landed = self.journal.commit(state.saga_id, after, rows, carried)
+        if landed is None:
+            self.journal.restore_held(state.saga_id, held)
+        return landed, len(carried)
 
     def append(self, state: SagaState, tool_name: str, phase: Phase, input: str, payload: str) -> Entry:
         """Append on the fast path (an outcome, never a decision) and keep ``state`` current."""

@@ -18,6 +18,11 @@ Two things are not retried blindly against a newer tail:
   compare-and-append, and when it loses, the entries appended meanwhile are read; if one of them
   starts or ends the saga's compensation (another process rejected a gate, recovered the saga),
   the call is refused before its tool runs. The saga stays marked closed in the cache.
+
+A call's outcome may be *held* (``hold``: the deferred durability mode, docs/guide.md): it is not
+written on its own but rides in the insert of the saga's next entry from this process (an append
+or a decision), all or none. Until then the journal reads the call as in flight; a process that
+dies first leaves its INTENT without an outcome, which is what a crash during the call leaves.
 """
 
 from __future__ import annotations
@@ -67,6 +72,9 @@ _TAILS_PER_STRIPE = 128
 _NO_TAIL = (0, chain.GENESIS_HASH, False)
 #: Phases that begin a call: refused once the saga's compensation started.
 _BEGINS_CALL = frozenset({Phase.INTENT, Phase.AWAITING_APPROVAL})
+
+#: One row to journal: (tool_name, phase, input, payload).
+Row = tuple[str, Phase, str, str]
 
 Tail = tuple[int, str, bool]
 """A saga's cached tail: its last seq and hash, and whether its compensation started."""
@@ -119,10 +127,7 @@ def _check_open(
     if seq and new_saga:
         raise SagaExistsError(f"saga {saga_id!r} already has entries (seq 1 to {seq})")
     if closed and (phase in _BEGINS_CALL or tool_name == LIFE_TOOL):
-        raise SagaClosedError(
-            f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "
-            "started and did not run; its journal is closed, start a new saga id"
-        )
+        raise _closed_error(saga_id, tool_name)
 
 
 def _remember(tails: dict[str, Tail], saga_id: str, tail: Tail) -> None:
@@ -173,6 +178,10 @@ class Journal:
         # START with it (one insert, two rows). Looked up only when the tail is seq 0.
         self._starts: dict[str, SagaStart] = {}
         self._starts_lock = threading.Lock()
+        # Outcomes held back (``hold``), per saga, until the saga's next insert carries them.
+        # Whoever takes them writes them or puts them back; looked up only when not empty.
+        self._held: dict[str, list[Row]] = {}
+        self._held_lock = threading.Lock()
 
     # -- starting sagas --------------------------------------------------------------------------
     def starting(self, saga_id: str, facts: str) -> SagaStart:
@@ -203,6 +212,40 @@ class Journal:
             start = self._starts.get(saga_id)
         return start if start is not None and not start.landed else None
 
+    # -- outcomes held back (the deferred durability mode) ----------------------------------------
+    def hold(self, saga_id: str, tool_name: str, phase: Phase, input: str, payload: str) -> None:
+        """Keep a call's outcome to be written with the saga's next entry from this process
+        (``append`` or ``commit``), or by ``release``. Checked now, so bad input fails here."""
+        require_storable("saga_id", saga_id)
+        require_storable("tool_name", tool_name)
+        require_storable("input", input)
+        with self._held_lock:
+            self._held.setdefault(saga_id, []).append((tool_name, Phase(phase), input, escape_text(payload)))
+
+    def take_held(self, saga_id: str) -> list[Row]:
+        """The saga's held outcomes, now this caller's to write (or to ``restore_held``)."""
+        if not self._held:
+            return []
+        with self._held_lock:
+            return self._held.pop(saga_id, [])
+
+    def restore_held(self, saga_id: str, rows: list[Row]) -> None:
+        """Give back outcomes taken but not written (a lost race, a refusal), ahead of newer ones."""
+        if rows:
+            with self._held_lock:
+                self._held[saga_id] = [*rows, *self._held.get(saga_id, [])]
+
+    def release(self, saga_id: str | None = None) -> None:
+        """Write the outcomes held for ``saga_id`` (every saga: None) on their own, now."""
+        if not self._held:
+            return
+        with self._held_lock:
+            sagas = list(self._held) if saga_id is None else [saga_id]
+        for sid in sagas:
+            held = self.take_held(sid)
+            if held:
+                self._append_rows(sid, held, None)
+
     # -- writing ---------------------------------------------------------------------------------
     def append(
         self,
@@ -213,6 +256,7 @@ class Journal:
         payload: str = "",
         *,
         new_saga: bool = False,
+        carried: list[Entry] | None = None,
     ) -> Entry:
         """Durably append one entry to ``saga_id``'s chain and return it as stored.
 
@@ -230,6 +274,10 @@ class Journal:
             # Writing: from here on this context waits for the store as long as the library
             # would, so what the entry starts is not abandoned half-way (stores/_deadline.py).
             WAIT_LIMIT.set(None)
+        if self._held and not new_saga:
+            held = self.take_held(saga_id)
+            if held:
+                return self._append_rows(saga_id, held, (tool_name, phase, input, stored_payload), carried)
         stripe = hash(saga_id) % _STRIPES
         tails = self._tails[stripe]
         with self._stripes[stripe]:
@@ -265,6 +313,61 @@ class Journal:
             f"append to saga {saga_id!r} ({tool_name} {phase}) lost the race for the next seq "
             f"{self.max_append_attempts} times; nothing was written"
         )
+
+    def _append_rows(
+        self, saga_id: str, held: list[Row], last: Row | None, carried: list[Entry] | None = None
+    ) -> Entry:
+        """The held outcomes ``held`` and then ``last`` (None: the outcomes alone) in one insert
+        at the saga's tail, retried like ``append`` when another writer took the seq. If ``last``
+        begins a call in a saga whose compensation started, the outcomes are written alone and
+        the call is refused (``SagaClosedError``): they record effects that happened. The
+        outcomes as stored are added to ``carried``."""
+        started = time.perf_counter() if _telemetry.active else 0.0
+        stripe = hash(saga_id) % _STRIPES
+        tails = self._tails[stripe]
+        with self._stripes[stripe]:
+            seq, prev, closed = tails.get(saga_id) or _NO_TAIL
+            for attempt in range(self.max_append_attempts):
+                refused = last is not None and closed and (last[1] in _BEGINS_CALL or last[0] == LIFE_TOOL)
+                entries = self._chain(saga_id, seq, prev, held if refused or last is None else [*held, last])
+                try:
+                    inserted = self.store.insert_entries(entries)
+                except StoreUnavailableError as exc:
+                    # Not confirmed: the outcomes are not given back (they may have landed); their
+                    # INTENT stays in doubt, as when an outcome's own append fails.
+                    inserted = self._confirm(entries, exc)
+                if inserted:
+                    _remember(tails, saga_id, (entries[-1].seq, entries[-1].hash, closed))
+                    if carried is not None:
+                        carried.extend(entries[: len(held)])
+                    if started:
+                        _otel_hooks.committed(entries, started)
+                    if refused:
+                        raise _closed_error(saga_id, last[0] if last is not None else "")
+                    return entries[-1]
+                seq, prev, closed = self._catch_up(saga_id, seq, closed)
+                if attempt >= 3:
+                    time.sleep(random.uniform(0, min(0.05, 0.0005 * attempt)))
+        self.restore_held(saga_id, held)
+        raise AppendConflictError(
+            f"append to saga {saga_id!r} (with {len(held)} held outcome(s)) lost the race for the "
+            f"next seq {self.max_append_attempts} times; nothing was written"
+        )
+
+    def _chain(self, saga_id: str, seq: int, prev: str, rows: list[Row]) -> list[Entry]:
+        """``rows`` built as the saga's entries after (``seq``, ``prev``), stamped now."""
+        entries = []
+        for tool_name, phase, text, payload in rows:
+            seq += 1
+            entry, _ = self._build(saga_id, seq, prev, tool_name, phase, text, payload)
+            entries.append(entry)
+            prev = entry.hash
+        return entries
+
+    def draft(self, saga_id: str, after: tuple[int, str], rows: list[Row]) -> list[Entry]:
+        """``rows`` (payloads as held: escaped) as they would follow ``after``; written only
+        when passed to ``commit`` as ``carried``."""
+        return self._chain(saga_id, after[0], after[1], rows)
 
     def append_with(
         self,
@@ -360,13 +463,19 @@ class Journal:
         return entry, inserted
 
     def commit(
-        self, saga_id: str, after: tuple[int, str], rows: list[tuple[str, Phase, str, str]]
+        self,
+        saga_id: str,
+        after: tuple[int, str],
+        rows: list[tuple[str, Phase, str, str]],
+        carried: list[Entry] | None = None,
     ) -> list[Entry] | None:
         """Append ``rows`` (tool_name, phase, input, payload) right after ``after`` (seq, hash),
-        all of them or none: a decision's compare-and-append.
+        all of them or none: a decision's compare-and-append. ``carried``: held outcomes
+        ``draft``-ed after ``after``, written first in the same insert.
 
-        Returns the entries as stored, or None, writing nothing, if the saga's tail is no longer
-        ``after`` (another writer got there first): the caller must read again and decide again.
+        Returns the entries as stored (``carried`` included), or None, writing nothing, if the
+        saga's tail is no longer ``after`` (another writer got there first): the caller must read
+        again and decide again.
         """
         started = time.perf_counter() if _telemetry.active else 0.0
         for tool_name, _, text, _ in rows:
@@ -376,9 +485,11 @@ class Journal:
         if WAIT_LIMIT.get() is not None:
             WAIT_LIMIT.set(None)  # writing: wait for the store as long as the library would
         seq, prev = after
-        entries = []
-        closed = False
         start = self._start_row(saga_id) if seq == 0 else None
+        entries = list(carried or ())
+        if entries:
+            seq, prev = entries[-1].seq, entries[-1].hash
+        closed = False
         if start is not None:  # the saga's first entries: its START goes first
             rows = [(LIFE_TOOL, Phase.INTENT, start.input, ""), *rows]
         for tool_name, phase, text, payload in rows:
@@ -565,3 +676,10 @@ class Journal:
         if not result.valid and _telemetry.active:
             _otel_hooks.verification_failed("chain")
         return result
+
+
+def _closed_error(saga_id: str, tool_name: str) -> SagaClosedError:
+    return SagaClosedError(
+        f"saga {saga_id!r} is being compensated (or has ended): {tool_name} was not "
+        "started and did not run; its journal is closed, start a new saga id"
+    )

@@ -47,7 +47,7 @@ from sagacity.guardrails._deny import deny_call
 from sagacity.guardrails._rules import Action
 from sagacity.guardrails._verdict import DEFAULT_RULE, Verdict
 from sagacity.model import ApprovalRequest, Entry, Phase, SagaResult, SagaStatus
-from sagacity.tools import ToolSpec
+from sagacity.tools import DEFERRED, IMMEDIATE, ToolSpec
 
 _T = TypeVar("_T")
 
@@ -74,6 +74,9 @@ class SagaRun:
     #: The START's input of a saga this run continues or resumes (read when the run began), or
     #: None when the saga has no START (or the run did not read it).
     started_input: str | None = None
+    #: When the outcome of a call without a durability of its own is committed: ``IMMEDIATE``
+    #: (its own commit) or ``DEFERRED`` (held, to ride with the saga's next entry). Set by the facade.
+    durability: str = IMMEDIATE
 
     def __init__(
         self, engine: Engine, saga_id: str, *, existed: bool | None = True, last_seq: int = 0
@@ -131,6 +134,15 @@ class SagaRun:
             self._written[entry.seq] = entry
         return entry.seq
 
+    def _append(self, tool_name: str, phase: Phase, input: str, payload: str) -> int:
+        """Append on the fast path and keep what landed: the entry, and any held outcome it
+        carried (``durability="deferred"``), so the run's END still needs no read."""
+        carried: list[Entry] = []
+        entry = self.journal.append(self.saga_id, tool_name, phase, input, payload, carried=carried)
+        for outcome in carried:
+            self._kept(outcome)
+        return self._kept(entry)
+
     def _own_state(self) -> SagaState | None:
         """The saga's state from the entries this run appended, when they are the whole journal
         as far as this run knows it (its own START at seq 1, then every seq up to its last), else
@@ -181,7 +193,7 @@ class SagaRun:
                     )
                 )
             else:
-                seq = self._kept(self.journal.append(self.saga_id, spec.name, Phase.INTENT, input, payload))
+                seq = self._append(spec.name, Phase.INTENT, input, payload)
         except (SagaClosedError, SagaExistsError) as exc:
             self.latch(exc)
             raise
@@ -232,26 +244,38 @@ class SagaRun:
             f"`sg.saga({self.saga_id!r}, continue_existing=True)`"
         )
 
-    def failed(self, spec: ToolSpec, input: str, exc: BaseException) -> None:
+    def _defers(self, spec: ToolSpec) -> bool:
+        """Whether the call's outcome rides with the saga's next entry: the tool's own choice,
+        else the saga's for a compensatable tool (an irreversible one commits its own)."""
+        if spec.durability is not None:
+            return spec.durability == DEFERRED
+        return self.durability == DEFERRED and not spec.irreversible
+
+    def _outcome(self, spec: ToolSpec, phase: Phase, input: str, payload: str, may_defer: bool) -> None:
+        """Journal the call's outcome now, or hold it for the saga's next entry."""
+        if may_defer and self._defers(spec):
+            self.journal.hold(self.saga_id, spec.name, phase, input, payload)
+        else:
+            self._seen(self._append(spec.name, phase, input, payload))
+
+    def failed(self, spec: ToolSpec, input: str, exc: BaseException, may_defer: bool = True) -> None:
         self.latch(exc)
-        self._seen(
-            self._kept(self.journal.append(self.saga_id, spec.name, Phase.FAILED, input, describe(exc)))
-        )
+        self._outcome(spec, Phase.FAILED, input, describe(exc), may_defer)
         guard = self.engine.guard
         if guard is not None:
             guard.record_outcome(self.saga_id, spec.name, self.principal, failed=True)
 
-    def _record_outcome(self, spec: ToolSpec, input: str, result: Any) -> None:
-        """Journal EXECUTED with the tool's result."""
+    def _record_outcome(self, spec: ToolSpec, input: str, result: Any, may_defer: bool = True) -> None:
+        """Journal EXECUTED with the tool's result (``may_defer``: unless a framework's keyed
+        call, whose replay reads its outcome from the journal)."""
         payload = result if type(result) is str else encode_result(result)
         try:
-            seq = self._kept(self.journal.append(self.saga_id, spec.name, Phase.EXECUTED, input, payload))
+            self._outcome(spec, Phase.EXECUTED, input, payload, may_defer)
         except BaseException as exc:
             # The effect happened but its EXECUTED is not durable: the INTENT stays open (in
             # doubt, for a human) and the saga must not carry on as if all were well.
             self.latch(exc)
             raise
-        self._seen(seq)
         guard = self.engine.guard
         if guard is not None:
             guard.record_outcome(self.saga_id, spec.name, self.principal, failed=False)
@@ -369,7 +393,7 @@ class SagaRun:
         ended. ``invoke``: a framework's handler runs the tool instead (``call_keyed``), and its
         ``control_flow`` exceptions close the call without failing the saga."""
         call = _Call(self, spec, seq, args, kwargs, invoke)
-        steps = self._attempts(spec, input, control_flow)
+        steps = self._attempts(spec, input, control_flow, keyed=invoke is not None)
         answer: Any = None
         while not isinstance(step := steps.send(answer), _Tried):
             if isinstance(step, _Try):
@@ -382,17 +406,19 @@ class SagaRun:
                     step.fn(spec, input, step.what)
         return _ended(step)
 
-    def _attempts(self, spec: ToolSpec, input: str, control_flow: ControlFlow) -> _Attempts:
+    def _attempts(self, spec: ToolSpec, input: str, control_flow: ControlFlow, keyed: bool) -> _Attempts:
         """How a call is tried, retried and journaled, written once for ``execute`` and
         ``execute_async``: it asks its shell for each try, pause and journal write (the shells
         differ only in how they try, wait, and where the journal I/O runs) and ends with the try
-        the call ended with."""
+        the call ended with. A keyed call's outcome is never held (``_keyed`` reads it)."""
+        record = partial(self._record_outcome, may_defer=not keyed)
+        fail = partial(self.failed, may_defer=not keyed)
         attempt = 1
         while True:
             tried: _Tried = yield _Try(attempt)
             exc = tried.error
             if exc is None:
-                yield _Journal(self._record_outcome, tried.result)
+                yield _Journal(record, tried.result)
             elif isinstance(exc, control_flow):
                 yield _Journal(self._passed, exc)
             elif (delay := _retry_delay(spec, exc, attempt)) is not None:
@@ -400,7 +426,7 @@ class SagaRun:
                 attempt += 1
                 continue
             else:
-                yield _Journal(self.failed, exc)
+                yield _Journal(fail, exc)
             yield tried
             return
 
@@ -431,7 +457,7 @@ class SagaRun:
         """``execute`` from a coroutine: journal I/O in worker threads; ``invoke()`` may return
         an awaitable."""
         call = _Call(self, spec, seq, args, kwargs, invoke)
-        steps = self._attempts(spec, input, control_flow)
+        steps = self._attempts(spec, input, control_flow, keyed=invoke is not None)
         answer: Any = None
         while not isinstance(step := steps.send(answer), _Tried):
             if isinstance(step, _Try):

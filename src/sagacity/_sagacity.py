@@ -78,7 +78,7 @@ from sagacity.model import (
 )
 from sagacity.stores import Store, default_url, open_store, safe_url
 from sagacity.stores.base import ANY_SAGA, IndexRow, SagaFilter, Watch
-from sagacity.tools import ToolRegistry
+from sagacity.tools import IMMEDIATE, ToolRegistry, require_durability
 from sagacity.tools import registry as default_registry
 
 if TYPE_CHECKING:
@@ -121,6 +121,11 @@ class Sagacity:
     process died between calls): ``"compensate"`` (the default) or ``"report"`` (listed for a
     human, ``sagacity doctor``); ``sg.saga(id, on_abandon=...)`` chooses per saga. It is
     journaled in the saga's start entry, so every process treats the saga the same way.
+    ``durability`` is when a call's outcome is committed: ``"immediate"`` (the default: on its
+    own, before the call returns) or ``"deferred"`` (with the saga's next entry: one commit per
+    call instead of two; a crash before it leaves the call in doubt). ``sg.saga(id,
+    durability=...)`` chooses per saga, ``@tool(durability=...)`` per tool; an irreversible tool
+    commits its own outcome unless it says otherwise (docs/guide.md, "Durability").
 
     Every blocking method has an ``_async`` twin; the blocking one refuses to run inside an
     event loop. Any number of processes and machines may share one store: every decision is
@@ -141,6 +146,7 @@ class Sagacity:
         switch_poll: float = 1.0,
         principal: str | None = None,
         on_abandon: str = ON_ABANDON_COMPENSATE,
+        durability: str = IMMEDIATE,
         **store_options: Any,
     ) -> None:
         if store is not None and not isinstance(store, Store):
@@ -162,6 +168,7 @@ class Sagacity:
         self.registry = registry if registry is not None else default_registry
         self.principal = require_principal(principal) if principal is not None else None
         self.on_abandon = require_on_abandon(on_abandon)
+        self.durability = require_durability(durability)
         self.engine = Engine(self.store, self.journal, self.registry, self.approval_ttl)
         # The engine carries it for the runtime, typed only by what the runtime calls.
         self._guard: Guard | None = None
@@ -244,7 +251,12 @@ class Sagacity:
         return attempt.result
 
     def saga(
-        self, saga_id: str, *, continue_existing: bool = False, on_abandon: str | None = None
+        self,
+        saga_id: str,
+        *,
+        continue_existing: bool = False,
+        on_abandon: str | None = None,
+        durability: str | None = None,
     ) -> SagaScope:
         """``with sg.saga(id) as saga:`` (or ``async with``); ``saga.result`` after the block.
 
@@ -253,10 +265,14 @@ class Sagacity:
         already has a journal, unless ``continue_existing=True`` says to add to that saga on
         purpose (a conversation's next turn, a workflow's next stage). ``on_abandon``
         (``"compensate"`` or ``"report"``; default the Sagacity's) is journaled in the saga's
-        start entry: what ``recover`` does if the saga is abandoned.
+        start entry: what ``recover`` does if the saga is abandoned. ``durability``
+        (``"immediate"`` or ``"deferred"``; default the Sagacity's) is when its calls' outcomes
+        are committed.
         """
         chosen = require_on_abandon(on_abandon) if on_abandon is not None else None
-        return SagaScope(self, saga_id, continue_existing, chosen)
+        if durability is not None:
+            require_durability(durability)
+        return SagaScope(self, saga_id, continue_existing, chosen, durability)
 
     def _start(self, start: Start) -> SagaRun:
         """The run of a saga starting here. It reads nothing: the journal's first append is the
@@ -284,6 +300,7 @@ class Sagacity:
         run.fresh = not start.continue_existing
         run.principal = principal
         run.started_input = started_input
+        run.durability = start.durability or self.durability
         facts = start_input(start.on_abandon or self.on_abandon, run.principal)
         run.start = self.journal.starting(saga_id, facts)
         return run
@@ -298,9 +315,14 @@ class Sagacity:
         return first.input
 
     def _leave(self, run: SagaRun) -> None:
-        self.engine.leave(run.saga_id)
-        if run.start is not None:
-            self.journal.started(run.saga_id)
+        try:
+            # Outcomes still held when the run ends (it ended without an END or a compensation
+            # to carry them: another process runs the saga, or its store failed) are written now.
+            self.journal.release(run.saga_id)
+        finally:
+            self.engine.leave(run.saga_id)
+            if run.start is not None:
+                self.journal.started(run.saga_id)
 
     def _conclude(self, run: SagaRun, value: Any, error: BaseException | None) -> SagaResult:
         try:
@@ -1035,9 +1057,13 @@ class Sagacity:
 
     # -- lifecycle ------------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the store's connections."""
+        """Write any call outcome still held back (``durability="deferred"``), then release the
+        store's connections."""
         _otel_gauges.unwatch(self)
-        self.store.close()
+        try:
+            self.journal.release()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> Sagacity:
         return self
@@ -1120,6 +1146,7 @@ class Start:
     saga_id: str
     continue_existing: bool = False
     on_abandon: str | None = None
+    durability: str | None = None
 
 
 class _Attempt:
@@ -1168,17 +1195,23 @@ class SagaScope:
     """
 
     def __init__(
-        self, sg: Sagacity, saga_id: str, continue_existing: bool = False, on_abandon: str | None = None
+        self,
+        sg: Sagacity,
+        saga_id: str,
+        continue_existing: bool = False,
+        on_abandon: str | None = None,
+        durability: str | None = None,
     ) -> None:
         self.sagacity = sg
         self.saga_id = saga_id
         self.continue_existing = continue_existing
         self.on_abandon = on_abandon
+        self.durability = durability
         self.result: SagaResult | None = None
         self._attempt: _Attempt | None = None
 
     def _enter(self) -> SagaScope:
-        start = Start(self.saga_id, self.continue_existing, self.on_abandon)
+        start = Start(self.saga_id, self.continue_existing, self.on_abandon, self.durability)
         self._attempt = _Attempt(self.sagacity, self.sagacity._start(start)).__enter__()
         return self
 

@@ -38,6 +38,19 @@ R_co = TypeVar("R_co", covariant=True)
 C = TypeVar("C", bound=Callable[[CompensationContext], Any])
 K = TypeVar("K", bound=Callable[[ReconcileContext], Any])
 
+#: Durability modes (``Sagacity(durability=)``, ``sg.saga(durability=)``, ``@tool(durability=)``):
+#: a call's outcome is committed on its own before the call returns, the default ...
+IMMEDIATE = "immediate"
+#: ... or with the saga's next entry (the next INTENT, a gate, the END or the compensation).
+DEFERRED = "deferred"
+
+
+def require_durability(durability: str) -> str:
+    """``immediate`` or ``deferred``, else ``InvalidValueError`` naming both."""
+    if durability not in (IMMEDIATE, DEFERRED):
+        raise InvalidValueError(f"durability must be {IMMEDIATE!r} or {DEFERRED!r}, not {durability!r}")
+    return durability
+
 
 @dataclass(frozen=True, slots=True)
 class Retry:
@@ -95,6 +108,9 @@ class ToolSpec:
     pinned_hash: str = ""
     #: What the INTENT of each call journals: ``definition=<pinned_hash>``, or nothing.
     intent_payload: str = ""
+    #: When a call's outcome is committed (``IMMEDIATE`` or ``DEFERRED``); None: as the saga says
+    #: (an irreversible tool's then always ``IMMEDIATE``).
+    durability: str | None = None
     signature: inspect.Signature = field(init=False)
     # Parameter names when every parameter is plain positional-or-keyword without a default:
     # then a call with exactly that many positional arguments binds as ``zip(names, args)``.
@@ -409,6 +425,7 @@ def tool(
     approvals: int = 1,
     requester_may_not_approve: bool | None = None,
     registry: ToolRegistry | None = None,
+    durability: str | None = None,
 ) -> Callable[[Callable[P, R]], Tool[P, R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
@@ -421,6 +438,7 @@ def tool(
     approvals: int = 1,
     requester_may_not_approve: bool | None = None,
     registry: ToolRegistry | None = None,
+    durability: str | None = None,
 ) -> Any:
     """Declare a journaled tool.
 
@@ -430,9 +448,14 @@ def tool(
     (on by default with four eyes, off with one approver);
     ``approval_ttl`` (seconds or a timedelta) overrides the Sagacity default expiry of its
     requests; ``retry`` retries the listed exception types. Gates are never retried.
+    ``durability`` (``"immediate"`` or ``"deferred"``; default: the saga's, and ``"immediate"``
+    for an irreversible tool) says whether a call's outcome is committed before the call returns
+    or with the saga's next entry (docs/guide.md, "Durability").
     """
     if approvals < 1:
         raise InvalidValueError("approvals must be at least 1")
+    if durability is not None:
+        require_durability(durability)
     ttl = timedelta(seconds=approval_ttl) if isinstance(approval_ttl, int | float) else approval_ttl
     target = registry if registry is not None else _process_registry
 
@@ -447,6 +470,7 @@ def tool(
             ttl,
             approvals,
             requester_may_not_approve=requester_may_not_approve,
+            durability=durability,
         )
         target.register(spec)
         return _wrap(spec)

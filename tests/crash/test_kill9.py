@@ -28,14 +28,6 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture
-def markers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    directory = tmp_path / "markers"
-    directory.mkdir()
-    monkeypatch.setenv("SAGACITY_CRASH_MARKERS", str(directory))
-    return directory
-
-
-@pytest.fixture
 def tools(markers: Path) -> Iterator[object]:
     """This process imports the same tools, as an operator's process would before recovering."""
     sys.path.insert(0, str(HERE))
