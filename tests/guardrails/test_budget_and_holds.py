@@ -44,7 +44,9 @@ def _spend_900_elsewhere(url: str, policy: Path, tmp_path: Path) -> None:
     sync.mkdir()
     (sync / "go-0").touch()
     subprocess.run(
-        [sys.executable, str(WORKER), url, str(policy), str(sync), "a", "1"], check=True, timeout=120
+        [sys.executable, str(WORKER), url, str(policy), str(sync), "a", "1", "900.00"],
+        check=True,
+        timeout=120,
     )
     assert (sync / "done-0-a").read_text(encoding="utf-8") == "sent 900.00 to a"
 
@@ -150,7 +152,9 @@ def test_a_debit_refuses_a_meter_whose_tail_was_rewritten(
     sync.mkdir()
     (sync / "go-0").touch()
     subprocess.run(
-        [sys.executable, str(WORKER), durable_url, str(policy), str(sync), "a", "1"], check=True, timeout=120
+        [sys.executable, str(WORKER), durable_url, str(policy), str(sync), "a", "1", "900.00"],
+        check=True,
+        timeout=120,
     )
     answer = (sync / "done-0-a").read_text(encoding="utf-8")
     assert answer.startswith("[DENIED] send_wire did not run")

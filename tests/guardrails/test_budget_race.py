@@ -1,6 +1,8 @@
 """Budgets are fenced across processes: two workers at 49,000.00 of a 50,000.00 budget each ask
-for 900.00 at the same moment, and exactly one runs — trial after trial, on SQLite and PostgreSQL,
-checked on the journal (the meter chains and the sagas), not on what the workers say."""
+for 900.00 at the same moment, and exactly one runs; eight ask for 300.00 each, and exactly three
+run — trial after trial, on SQLite, PostgreSQL and MariaDB, checked on the journal (the meter
+chains and the sagas), not on what the workers say. Since #35 a debit rides in its INTENT's
+insert; the race must stay exact."""
 
 from __future__ import annotations
 
@@ -10,12 +12,13 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from sagacity import Sagacity, acting_as, tool
 from sagacity.guardrails import METER_PREFIX, parse_verdict
 from sagacity.testing import tool_entries
 
 WORKER = Path(__file__).with_name("budget_worker.py")
-TRIALS = 15
 POLICY = """\
 [[rules]]
 id = "wires"
@@ -40,7 +43,15 @@ def _wait_for(path: Path, deadline: float) -> None:
         time.sleep(0.001)
 
 
-def test_two_processes_racing_for_the_last_of_a_budget(durable_url: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("workers", "amount", "trials", "runs"),
+    [(2, "900.00", 15, 1), (8, "300.00", 3, 3)],
+    ids=["2-processes", "8-processes"],
+)
+def test_processes_racing_for_the_last_of_a_budget(
+    durable_url: str, tmp_path: Path, workers: int, amount: str, trials: int, runs: int
+) -> None:
+    names = [chr(ord("a") + i) for i in range(workers)]
     policy = tmp_path / "policy.toml"
     policy.write_text(POLICY, encoding="utf-8")
     sync = tmp_path / "sync"
@@ -51,40 +62,42 @@ def test_two_processes_racing_for_the_last_of_a_budget(durable_url: str, tmp_pat
         return f"sent {amount} to {to}"
 
     sg = Sagacity(durable_url, policy=policy, switch_poll=0)
-    for trial in range(TRIALS):  # each trial's team has spent 49,000.00 of its 50,000.00
+    for trial in range(trials):  # each trial's team has spent 49,000.00 of its 50,000.00
         with acting_as(f"team-{trial}"):
             assert (
                 sg.run(f"prefund-{trial}", lambda: send_wire("49000.00", "x")).value == "sent 49000.00 to x"
             )
-    workers = [
+    processes = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), durable_url, str(policy), str(sync), name, str(TRIALS)]
+            [sys.executable, str(WORKER), durable_url, str(policy), str(sync), name, str(trials), amount]
         )
-        for name in ("a", "b")
+        for name in names
     ]
     try:
         deadline = time.monotonic() + 120
-        for name in ("a", "b"):
+        for name in names:
             _wait_for(sync / f"ready-{name}", deadline)
-        for trial in range(TRIALS):
+        for trial in range(trials):
             (sync / f"go-{trial}").touch()
-            for name in ("a", "b"):
+            for name in names:
                 _wait_for(sync / f"done-{trial}-{name}", deadline)
-        for worker in workers:
-            assert worker.wait(timeout=60) == 0
+        for process in processes:
+            assert process.wait(timeout=60) == 0
     finally:
-        for worker in workers:
-            if worker.poll() is None:
-                worker.kill()
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
 
-    for trial in range(TRIALS):
+    for trial in range(trials):
         meter = f"{METER_PREFIX}wire-budget:principal=team-{trial}"
         debits = [e for e in sg.entries(meter) if e.payload.startswith("debit=")]
         spent = sum((Decimal(e.payload.split("\n")[0].removeprefix("debit=")) for e in debits), Decimal(0))
-        assert spent == Decimal("49900.00"), f"trial {trial}: the meter holds {spent}"
+        assert spent == Decimal("49000.00") + runs * Decimal(amount), (
+            f"trial {trial}: the meter holds {spent}"
+        )
         assert sg.verify(meter).valid
         ran = []
-        for name in ("a", "b"):
+        for name in names:
             entries = tool_entries(sg, f"race-{trial}-{name}")
             executed = [e for e in entries if e.phase == "EXECUTED"]
             verdict = parse_verdict(entries[0].payload)
@@ -95,7 +108,7 @@ def test_two_processes_racing_for_the_last_of_a_budget(durable_url: str, tmp_pat
                 assert verdict.debits[0].meter == meter
             else:
                 assert entries[1].payload.startswith(
-                    "denied by policy: budget wire-budget: 49900.00 + 900.00"
+                    f"denied by policy: budget wire-budget: {49000 + runs * Decimal(amount):.2f} + {amount}"
                 )
-        assert len(ran) == 1, f"trial {trial}: {ran} ran"
+        assert len(ran) == runs, f"trial {trial}: {ran} ran"
     sg.close()
