@@ -403,6 +403,7 @@ def reject(
         payload,
         f"approval of seq {seq} rejected by {approver}: {reason or 'no reason'}",
         compensate=not state.gates[seq].continues_on_reject,
+        decided_once_by=approver if via else None,
     )
     result = run.result(saga_id) if run is not None else None
     return ApprovalDecision(saga_id, seq, False, approver, entry.timestamp, reason, result)
@@ -416,6 +417,7 @@ def _close_gate(
     why: str,
     *,
     compensate: bool = True,
+    decided_once_by: str | None = None,
 ) -> Operation[tuple[Entry, CompensationRun | None]]:
     """Journal REJECTED (with ``payload``) for the gate, with the start of the saga's
     compensation in the same batch, then drop the request, then compensate. Refused if the gate
@@ -427,6 +429,10 @@ def _close_gate(
 
     With ``compensate`` False (a gate journaled ``on_reject=continue``, rejected or expired) only
     the REJECTED is journaled: the framework tells the model and the saga goes on.
+
+    ``decided_once_by``: a rejection from an approval message (a Slack button, an email link),
+    which decides once per person: refused, in the fence, if that person approved the gate
+    already — so an approve and a reject of one link racing never both land.
     """
     if compensate:
         check_tools(state, engine.registry)
@@ -440,6 +446,11 @@ def _close_gate(
         refuse_closed(now, found)
         if now.failure is not None or now.finished is not None:
             raise SagaStateError(f"{where}: the saga was compensated; its approval request is void")
+        if decided_once_by is not None and decided_once_by in found.approvers(request.input_hash):
+            raise ApprovalRefusedError(
+                f"{where} was approved by {decided_once_by!r} already: an approval message decides "
+                "once per person, so it cannot reject it now"
+            )
         rejected: Row = (GATE_TOOL, Phase.REJECTED, decision_input(seq, request.input_hash), payload)
         if not compensate:
             return [rejected]
