@@ -306,6 +306,26 @@ class PatroniCluster:
         os.kill(pid, signal.SIGKILL)
         return leader
 
+    def stop_leader_patroni(self) -> Node:
+        """SIGTERM the leader's Patroni, as ``systemctl stop patroni`` does: it stops its
+        PostgreSQL and gives up the leader key. ``start_node`` brings it back."""
+        leader = self.leader()
+        if leader is None:
+            raise RuntimeError("no leader to stop")
+        pid = self._state().pids.pop(leader.name)
+        _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while _alive(pid, self._procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._state().save()
+        return leader
+
+    def start_node(self, node: Node) -> None:
+        """Start a stopped node's Patroni again (it rejoins as a replica)."""
+        state = self._state()
+        state.pids[node.name] = self._spawn(node.name, ["patroni", str(self.root / f"{node.name}.yml")])
+        state.save()
+
     def switchover(self) -> Node:
         """A planned ``patronictl switchover`` to the synchronous standby; the new leader."""
         leader, candidate = self.leader(), self.sync_standby()

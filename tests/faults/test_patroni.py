@@ -78,6 +78,27 @@ def test_leader_postmaster_killed_patroni_promotes_and_nothing_acknowledged_is_l
     print(f"Patroni's leader answered {promoted - killed:.1f} s after the kill")
 
 
+def test_leader_patroni_stopped_the_replica_takes_over_and_nothing_acknowledged_is_lost(
+    cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path
+) -> None:
+    load = ha_load.Load(url, tmp_path)
+    old = None
+    try:
+        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the stop")
+        old = cluster.stop_leader_patroni()
+        load.wait(
+            lambda: (leader := cluster.leader()) is not None and leader != old, 60, "Patroni promoted the standby"
+        )
+        promoted = time.time()
+        load.carries_on(promoted, "on the promoted leader")
+    finally:
+        load.stop()
+        if old is not None:
+            cluster.start_node(old)  # the next test wants two nodes again
+    _, summary = load.check(url, promoted)
+    print(summary)
+
+
 def test_planned_switchover_shows_callers_no_error(
     cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path
 ) -> None:
