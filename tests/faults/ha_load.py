@@ -104,21 +104,29 @@ class Load:
         records = invariants.read_acks(self.acks.values())
         return [r for r in records if str(r.get("error", "")).startswith("Store")]
 
-    def check(self, url: str, since: float) -> tuple[invariants.Report, str]:
+    def check(self, url: str, since: float) -> str:
         """Every process exited cleanly, none failed for want of the database ``RECONNECT_BOUND``
         seconds after ``since``, and the journal at ``url`` keeps every promise (invariants.py).
-        The report and a printable summary (with each writer's first append after ``since``)."""
-        stderrs = {name: (self.folder / f"{name}.stderr").read_text(errors="replace") for name, _ in self.roles}
+        A printable summary (with each writer's first append after ``since``)."""
+        stderrs = {
+            name: (self.folder / f"{name}.stderr").read_text(errors="replace") for name, _ in self.roles
+        }
         assert all(proc.returncode == 0 for proc in self.procs), stderrs
         failed = self.failed()
         late = [r for r in failed if float(r.get("t0", 0)) > since + RECONNECT_BOUND]
-        assert not late, f"operations started {RECONNECT_BOUND:g} s after the new primary still failed: {late}"
+        assert not late, (
+            f"operations started {RECONNECT_BOUND:g} s after the new primary still failed: {late}"
+        )
         # How long after ``since`` each writing process's first append landed (reported, not
         # asserted: the bound is asserted on what failed, above).
         reconnected = {
             name: round(
                 min(
-                    (float(r["t"]) for r in invariants.read_acks([path]) if "entry" in r and float(r["t"]) >= since),
+                    (
+                        float(r["t"])
+                        for r in invariants.read_acks([path])
+                        if "entry" in r and float(r["t"]) >= since
+                    ),
                     default=float("nan"),
                 )
                 - since,
@@ -140,4 +148,4 @@ class Load:
             f"{len(failed)} operations failed for want of the database",
             f"first append after the new primary, seconds: {reconnected}",
         ]
-        return report, "\n".join(lines)
+        return "\n".join(lines)

@@ -42,7 +42,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
-from pg_pair import BIN, binaries_missing as pg_missing  # noqa: E402
+import pg_pair  # noqa: E402
 
 sys.path.remove(str(HERE))
 
@@ -69,7 +69,7 @@ def binaries_missing() -> str | None:
     for tool in ("patroni", "patronictl", "etcd"):
         if shutil.which(tool) is None:
             return f"{tool} not found (apt-get install patroni etcd-server)"
-    return pg_missing()
+    return pg_pair.binaries_missing()
 
 
 @dataclass
@@ -158,7 +158,10 @@ class PatroniCluster:
             "scope": SCOPE,
             "namespace": "/sagacity/",
             "name": node.name,
-            "restapi": {"listen": f"127.0.0.1:{node.rest_port}", "connect_address": f"127.0.0.1:{node.rest_port}"},
+            "restapi": {
+                "listen": f"127.0.0.1:{node.rest_port}",
+                "connect_address": f"127.0.0.1:{node.rest_port}",
+            },
             "etcd3": {"hosts": [f"127.0.0.1:{state.etcd_client}"]},
             "bootstrap": {
                 "dcs": {
@@ -187,7 +190,7 @@ class PatroniCluster:
                 "listen": f"127.0.0.1:{node.pg_port}",
                 "connect_address": f"127.0.0.1:{node.pg_port}",
                 "data_dir": str(data),
-                "bin_dir": str(BIN),
+                "bin_dir": str(pg_pair.BIN),
                 "pgpass": str(self.root / f"{node.name}.pgpass"),
                 "authentication": {
                     "superuser": {"username": "postgres"},
@@ -279,11 +282,14 @@ class PatroniCluster:
 
     def wait_healthy(self, timeout: float = 120) -> None:
         """A leader and a streaming synchronous standby."""
-        self._wait(lambda: self.leader() is not None and self.sync_standby() is not None, timeout, "sync standby")
+        self._wait(
+            lambda: self.leader() is not None and self.sync_standby() is not None, timeout, "sync standby"
+        )
 
     def status(self) -> str:
         result = subprocess.run(
             ["patronictl", "-c", str(self.root / f"{NODES[0]}.yml"), "list"],
+            check=False,
             capture_output=True,
             text=True,
             timeout=30,
@@ -292,14 +298,16 @@ class PatroniCluster:
 
     def logs(self, tail: int = 3000) -> str:
         return "\n".join(
-            f"--- {log.name}\n{log.read_text(errors='replace')[-tail:]}" for log in sorted(self.root.glob("*.log"))
+            f"--- {log.name}\n{log.read_text(errors='replace')[-tail:]}"
+            for log in sorted(self.root.glob("*.log"))
         )
 
     # -- faults --------------------------------------------------------------------------------
 
-    def kill_leader_postmaster(self) -> Node:
-        """SIGKILL the leader's postmaster (not Patroni): the crash Patroni fails over from."""
-        leader = self.leader()
+    def kill_leader_postmaster(self, leader: Node | None = None) -> Node:
+        """SIGKILL the leader's postmaster (not Patroni): the crash Patroni fails over from.
+        ``leader`` names it when Patroni is paused (its REST API does not answer then)."""
+        leader = leader or self.leader()
         if leader is None:
             raise RuntimeError("no leader to kill")
         pid = int((self.root / leader.name / "postmaster.pid").read_text().split()[0])
@@ -319,6 +327,14 @@ class PatroniCluster:
             time.sleep(0.1)
         self._state().save()
         return leader
+
+    def pause_patroni(self, paused: bool) -> None:
+        """SIGSTOP (or SIGCONT) every node's Patroni: PostgreSQL runs on, but nothing restarts
+        or promotes it, so a fault lasts as long as the test wants."""
+        state = self._state()
+        for node in state.nodes:
+            if node.name in state.pids:
+                _signal(state.pids[node.name], signal.SIGSTOP if paused else signal.SIGCONT)
 
     def start_node(self, node: Node) -> None:
         """Start a stopped node's Patroni again (it rejoins as a replica)."""
@@ -367,7 +383,15 @@ class PatroniCluster:
             if pidfile.exists():
                 subprocess.run(
                     (["runuser", "-u", "postgres", "--"] if self._as_postgres else [])
-                    + [str(BIN / "pg_ctl"), "stop", "-m", "immediate", "-D", str(self.root / node.name)],
+                    + [
+                        str(pg_pair.BIN / "pg_ctl"),
+                        "stop",
+                        "-m",
+                        "immediate",
+                        "-D",
+                        str(self.root / node.name),
+                    ],
+                    check=False,
                     capture_output=True,
                     timeout=60,
                 )

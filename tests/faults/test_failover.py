@@ -62,5 +62,5 @@ def test_failover_to_a_synchronous_standby_loses_no_acknowledged_append(
         load.carries_on(promoted, "on the new primary")
     finally:
         load.stop()
-    _, summary = load.check(pair.host_url(pair.standby_port), promoted)
+    summary = load.check(pair.host_url(pair.standby_port), promoted)
     print(summary)
