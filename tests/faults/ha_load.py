@@ -149,3 +149,17 @@ class Load:
             f"first append after the new primary, seconds: {reconnected}",
         ]
         return "\n".join(lines)
+
+
+def through(url: str, folder: Path, fault: Callable[[Load], float]) -> tuple[Load, str]:
+    """The whole run: start the load, let every worker finish 6 sagas, inject ``fault`` (which
+    returns the time, epoch seconds, from which operations must succeed again), require every
+    process to carry on after it, stop, and ``check``. The load and the summary."""
+    load = Load(url, folder)
+    try:
+        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the fault")
+        since = fault(load)
+        load.carries_on(time.time(), "after the fault")
+    finally:
+        load.stop()
+    return load, load.check(url, since)

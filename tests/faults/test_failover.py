@@ -52,15 +52,11 @@ def pair() -> Iterator[pg_pair.PgPair]:
 def test_failover_to_a_synchronous_standby_loses_no_acknowledged_append(
     pair: pg_pair.PgPair, workload: ModuleType, tmp_path: Path
 ) -> None:
-    load = ha_load.Load(pair.url, tmp_path)
-    try:
-        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the failover")
+    def fault(load: ha_load.Load) -> float:
         pair.kill_primary()
         time.sleep(NO_PRIMARY_FOR)
         pair.promote()
-        promoted = time.time()
-        load.carries_on(promoted, "on the new primary")
-    finally:
-        load.stop()
-    summary = load.check(pair.host_url(pair.standby_port), promoted)
+        return time.time()
+
+    _, summary = ha_load.through(pair.url, tmp_path, fault)
     print(summary)

@@ -78,43 +78,34 @@ def _new_leader(cluster: patroni_cluster.PatroniCluster, load: ha_load.Load, old
 def test_leader_postmaster_killed_patroni_promotes_and_nothing_acknowledged_is_lost(
     cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path
 ) -> None:
-    load = ha_load.Load(url, tmp_path)
-    try:
-        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the crash")
-        old = cluster.kill_leader_postmaster()
+    def fault(load: ha_load.Load) -> float:
         killed = time.time()
-        promoted = _new_leader(cluster, load, old)
-        load.carries_on(promoted, "on the promoted leader")
-    finally:
-        load.stop()
-    summary = load.check(url, promoted)
-    print(summary)
-    print(f"Patroni's leader answered {promoted - killed:.1f} s after the kill")
+        promoted = _new_leader(cluster, load, cluster.kill_leader_postmaster())
+        print(f"Patroni's leader answered {promoted - killed:.1f} s after the kill")
+        return promoted
+
+    print(ha_load.through(url, tmp_path, fault)[1])
 
 
 def test_outage_longer_than_the_retries_fails_callers_but_guesses_nothing(
     cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path
 ) -> None:
     """Patroni paused while the leader's postmaster is killed: no primary for OUTAGE seconds,
-    past the library's ~3 s of append retries. Callers see StoreUnavailableError; what they were
-    told is still all there, and calls whose outcome was never heard are in doubt. The store
-    timeout is 2 s here (the URL's ``connect_timeout``), so the retries end inside the outage."""
-    url += "&connect_timeout=2"
-    load = ha_load.Load(url, tmp_path)
-    try:
-        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the crash")
-        leader = cluster.leader()
+    past the library's retries. Callers see StoreUnavailableError; what they were told is still
+    all there, and calls whose outcome was never heard are in doubt. The store timeout is 2 s
+    here (the URL's ``connect_timeout``), so the retries end inside the outage."""
+
+    def fault(load: ha_load.Load) -> float:
+        leader = cluster.leader()  # asked first: a paused Patroni's REST API does not answer
         cluster.pause_patroni(True)
         try:
             cluster.kill_leader_postmaster(leader)
             time.sleep(OUTAGE)
         finally:
             cluster.pause_patroni(False)
-        promoted = _new_leader(cluster, load, None)
-        load.carries_on(promoted, "after the outage")
-    finally:
-        load.stop()
-    summary = load.check(url, promoted)
+        return _new_leader(cluster, load, None)
+
+    load, summary = ha_load.through(url + "&connect_timeout=2", tmp_path, fault)
     print(summary)
     assert load.failed(), f"an outage of {OUTAGE:g} s was not felt: the test proves nothing"
 
@@ -122,37 +113,27 @@ def test_outage_longer_than_the_retries_fails_callers_but_guesses_nothing(
 def test_leader_patroni_stopped_the_replica_takes_over_and_nothing_acknowledged_is_lost(
     cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path
 ) -> None:
-    load = ha_load.Load(url, tmp_path)
-    old = None
-    try:
-        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the stop")
+    def fault(load: ha_load.Load) -> float:
         stopped = time.time()
         old = cluster.stop_leader_patroni()
         promoted = _new_leader(cluster, load, old)
-        load.carries_on(promoted, "on the promoted leader")
-    finally:
-        load.stop()
-        if old is not None:
-            cluster.start_node(old)  # the next test wants two nodes again
-    summary = load.check(url, promoted)
-    print(summary)
-    print(f"Patroni's leader answered {promoted - stopped:.1f} s after the SIGTERM")
+        print(f"Patroni's leader answered {promoted - stopped:.1f} s after the SIGTERM")
+        cluster.start_node(old)  # it rejoins as a replica while the load goes on
+        return promoted
+
+    print(ha_load.through(url, tmp_path, fault)[1])
 
 
 def test_planned_switchover_shows_callers_no_error(
     cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path
 ) -> None:
-    load = ha_load.Load(url, tmp_path)
-    try:
-        load.wait(lambda: load.each_worker_ran(0, 6), 60, "every worker ran 6 sagas before the switchover")
+    def fault(load: ha_load.Load) -> float:
         asked = time.time()
         cluster.switchover()
-        switched = time.time()
-        load.carries_on(switched, "on the new leader")
-    finally:
-        load.stop()
-    summary = load.check(url, asked)
+        print(f"patronictl switchover took {time.time() - asked:.1f} s")
+        return asked
+
+    load, summary = ha_load.through(url, tmp_path, fault)
     print(summary)
-    print(f"patronictl switchover took {switched - asked:.1f} s")
     # The library's own bounded retry (docs/operations.md) covers a planned switchover whole.
     assert load.failed() == []
