@@ -1,4 +1,7 @@
-"""Tools the notifier tests gate: an irreversible payout, and a reversible step before it."""
+"""Tools the notifier tests gate: an irreversible payout, and a reversible step before it.
+
+Imported once per test session into the one registry: their names are the notifier tests' own
+(``reserve`` is taken by other suites' tools, and a taken name is refused)."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ def pay_out(amount: str, to: str) -> str:
     return f"paid {amount} to {to}"
 
 
-@tool
+@tool(name="notify_reserve")
 def reserve(sku: str) -> str:
     return f"reserved {sku}"
 

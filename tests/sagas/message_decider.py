@@ -16,7 +16,7 @@ from sagacity.errors import SagacityError
 ALICE = "alice@example.com"
 
 
-@tool(reversibility=Reversibility.IRREVERSIBLE)
+@tool(name="once_wire", reversibility=Reversibility.IRREVERSIBLE)
 def send_wire(amount: str, to: str) -> str:
     return f"wired {amount} to {to}"
 

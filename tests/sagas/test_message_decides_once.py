@@ -19,13 +19,13 @@ ALICE = "alice@example.com"
 GATES = 12
 
 
-@tool(reversibility=Reversibility.IRREVERSIBLE)
-def send_wire(amount: str, to: str) -> str:
+@tool(name="once_wire", reversibility=Reversibility.IRREVERSIBLE)
+def once_wire(amount: str, to: str) -> str:
     return f"wired {amount} to {to}"
 
 
 def _gate(sg: Sagacity, saga_id: str) -> int:
-    assert sg.run(saga_id, send_wire, "10.00", "ACME").status is SagaStatus.AWAITING_APPROVAL
+    assert sg.run(saga_id, once_wire, "10.00", "ACME").status is SagaStatus.AWAITING_APPROVAL
     [request] = sg.pending_approvals(saga_id)
     return request.journal_seq
 
