@@ -190,6 +190,24 @@ def postgres_url() -> Iterator[str]:
 
 
 @pytest.fixture
+def doc_namespace() -> Iterator[Callable[[str], dict[str, Any]]]:
+    """``doc_namespace(name)``: a fresh globals dict to ``exec`` a page's example in. Every
+    ``Sagacity`` the example left open in it is closed afterwards, as its reader's script would be
+    at exit (an open one stays watched by the gauges and holds its store)."""
+    made: list[dict[str, Any]] = []
+
+    def namespace(name: str) -> dict[str, Any]:
+        made.append({"__name__": name})
+        return made[-1]
+
+    yield namespace
+    for globals_ in made:
+        for value in list(globals_.values()):
+            if isinstance(value, Sagacity):
+                value.close()
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A URL naming a SQLite file that does not exist yet."""
     return f"sqlite:///{tmp_path}/journal.db"

@@ -6,7 +6,9 @@ import hashlib
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,14 +22,17 @@ def python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, flags=re.DOTALL)
 
 
-def test_readme_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc_namespace: Callable[[str], dict[str, Any]]
+) -> None:
     """Every python block of the README executes without error on a fresh SQLite journal."""
     monkeypatch.chdir(tmp_path)
     blocks = python_blocks(README.read_text(encoding="utf-8"))
     assert blocks, "the README has no python example"
+    namespace = doc_namespace("readme")
     with registry.isolated():
         for block in blocks:
-            exec(compile(block, "README.md", "exec"), {"__name__": "readme"})
+            exec(compile(block, "README.md", "exec"), namespace)
     assert (tmp_path / "sagacity.db").exists()
 
 

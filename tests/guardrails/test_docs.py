@@ -4,7 +4,9 @@ and the CLI answers as the page shows."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -19,7 +21,9 @@ def _blocks(kind: str) -> list[str]:
     return re.findall(rf"```{kind}\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.DOTALL)
 
 
-def test_the_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_page_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc_namespace: Callable[[str], dict[str, Any]]
+) -> None:
     monkeypatch.chdir(tmp_path)
     policy, *others = _blocks("toml")  # the payments policy, then excerpts (approver scopes)
     for excerpt in others:
@@ -31,7 +35,7 @@ def test_the_page_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         "payments.toml: ok, 10 rules (4 on history, 1 in shadow mode), default allow; sha256"
         in checked.output
     )
-    namespace: dict[str, object] = {"__name__": "policies_doc"}
+    namespace = doc_namespace("policies_doc")
     for block in _blocks("python"):
         exec(compile(block, str(DOC), "exec"), namespace)
     assert namespace["shadowed"] == []  # every payment in the page is in EUR

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +28,9 @@ PAGES = {
 @pytest.mark.filterwarnings("ignore:function_calling_llm is deprecated:DeprecationWarning")
 @pytest.mark.filterwarnings("ignore:deprecated$:DeprecationWarning")  # CrewAI reads its own deprecated fields
 @pytest.mark.filterwarnings("ignore:Cannot set an attribute on 'crewai:ImportWarning")  # CrewAI's own import
-def test_integration_example_runs(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_integration_example_runs(
+    page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc_namespace: Callable[[str], dict[str, Any]]
+) -> None:
     """The page's complete example (its last python block) runs without network or key."""
     pytest.importorskip(PAGES[page], reason=f"the extra for {page} is not installed")
     monkeypatch.chdir(tmp_path)
@@ -35,5 +39,5 @@ def test_integration_example_runs(page: str, tmp_path: Path, monkeypatch: pytest
     with registry.isolated():
         for name in registry.names():  # the page declares its own tools under the usual names
             registry.unregister(name)
-        exec(compile(example, page, "exec"), {"__name__": "docs_example"})
+        exec(compile(example, page, "exec"), doc_namespace("docs_example"))
     assert (tmp_path / "sagacity.db").exists()

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi import FastAPI
@@ -37,14 +39,15 @@ def test_token_file_examples_load() -> None:
     assert {p.name for p in json_auth.principals} == {"alice@example.com", "ops"}
 
 
-def test_mounting_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_mounting_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc_namespace: Callable[[str], dict[str, Any]]
+) -> None:
     """The python example of docs/http.md builds a FastAPI app with Sagacity mounted in it."""
     monkeypatch.chdir(tmp_path)
     [example] = blocks(HTTP, "python")
-    namespace: dict[str, object] = {"__name__": "docs_http"}
+    namespace = doc_namespace("docs_http")
     exec(compile(example, "docs/http.md", "exec"), namespace)
     assert isinstance(namespace["app"], FastAPI)
-    namespace["sg"].close()  # type: ignore[attr-defined]
 
 
 def test_dashboard_doc_shows_every_screenshot() -> None:

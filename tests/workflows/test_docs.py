@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,11 +14,13 @@ from sagacity.tools import registry
 DOC = Path(__file__).resolve().parents[2] / "docs" / "workflows.md"
 
 
-def test_every_python_block_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_python_block_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, doc_namespace: Callable[[str], dict[str, Any]]
+) -> None:
     monkeypatch.chdir(tmp_path)
     blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.DOTALL)
     assert len(blocks) >= 3
-    namespace: dict[str, object] = {"__name__": "workflows_doc"}
+    namespace = doc_namespace("workflows_doc")
     with registry.isolated():
         for block in blocks:
             exec(compile(block, str(DOC), "exec"), namespace)
