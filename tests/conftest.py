@@ -18,6 +18,12 @@ import pytest
 
 from sagacity import Sagacity
 
+# pytest-xdist's workers start with COLUMNS=80 and LINES=24 in their environment (execnet sets
+# them); the CLI's tables are then drawn 80 wide instead of the 120 of any other non-terminal run.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 # A suite started in the background of a non-interactive shell (``nohup ... &``, some CI runners)
 # inherits SIGINT ignored, and so would every process the tests start: the tests that stop a real
 # server or watcher with Ctrl-C (SIGINT) would wait forever. Handling it here gives the children the
