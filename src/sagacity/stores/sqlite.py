@@ -161,6 +161,7 @@ class SQLiteStore(SQLStore):
         if not parent.exists():
             raise ConfigurationError(f"directory {parent} for SQLite journal {self.path} does not exist")
         self._leases: FileLeases | None = None
+        self._liveness: FileLiveness | None = None
         #: Liveness holders per saga through this store object (``live_elsewhere``).
         self._live_here: dict[str, int] = {}
         #: The URI this store reads through once its database proved not writable here.
@@ -178,10 +179,16 @@ class SQLiteStore(SQLStore):
         with self._leases.hold(saga_id, wait=wait) as got:
             yield got
 
+    def _live(self) -> FileLiveness:
+        """The process's liveness file of this database, looked up once (a ``realpath`` each)."""
+        if self._liveness is None:
+            self._liveness = FileLiveness.for_database(self.path)
+        return self._liveness
+
     def hold_live(self, saga_id: str) -> None:
         if self._read_only_uri is not None:  # a saga run on a read-only copy would write it
             raise _read_only(self.path, "opened read-only")
-        FileLiveness.for_database(self.path).leases.hold(saga_id)
+        self._live().leases.hold(saga_id)
         with self._connections_lock:
             self._live_here[saga_id] = self._live_here.get(saga_id, 0) + 1
 
@@ -190,13 +197,13 @@ class SQLiteStore(SQLStore):
             left = self._live_here.pop(saga_id, 0) - 1
             if left > 0:
                 self._live_here[saga_id] = left
-        FileLiveness.for_database(self.path).leases.release(saga_id)
+        self._live().leases.release(saga_id)
 
     def live_among(self, saga_ids: Sequence[str]) -> set[str]:
-        return FileLiveness.for_database(self.path).live_among(saga_ids)
+        return self._live().live_among(saga_ids)
 
     def live_elsewhere(self, saga_ids: Sequence[str]) -> set[str]:
-        liveness = FileLiveness.for_database(self.path)
+        liveness = self._live()
         with self._connections_lock:
             mine = {sid: self._live_here.get(sid, 0) for sid in saga_ids}
         # Another store on this file in this process counts in the process's holders, not in mine.
