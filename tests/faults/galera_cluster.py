@@ -7,7 +7,8 @@ config file, socket, log and pid file, and ``cluster.json``, which is how ``stat
 (and ``scripts/cluster-galera``) find a running cluster again.
 
 Node ``i`` (0, 1, 2) listens on ``3407 + i`` (SQL), ``4567 + 10 i`` (Galera group traffic),
-``4568 + 10 i`` (IST) and ``4444 + 10 i`` (rsync SST); ``--base-port`` moves the SQL ports. The
+``4568 + 10 i`` (IST) and ``4444 + 10 i`` (rsync SST); ``--base-port`` moves them all (by the
+same offset from 3407). The
 first node is bootstrapped with ``--wsrep-new-cluster``, the other two join it (an rsync SST, a
 second or so on an empty database). Root has no password over TCP; a database ``test`` exists.
 
@@ -208,8 +209,11 @@ wsrep_slave_threads=2
         three are synced members of one primary component, with root over TCP and ``test``."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)
+        # Galera's ports move with the SQL ports: 3407 gives 4567 (group) and 4444 (SST).
+        galera, sst = self.base_port + 1160, self.base_port + 1037
         nodes = [
-            Node(i, self.base_port + i, 4567 + 10 * i, 4568 + 10 * i, 4444 + 10 * i) for i in range(NODES)
+            Node(i, self.base_port + i, galera + 10 * i, galera + 1 + 10 * i, sst + 10 * i)
+            for i in range(NODES)
         ]
         for node in nodes:
             for port in (node.port, node.gcomm_port, node.ist_port, node.sst_port):
