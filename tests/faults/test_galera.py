@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -41,6 +42,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(TESTS / "stores"))
 sys.path.insert(0, str(TESTS / "concurrency"))
 import galera_cluster  # noqa: E402
+import ha_load  # noqa: E402
 import test_decision_races as decision_races  # noqa: E402
 import test_process_races as process_races  # noqa: E402
 
@@ -264,7 +266,11 @@ def test_decisions_race_across_nodes(
 ) -> None:
     """Each pair of deciding processes, one on node1 and one on node2, released together on each
     trial saga (set up through node3): a gate is decided once, no effect happens twice, every
-    chain verifies (decision_races.check_invariants, read through every node)."""
+    chain verifies (decision_races.check_invariants, read through every node).
+
+    What the fenced appends cannot give across nodes is not asserted here but printed (``-s``)
+    and written up in docs/operations.md: with node-local leases both recover() runs recover
+    the saga, and a reject beside a call in flight on the other node reads it in doubt."""
     urls = _urls(cluster, database)
     effects_file = tmp_path / "effects.log"
     saga_ids = [f"{pair[0]}-{pair[1]}-{n}" for n in range(TRIALS)]
@@ -288,4 +294,44 @@ def test_decisions_race_across_nodes(
             endings = Counter(str(decision_races.check_invariants(sg, s, effects)) for s in saga_ids)
         assert sum(endings.values()) == TRIALS
     print(pair, dict(outcomes), dict(endings))
-    decision_races._assert_raced(pair, outcomes)
+    if pair != ("recover", "recover"):
+        # Two recover() runs on two nodes both take the saga's lease (GET_LOCK is node-local),
+        # so neither need lose: the fenced appends alone keep each compensation single.
+        decision_races._assert_raced(pair, outcomes)
+
+
+# -- a node lost under load ------------------------------------------------------------------------
+
+
+def _cluster_size(cluster: galera_cluster.GaleraCluster, node: int) -> int:
+    return int(cluster.status_of(cluster.nodes[node]).get("wsrep_cluster_size", "0"))
+
+
+def test_a_node_killed_under_single_writer_load_costs_a_pause_and_loses_nothing(
+    cluster: galera_cluster.GaleraCluster, database: str, workload: ModuleType, tmp_path: Path
+) -> None:
+    """The deployment the option describes: every process (three workers, an approver, a
+    ``recover()`` loop: ha_load.py) on node1. Mid-load node3 is killed with SIGKILL, node1 and
+    node2 (two of three: still a primary component) carry on, node3 is started again and
+    rejoins. Every promise holds on node1 (invariants.py), and every chain reads the same and
+    verifies on the node that was killed."""
+    urls = _urls(cluster, database)
+    victim = cluster.nodes[2]
+
+    def fault(load: ha_load.Load) -> float:
+        killed = time.time()
+        cluster.kill(victim)
+        load.wait(lambda: _cluster_size(cluster, 0) == 2, 60, "node1 saw node3 leave")
+        left = time.time()
+        print(f"node1 saw node3 leave {left - killed:.1f} s after the kill")
+        cluster.restart(victim)
+        print(f"node3 rejoined and synced {time.time() - left:.1f} s later")
+        return left
+
+    print(ha_load.through(urls[0], tmp_path, fault)[1])
+    with Sagacity(urls[0]) as writer, Sagacity(urls[2]) as rejoined:
+        saga_ids = writer.saga_ids()
+        assert rejoined.saga_ids() == saga_ids
+        for saga_id in saga_ids:
+            assert rejoined.entries(saga_id) == writer.entries(saga_id)
+            assert rejoined.verify(saga_id).valid, saga_id
