@@ -24,14 +24,17 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from types import ModuleType
 
 import pymysql
 import pytest
 
-from sagacity import Phase, Sagacity
+from sagacity import Phase, Sagacity, acting_as, tool
 from sagacity.errors import ConfigurationError, StoreError
+from sagacity.guardrails import METER_PREFIX
+from sagacity.testing import tool_entries
 from sagacity.tools import registry
 
 pytestmark = [pytest.mark.mysql, pytest.mark.failover]
@@ -41,12 +44,14 @@ TESTS = HERE.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(TESTS / "stores"))
 sys.path.insert(0, str(TESTS / "concurrency"))
+sys.path.insert(0, str(TESTS / "guardrails"))
 import galera_cluster  # noqa: E402
 import ha_load  # noqa: E402
+import test_budget_race as budget_race  # noqa: E402
 import test_decision_races as decision_races  # noqa: E402
 import test_process_races as process_races  # noqa: E402
 
-for folder in ("stores", "concurrency"):
+for folder in ("stores", "concurrency", "guardrails"):
     sys.path.remove(str(TESTS / folder))
 sys.path.remove(str(HERE))
 
@@ -335,3 +340,92 @@ def test_a_node_killed_under_single_writer_load_costs_a_pause_and_loses_nothing(
         for saga_id in saga_ids:
             assert rejoined.entries(saga_id) == writer.entries(saga_id)
             assert rejoined.verify(saga_id).valid, saga_id
+
+
+# -- budgets debited through different nodes ------------------------------------------------------
+
+
+@pytest.mark.parametrize("retry_autocommit", [0], indirect=True, ids=["no-retry"])
+@pytest.mark.parametrize(
+    ("workers", "amount", "trials", "runs"),
+    [(2, "900.00", 10, 1), (6, "300.00", 3, 3)],
+    ids=["2-processes", "6-processes"],
+)
+def test_processes_on_different_nodes_race_for_the_last_of_a_budget(
+    cluster: galera_cluster.GaleraCluster,
+    database: str,
+    tmp_path: Path,
+    retry_autocommit: int,
+    workers: int,
+    amount: str,
+    trials: int,
+    runs: int,
+) -> None:
+    """tests/guardrails/test_budget_race.py with each worker on a node of its own (round robin):
+    at 49,000.00 of a 50,000.00 budget, exactly ``runs`` of the workers asking at once run, trial
+    after trial, read on the meter chains and the sagas. The debit rides in its INTENT's insert,
+    so a certification conflict on it makes the call decide again on the re-read meter."""
+    urls = _urls(cluster, database)
+    names = [chr(ord("a") + i) for i in range(workers)]
+    policy = tmp_path / "policy.toml"
+    policy.write_text(budget_race.POLICY, encoding="utf-8")
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    with registry.isolated():
+
+        @tool
+        def send_wire(amount: str, to: str) -> str:
+            return f"sent {amount} to {to}"
+
+        with Sagacity(urls[0], policy=policy, switch_poll=0) as sg:
+            for trial in range(trials):
+                with acting_as(f"team-{trial}"):
+                    sg.run(f"prefund-{trial}", lambda: send_wire("49000.00", "x"))
+        before = _status_sum(cluster, CONFLICTS)
+        processes = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(budget_race.WORKER),
+                    urls[n % len(urls)],
+                    str(policy),
+                    str(sync),
+                    name,
+                    str(trials),
+                    amount,
+                ]
+            )
+            for n, name in enumerate(names)
+        ]
+        try:
+            deadline = time.monotonic() + 120
+            for name in names:
+                budget_race._wait_for(sync / f"ready-{name}", deadline)
+            for trial in range(trials):
+                (sync / f"go-{trial}").touch()
+                for name in names:
+                    budget_race._wait_for(sync / f"done-{trial}-{name}", deadline)
+            for process in processes:
+                assert process.wait(timeout=60) == 0
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        print(f"{workers} workers: {_status_sum(cluster, CONFLICTS) - before} certification conflicts")
+        for url in urls:
+            with Sagacity(url, policy=policy, switch_poll=0) as sg:
+                for trial in range(trials):
+                    meter = f"{METER_PREFIX}wire-budget:principal=team-{trial}"
+                    debits = [e for e in sg.entries(meter) if e.payload.startswith("debit=")]
+                    spent = sum(
+                        (Decimal(e.payload.split("\n")[0].removeprefix("debit=")) for e in debits), Decimal(0)
+                    )
+                    assert spent == Decimal("49000.00") + runs * Decimal(amount), f"trial {trial}: {spent}"
+                    assert sg.verify(meter).valid
+                    ran = [
+                        name
+                        for name in names
+                        if any(e.phase == "EXECUTED" for e in tool_entries(sg, f"race-{trial}-{name}"))
+                    ]
+                    assert len(ran) == runs, f"trial {trial}: {ran} ran"
