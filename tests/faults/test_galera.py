@@ -342,6 +342,33 @@ def test_a_node_killed_under_single_writer_load_costs_a_pause_and_loses_nothing(
             assert rejoined.verify(saga_id).valid, saga_id
 
 
+def test_the_writer_node_killed_and_restarted_the_writers_carry_on_and_lose_nothing(
+    cluster: galera_cluster.GaleraCluster, database: str, workload: ModuleType, tmp_path: Path
+) -> None:
+    """The same load on node1, and node1 itself killed with SIGKILL, then started again: it
+    rejoins from node2 and node3, which kept the cluster primary. With one node in the URL (no
+    proxy) this is a server restart for the library: operations fail while node1 is away, the
+    processes reconnect by themselves, nothing acknowledged is lost, every promise holds."""
+    urls = _urls(cluster, database)
+    writer = cluster.nodes[0]
+
+    def fault(load: ha_load.Load) -> float:
+        killed = time.time()
+        cluster.kill(writer)
+        load.wait(lambda: _cluster_size(cluster, 1) == 2, 60, "node2 saw node1 leave")
+        cluster.restart(writer)
+        back = time.time()
+        print(f"node1 was back and synced {back - killed:.1f} s after the kill")
+        return back
+
+    print(ha_load.through(urls[0], tmp_path, fault)[1])
+    with Sagacity(urls[0]) as rejoined, Sagacity(urls[1]) as other:
+        saga_ids = other.saga_ids()
+        assert rejoined.saga_ids() == saga_ids
+        for saga_id in saga_ids:
+            assert rejoined.entries(saga_id) == other.entries(saga_id)
+
+
 # -- budgets debited through different nodes ------------------------------------------------------
 
 
