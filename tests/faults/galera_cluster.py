@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -105,6 +106,26 @@ def _port_taken(port: int) -> bool:
         except OSError:
             return True
     return False
+
+
+def node_ports(base_port: int) -> list[Node]:
+    """The three nodes' ports for ``base_port`` (node1's SQL port): Galera's move with it, 3407
+    giving 4567 (group traffic), 4568 (IST) and 4444 (SST)."""
+    galera, sst = base_port + 1160, base_port + 1037
+    return [Node(i, base_port + i, galera + 10 * i, galera + 1 + 10 * i, sst + 10 * i) for i in range(NODES)]
+
+
+def free_base_port() -> int:
+    """A base port whose every port is free now, below the kernel's ephemeral range: for tests
+    that run beside others (pytest-xdist, a cluster from ``scripts/cluster-galera``)."""
+    while True:
+        base = random.randrange(20000, 30000, 10)
+        if not any(
+            _port_taken(port)
+            for node in node_ports(base)
+            for port in (node.port, node.gcomm_port, node.ist_port, node.sst_port)
+        ):
+            return base
 
 
 class GaleraCluster:
@@ -209,12 +230,7 @@ wsrep_slave_threads=2
         three are synced members of one primary component, with root over TCP and ``test``."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.root.chmod(0o755)
-        # Galera's ports move with the SQL ports: 3407 gives 4567 (group) and 4444 (SST).
-        galera, sst = self.base_port + 1160, self.base_port + 1037
-        nodes = [
-            Node(i, self.base_port + i, galera + 10 * i, galera + 1 + 10 * i, sst + 10 * i)
-            for i in range(NODES)
-        ]
+        nodes = node_ports(self.base_port)
         for node in nodes:
             for port in (node.port, node.gcomm_port, node.ist_port, node.sst_port):
                 if _port_taken(port):

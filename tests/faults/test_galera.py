@@ -10,8 +10,8 @@ appends and decisions retry against the re-read tail. The races are the existing
 on a node of its own.
 
 Opt-in (``SAGACITY_TEST_GALERA=1``): it needs Debian's ``galera-4``, ``mariadb-server`` and
-``rsync`` and starts its own three servers (SQL ports from ``SAGACITY_GALERA_BASE_PORT``, default
-3407), so CI does not run it yet.
+``rsync`` and starts its own three servers (on free ports, or from ``SAGACITY_GALERA_BASE_PORT``
+as ``scripts/cluster-galera --base-port`` takes it), so CI does not run it yet.
 """
 
 from __future__ import annotations
@@ -66,12 +66,13 @@ def cluster() -> Iterator[galera_cluster.GaleraCluster]:
     if os.environ.get("SAGACITY_TEST_GALERA") != "1":
         pytest.skip(
             "set SAGACITY_TEST_GALERA=1 to run the Galera tests "
-            "(apt-get install galera-4 mariadb-server rsync; they use ports 3407-3409 and 4444-4588)"
+            "(apt-get install galera-4 mariadb-server rsync)"
         )
     missing = galera_cluster.binaries_missing()
     if missing:
         pytest.fail(f"SAGACITY_TEST_GALERA=1 but {missing}")
-    base = int(os.environ.get("SAGACITY_GALERA_BASE_PORT", galera_cluster.DEFAULT_BASE_PORT))
+    chosen = os.environ.get("SAGACITY_GALERA_BASE_PORT")
+    base = int(chosen) if chosen else galera_cluster.free_base_port()
     servers = galera_cluster.GaleraCluster(Path(tempfile.mkdtemp(prefix="sagacity-galera-")), base)
     try:
         servers.start()
