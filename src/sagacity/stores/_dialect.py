@@ -62,6 +62,13 @@ class Dialect:
     unavailable: Callable[[BaseException], bool]
     #: Whether this driver error is a primary key already taken (the statement wrote nothing).
     taken: Callable[[BaseException], bool] = _never
+    #: Whether this driver error is the database rolling the statement's transaction back to
+    #: resolve a conflict with a concurrent one (InnoDB's deadlock; a Galera node's certification
+    #: failure at commit, when a transaction on another node wrote the same key first): nothing
+    #: was written and the connection is fine. An insert that meets one lost a race, as one that
+    #: meets a taken key did (``lost``); any other statement raises ``StoreUnavailableError``,
+    #: which the callers that may run it again retry.
+    conflict: Callable[[BaseException], bool] = _never
     #: Whether this unavailable error is the database failing to write, not the connection
     #: (``StoreWriteRefusedError``): a full disk.
     refused: Callable[[BaseException], bool] = _never
@@ -71,6 +78,12 @@ class Dialect:
     #: (MariaDB, MySQL) an insert meeting a taken key fails with the error ``taken`` names, and
     #: upserts are ``ON DUPLICATE KEY UPDATE``.
     on_conflict: bool = True
+
+    def lost(self, exc: BaseException) -> bool:
+        """Whether an insert that raised this wrote nothing because another writer won: its key
+        was taken, or its transaction conflicted with a concurrent one and was rolled back. The
+        journal re-reads the tail and tries again (an append) or decides again (a decision)."""
+        return self.taken(exc) or self.conflict(exc)
 
     def sql(self, statement: str) -> str:
         """A statement written with ``?`` in this driver's parameter marker."""

@@ -385,7 +385,7 @@ class RowWriter:
         try:
             cur.execute(self._one, params)
         except self._errors as exc:
-            if self._dialect.taken(exc):
+            if self._dialect.lost(exc):
                 return False
             raise self._translate(exc) from exc
         return cur.rowcount == 1
@@ -396,7 +396,7 @@ class RowWriter:
         try:
             cur.execute(self._rows(count, False), params)
         except self._errors as exc:
-            if self._dialect.taken(exc):
+            if self._dialect.lost(exc):
                 return False
             raise self._translate(exc) from exc
         return True
@@ -413,7 +413,7 @@ class RowWriter:
                 try:
                     cur.execute(self._rows(len(rows), False), params)
                 except self._errors as exc:
-                    if not dialect.taken(exc):
+                    if not dialect.lost(exc):
                         raise
                 else:
                     for request in rows:

@@ -179,7 +179,7 @@ class SQLStore(ABC):
         try:
             cur.execute(statement, params)
         except self.dialect.errors as exc:
-            if self.dialect.taken(exc):
+            if self.dialect.lost(exc):
                 return False
             raise
         return cur.rowcount >= 1
@@ -617,7 +617,7 @@ class SQLEntryLog:
         try:
             return self._extend_once()
         except StoreError as exc:
-            if exc.__cause__ is not None and self._store.dialect.taken(exc.__cause__):
+            if exc.__cause__ is not None and self._store.dialect.lost(exc.__cause__):
                 raise _Raced from exc
             raise
 

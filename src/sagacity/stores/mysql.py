@@ -37,6 +37,16 @@ Choices, and what breaks without each:
   MariaDB +25-60 % of a saga (BENCHMARKS.md, "Liveness leases").
 - A dead connection (server restart, ``KILL``) raises ``StoreUnavailableError`` and is dropped
   with every idle one; the journal retries and resolves an unacknowledged insert by reading back.
+- A transaction the server rolled back to resolve a conflict (the deadlock error 1213: InnoDB's
+  deadlock, or a Galera node's certification failure at commit) wrote nothing and leaves the
+  connection usable: an append that meets it lost a race, as on a taken key (``Dialect.conflict``),
+  and is retried against the re-read tail; the connection stays in the pool.
+- Galera (``wsrep_on`` is ON, asked with one query per new connection) is refused unless the URL
+  says ``?galera=single-writer``: ``GET_LOCK`` is node-local there, so saga and liveness leases
+  taken through one node are invisible through another, and a process on another node would
+  compensate around a saga running here. The option states that every process that runs,
+  decides or recovers sagas reaches the cluster through one node at a time (docs/operations.md,
+  "MariaDB Galera").
 """
 
 from __future__ import annotations
@@ -81,6 +91,11 @@ __all__ = ["MySQLStore"]
 #: Errors about who may do what: retrying cannot help, so they are not "unavailable".
 _REFUSED = {1044, 1045, 1049, 1142, 1143, 1227, 1370}
 _DUPLICATE_KEY = 1062
+#: ER_LOCK_DEADLOCK: the server rolled the transaction back (an InnoDB deadlock, a Galera
+#: certification failure); nothing was written and the connection is fine.
+_DEADLOCK = 1213
+#: The URL's ``galera=`` values this store knows.
+_GALERA_MODES = ("single-writer",)
 #: The lease session's two calls, as ``SELECT`` columns: take a named lock without waiting (the
 #: session is shared, so it never waits on one), give one back.
 _TRY_LOCK = "GET_LOCK(%s, 0)"
@@ -117,10 +132,21 @@ def _unavailable(exc: BaseException) -> bool:
     return isinstance(exc, pymysql.err.InterfaceError)  # a connection already closed
 
 
+def _conflict(exc: BaseException) -> bool:
+    return isinstance(exc, pymysql.err.OperationalError) and bool(exc.args) and exc.args[0] == _DEADLOCK
+
+
+def _lost_connection(exc: BaseException) -> bool:
+    """Whether the connection (or the server) failed: it and the idle ones are dropped. A
+    conflict is "unavailable" to the callers (retry it) but leaves the connection usable."""
+    return _unavailable(exc) and not _conflict(exc)
+
+
 MYSQL = Dialect(
     "MariaDB/MySQL",
     (pymysql.err.MySQLError,),
     unavailable=_unavailable,
+    conflict=_conflict,
     taken=lambda exc: isinstance(exc, pymysql.err.IntegrityError) and exc.args[0] == _DUPLICATE_KEY,
     placeholder="%s",
     on_conflict=False,
@@ -136,7 +162,8 @@ def _close(conn: Connection[DriverCursor]) -> None:
 
 
 def connect_arguments(url: str) -> dict[str, Any]:
-    """PyMySQL's ``connect`` arguments for a ``mysql://`` / ``mariadb://`` URL."""
+    """PyMySQL's ``connect`` arguments for a ``mysql://`` / ``mariadb://`` URL (the store's own
+    options, ``galera``, are read by ``galera_mode``)."""
     parts = urlsplit(url)
     if parts.scheme not in {"mysql", "mariadb"}:
         raise ConfigurationError(f"not a MariaDB/MySQL URL: {safe_url(url)!r}")
@@ -153,10 +180,26 @@ def connect_arguments(url: str) -> dict[str, Any]:
         "database": database,
     }
     for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        if name == "galera":
+            continue
         if name != "unix_socket":
-            raise ConfigurationError(f"{safe_url(url)!r}: unknown parameter {name!r} (known: unix_socket)")
+            raise ConfigurationError(
+                f"{safe_url(url)!r}: unknown parameter {name!r} (known: unix_socket, galera)"
+            )
         arguments["unix_socket"] = values[-1]
     return arguments
+
+
+def galera_mode(url: str) -> str | None:
+    """The URL's ``galera=`` option: None, or ``single-writer`` (docs/operations.md)."""
+    values = parse_qs(urlsplit(url).query, keep_blank_values=True).get("galera")
+    if not values:
+        return None
+    if values[-1] not in _GALERA_MODES:
+        raise ConfigurationError(
+            f"{safe_url(url)!r}: galera={values[-1]!r} is not known (known: {', '.join(_GALERA_MODES)})"
+        )
+    return values[-1]
 
 
 def quote_identifier(name: str) -> str:
@@ -183,6 +226,8 @@ class MySQLStore(SQLStore):
             raise ConfigurationError("connect_timeout must be positive seconds")
         self.url = url
         self._arguments = connect_arguments(url)
+        #: ``single-writer`` when the URL accepts a Galera cluster knowingly (``galera_mode``).
+        self.galera = galera_mode(url)
         self.database: str = self._arguments["database"]
         self._connect_timeout = connect_timeout
         #: How long one read waits for an unreachable database, retries included (``Journal.read``).
@@ -213,8 +258,9 @@ class MySQLStore(SQLStore):
     def _connect(self) -> Connection[DriverCursor]:
         left = time_left()
         wait = self._connect_timeout if left is None else max(0.1, min(self._connect_timeout, left))
+        conn: Connection[DriverCursor] | None = None
         try:
-            conn: Connection[DriverCursor] = pymysql.connect(
+            conn = pymysql.connect(
                 **self._arguments,
                 charset="utf8mb4",
                 autocommit=True,
@@ -224,14 +270,30 @@ class MySQLStore(SQLStore):
             with conn.cursor() as cur:
                 cur.execute(f"SET SESSION sql_mode = '{_SQL_MODE}'")
                 cur.execute("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                # Galera's replication is on for this session (MySQL has no such variable: no row).
+                cur.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+                wsrep = cur.fetchone()
         except pymysql.err.MySQLError as exc:
+            if conn is not None:
+                _close(conn)
             raise self._translate(exc) from exc
+        if wsrep is not None and str(wsrep[1]).upper() == "ON" and self.galera is None:
+            _close(conn)
+            raise StoreError(
+                f"MariaDB/MySQL at {safe_url(self.url)} is a Galera cluster node (wsrep_on = ON), and "
+                "Galera keeps GET_LOCK locks on the node that took them: the saga and liveness leases "
+                "this store holds through one node are invisible through another, so a process on "
+                "another node could compensate around a saga running here. Route every process that "
+                "runs, decides or recovers sagas to one node at a time (a proxy's single-writer "
+                "routing), then say so in the URL: ?galera=single-writer (docs/operations.md, "
+                '"MariaDB Galera")'
+            )
         return conn
 
     def _translate(self, exc: BaseException) -> StoreError:
         if self._closed:
             return StoreError(f"store {safe_url(self.url)} is closed")
-        if _unavailable(exc):
+        if _lost_connection(exc):
             self._drop_idle()  # a server restart killed them too
         return MYSQL.translate(exc, safe_url(self.url))
 
@@ -266,7 +328,7 @@ class MySQLStore(SQLStore):
                 else:
                     yield cur
         except pymysql.err.MySQLError as exc:
-            healthy = not _unavailable(exc)
+            healthy = not _lost_connection(exc)
             raise self._translate(exc) from exc
         finally:
             with self._idle_lock:
