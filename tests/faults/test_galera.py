@@ -9,9 +9,9 @@ appends and decisions retry against the re-read tail. The races are the existing
 (tests/stores/test_process_races.py, tests/concurrency/test_decision_races.py) with each process
 on a node of its own.
 
-Opt-in (``SAGACITY_TEST_GALERA=1``): it needs Debian's ``galera-4``, ``mariadb-server`` and
-``rsync`` and starts its own three servers (on free ports, or from ``SAGACITY_GALERA_BASE_PORT``
-as ``scripts/cluster-galera --base-port`` takes it), so CI does not run it yet.
+Runs with ``SAGACITY_TEST_GALERA=1`` (``.ci/run`` sets it and installs what is missing): it needs
+Debian's ``galera-4``, ``mariadb-server`` and ``rsync`` and starts its own three servers (on free
+ports, or from ``SAGACITY_GALERA_BASE_PORT`` as ``scripts/cluster-galera --base-port`` takes it).
 """
 
 from __future__ import annotations
