@@ -55,6 +55,7 @@ __all__ = [
     "CheckFailedError",
     "CheckpointError",
     "ConfigurationError",
+    "DeadLetterNotFoundError",
     "DefinitionChangedError",
     "HaltedError",
     "InvalidValueError",
@@ -169,6 +170,11 @@ class SagaRunningElsewhereError(SagaStateError):
 
 class HaltedError(SagaStateError):
     """The kill switch refuses this saga or call (halt or drain); a refused call compensates."""
+
+
+class DeadLetterNotFoundError(SagacityError, LookupError):
+    """A requeue named a delivery that is not a dead letter of the notifier's outbox (unknown,
+    delivered, waiting to retry or already requeued): nothing was requeued."""
 
 
 class ApprovalError(SagacityError):

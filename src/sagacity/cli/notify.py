@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from sagacity.cli._common import CommandError, db_option, open_sagacity
-from sagacity.cli._options import echo_json, json_option
+from sagacity.cli._options import echo_json, identity_option, json_option, resolve_identity
 
 
 @click.group()
@@ -79,6 +79,30 @@ def status(as_json: bool, db_url: str) -> None:
             when = f" at {line['retryAt']}" if line["retryAt"] else ""
             error = f": {line['error']}" if line["error"] else ""
             click.echo(
-                f"  {title}{when}: {line['type']} {line['sagaId'] or ''} -> {line['target']} "
-                f"(attempt {line['attempt']}){error}"
+                f"  {title}{when}: {line['delivery']} ({line['type']} {line['sagaId'] or ''} -> "
+                f"{line['target']}, attempt {line['attempt']}){error}"
             )
+
+
+@notify.command()
+@click.argument("deliveries", nargs=-1, metavar="[DELIVERY]...")
+@click.option("--all", "every", is_flag=True, help="Every dead letter (instead of naming deliveries).")
+@identity_option
+@db_option
+def requeue(deliveries: tuple[str, ...], every: bool, identity: str | None, db_url: str) -> None:
+    """Send dead letters again once their cause is mended: each is due at the next round of any
+    notifier, with max_attempts more attempts. DELIVERY is an id `notify status` lists."""
+    from sagacity.errors import SagacityError
+    from sagacity.notify import requeue_dead_letters
+
+    if every == bool(deliveries):
+        raise CommandError("name the dead letters to requeue, or pass --all (not both)")
+    by = resolve_identity(identity)
+    with open_sagacity(db_url) as sg:
+        try:
+            done = requeue_dead_letters(sg, None if every else list(deliveries), by=by)
+        except SagacityError as exc:
+            raise CommandError(str(exc)) from exc
+    click.echo(f"requeued {len(done)} dead letter(s) as {by}")
+    for delivery in done:
+        click.echo(f"  {delivery.id} -> {delivery.target.key}")

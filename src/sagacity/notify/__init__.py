@@ -25,7 +25,7 @@ from sagacity.notify._config import (
     parse_notify_config,
 )
 from sagacity.notify._events import Event, EventKind, event_id
-from sagacity.notify._notifier import Notifier, Round, outbox_status, retry_delay
+from sagacity.notify._notifier import Notifier, Round, outbox_status, requeue_dead_letters, retry_delay
 from sagacity.notify._outbox import OUTBOX_SAGA, Delivery, OutboxStatus
 from sagacity.notify._routing import targets
 
@@ -48,6 +48,7 @@ __all__ = [
     "load_notify_config",
     "outbox_status",
     "parse_notify_config",
+    "requeue_dead_letters",
     "retry_delay",
     "send",
     "targets",

@@ -17,11 +17,13 @@ import os
 import socket
 import threading
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 from sagacity.chain import utc_now
+from sagacity.checks import require_identity
 from sagacity.notify._channels import DeliveryError, Sender, send
 from sagacity.notify._config import NotifyConfig, Target
 from sagacity.notify._events import Event
@@ -33,7 +35,7 @@ from sagacity.stores.base import Capability, capable
 if TYPE_CHECKING:
     from sagacity._sagacity import Sagacity
 
-__all__ = ["Notifier", "Round", "outbox_status", "retry_delay"]
+__all__ = ["Notifier", "Round", "outbox_status", "requeue_dead_letters", "retry_delay"]
 
 _log = logging.getLogger("sagacity.notify")
 
@@ -158,13 +160,13 @@ class Notifier:
         return DELIVERED
 
     def _failed(self, outbox: Outbox, delivery: Delivery, error: str, now: datetime) -> str:
-        if delivery.attempt >= self.config.max_attempts:
+        if delivery.attempts_now >= self.config.max_attempts:
             _log.warning(
                 "notifier: %s is a dead letter after %d attempts: %s", delivery.id, delivery.attempt, error
             )
             outbox.record(delivery, DEAD, error=error)
             return DEAD
-        delay = retry_delay(delivery.attempt, self.config.backoff, self.config.max_backoff)
+        delay = retry_delay(delivery.attempts_now, self.config.backoff, self.config.max_backoff)
         outbox.record(delivery, FAILED, retry_at=now + delay, error=error)
         return FAILED
 
@@ -203,6 +205,15 @@ class Notifier:
     def status(self) -> OutboxStatus:
         self.outbox.refresh()
         return self.outbox.status()
+
+
+def requeue_dead_letters(sg: Sagacity, deliveries: Sequence[str] | None = None, *, by: str) -> list[Delivery]:
+    """Send dead letters again, once the cause is mended (a receiver's secret, an SMTP login):
+    the named deliveries (``None``: every dead letter) are due at the next round of any notifier,
+    with ``max_attempts`` more attempts. ``by`` is journaled as who asked. A named delivery that
+    is not a dead letter raises ``DeadLetterNotFoundError`` and nothing is journaled; two people
+    requeueing one letter at once requeue it once."""
+    return Outbox(sg.journal, "requeue", None).requeue(deliveries, require_identity(by))
 
 
 def outbox_status(sg: Sagacity) -> OutboxStatus:

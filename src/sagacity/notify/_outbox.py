@@ -16,6 +16,8 @@ claim      ``{"delivery","channel","to","event"}`` (the    before a send, fenced
 delivered  ``{"delivery"}``                                the target took it
 failed     ``{"delivery"}``; ``retry_at=``, ``error=``     an attempt failed; retried from then
 dead       ``{"delivery"}``; ``error=``                    the last attempt failed: dead letter
+requeued   ``{"delivery"}``; ``by=`` the person who asked  a dead letter sent again: due at once,
+                                                           with ``max_attempts`` more attempts
 =========  ==============================================  =====================================
 
 Every payload has the lines ``notify=<what>``, ``by=<notifier>`` and ``attempt=<n>``.
@@ -42,7 +44,7 @@ from typing import Any
 from sagacity._journal import Journal
 from sagacity._payloads import SAGA_TOOL, payload_attribute
 from sagacity.chain import GENESIS_HASH
-from sagacity.errors import AppendConflictError
+from sagacity.errors import AppendConflictError, DeadLetterNotFoundError
 from sagacity.model import Entry, Phase
 from sagacity.notify._config import Target
 from sagacity.notify._events import Event, EventKind, iso
@@ -53,6 +55,7 @@ __all__ = ["OUTBOX_SAGA", "Delivery", "Outbox", "OutboxStatus", "notifier_lease"
 OUTBOX_SAGA = "sagacity:notify"
 #: What the rows say in their ``notify=`` line.
 OPENED, CLAIM, DELIVERED, FAILED, DEAD = "opened", "claim", "delivered", "failed", "dead"
+REQUEUED = "requeued"
 #: Deliveries claimed in one append: bounds the row batch and how long one claim's sends take.
 CLAIM_BATCH = 50
 _ISO = "%Y-%m-%dT%H:%M:%S.%fZ"
@@ -76,6 +79,13 @@ class Delivery:
     at: datetime
     retry_at: datetime | None = None
     error: str = ""
+    #: Attempts made before the last requeue: a requeued dead letter gets ``max_attempts`` more.
+    attempts_before: int = 0
+
+    @property
+    def attempts_now(self) -> int:
+        """Attempts since the delivery was first claimed or last requeued."""
+        return self.attempt - self.attempts_before
 
     @property
     def kind(self) -> EventKind:
@@ -171,6 +181,18 @@ class Outbox:
             return
         if known.state == DELIVERED:
             return  # delivered is final, whatever a slower duplicate writes after it
+        if what == REQUEUED:
+            if known.state == DEAD:  # written fenced on a tail where it was dead; else a stranger's
+                self.deliveries[did] = replace(
+                    known,
+                    state=FAILED,
+                    by=by,
+                    at=entry.timestamp,
+                    retry_at=entry.timestamp,
+                    error=f"requeued by {by}",
+                    attempts_before=known.attempt,
+                )
+            return
         retry = payload_attribute(entry.payload, "retry_at=")
         self.deliveries[did] = replace(
             known,
@@ -277,6 +299,42 @@ class Outbox:
             for d in open_claims
             if now - d.at >= claim_timeout or (d.by != self.notifier and notifier_lease(d.by) not in alive)
         }
+
+    def requeue(self, deliveries: Sequence[str] | None, by: str) -> list[Delivery]:
+        """Send dead letters again (``None``: every one): each is due at once, with a fresh
+        ``max_attempts``. Fenced on the tail, as a claim is: of two people requeueing one letter,
+        or a requeue racing anything else, one lands and the other is judged on what landed. A
+        named delivery that is not a dead letter (unknown, delivered, already requeued) refuses
+        the whole request and nothing is journaled."""
+        for _ in range(self.journal.max_append_attempts):
+            self.refresh()
+            dead = [d for d in self.deliveries.values() if d.state == DEAD]
+            if deliveries is not None:
+                wanted = list(dict.fromkeys(deliveries))
+                for did in wanted:
+                    found = self.deliveries.get(did)
+                    if found is None:
+                        raise DeadLetterNotFoundError(
+                            f"no delivery {did!r} in the outbox; nothing was requeued"
+                        )
+                    if found.state != DEAD:
+                        raise DeadLetterNotFoundError(
+                            f"delivery {did!r} is not a dead letter (it is {found.state}"
+                            f"{', ' + found.error if found.error else ''}); nothing was requeued"
+                        )
+                dead = [self.deliveries[did] for did in wanted]
+            if not dead:
+                return []
+            rows = [
+                (SAGA_TOOL, Phase.EXECUTED, _compact({"delivery": d.id}), _payload(REQUEUED, by, d.attempt))
+                for d in dead
+            ]
+            landed = self.journal.commit(OUTBOX_SAGA, (self.seq, self.hash), rows)
+            if landed is not None:
+                for entry in landed:
+                    self._apply(entry)
+                return [self.deliveries[d.id] for d in dead]
+        raise AppendConflictError(f"{OUTBOX_SAGA!r}: every attempt to requeue lost the race for the next seq")
 
     def record(
         self, delivery: Delivery, what: str, *, retry_at: datetime | None = None, error: str = ""
