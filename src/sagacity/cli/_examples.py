@@ -149,6 +149,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "sagacity notify run --config notify.toml --once",
     ),
     "notify status": ("sagacity notify status", "sagacity notify status --json"),
+    "notify requeue": (
+        "sagacity notify requeue --all --as ops@example.com",
+        "sagacity notify requeue evt_5d41402abc4b2a76b9719d911017c592:hook",
+    ),
     "switch": (
         "sagacity switch status",
         'sagacity switch halt --tool wire --reason "bank incident" --as alice@example.com',

@@ -12,13 +12,14 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from sagacity.chain import utc_now
 from sagacity.cli._common import EXIT_FINDINGS, CommandError, console, db_option, open_sagacity
 from sagacity.cli._options import (
     Digits,
@@ -242,7 +243,7 @@ def _watch(read: Callable[[], list[PendingApproval]], interval: float, output: s
             pending = read()
             if out.is_terminal:
                 out.clear()
-            now = datetime.now(UTC).replace(tzinfo=None)
+            now = utc_now()
             out.print(
                 f"{when(now)}: {len(pending)} pending; every {interval:g}s, Ctrl-C to stop",
                 markup=False,

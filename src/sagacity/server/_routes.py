@@ -11,7 +11,7 @@ import itertools
 import json
 import logging
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Annotated, Any, Literal
 from urllib.parse import quote
@@ -39,6 +39,7 @@ from sagacity._wire import (
     switch_json,
     verification_json,
 )
+from sagacity.chain import utc_now
 from sagacity.checks import kind_of, require_storable, required_reason
 from sagacity.doctor import DEFAULT_OLDER_THAN
 from sagacity.errors import (
@@ -519,7 +520,7 @@ def activity(
     """Read from the saga views of the sagas with a request pending now (one asked for before
     the window and still waiting updated nothing since) and those updated in the window (a
     decision or a resume is an update): at most ACTIVITY_SAGAS, most recently updated first."""
-    end = datetime.now(UTC).replace(tzinfo=None)
+    end = utc_now()
     start = end - timedelta(hours=hours)
     pending = (r.saga_id for r in sg.pending_approvals())
     updated = (s.saga_id for s in sg.sagas(since=start, limit=ACTIVITY_SAGAS + 1))
