@@ -27,11 +27,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import sagacity._context as _context
 from sagacity._json import compact
-from sagacity.errors import SagaNotFoundError, SagaRunningElsewhereError, SagaStateError
+from sagacity.errors import (
+    ApprovalRefusedError,
+    SagaNotFoundError,
+    SagaRunningElsewhereError,
+    SagaStateError,
+)
 from sagacity.model import CallPending, CallRefused, CallRejected, CallStatus, CallView, SagaView
 from sagacity.tools import ToolRegistry, ToolSpec
 from sagacity.tools import registry as default_registry
@@ -45,6 +50,7 @@ __all__ = [
     "CallRefused",
     "CallRejected",
     "arguments_json",
+    "awaited_answer",
     "call_record",
     "current_saga_id",
     "find_call",
@@ -221,6 +227,31 @@ def unfinished_error(record: CallRecord) -> SagaStateError | None:
             "took effect is unknown; check, then `sagacity sagas resolve` it before resuming"
         )
     return None
+
+
+def awaited_answer(record: CallRecord, *, resumed: str = "run") -> Literal["approved", "pending", "rejected"]:
+    """The journal's answer to a framework's paused call, for building its resume input:
+    ``approved`` (approved by enough people for these arguments, or already run: let the
+    framework go on), ``pending`` (still waiting: not yet), ``rejected`` (rejected with
+    ``on_reject=continue``: tell the model, go on). Raises what must stop the resume: the call
+    running in a living process or in doubt (:func:`unfinished_error`), rejected with the saga
+    compensated, or in a state with nothing to answer (``ApprovalRefusedError``, naming the
+    ``resumed`` thing: "run", "flow", "agent")."""
+    unfinished = unfinished_error(record)
+    if unfinished is not None:
+        raise unfinished
+    if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
+        return "approved"
+    if record.status is CallStatus.AWAITING_APPROVAL:
+        return "pending"
+    where = f"saga {record.saga_id!r}: the call {record.call_id!r} ({record.tool_name})"
+    if record.status is CallStatus.REJECTED and record.continues:
+        return "rejected"
+    if record.status is CallStatus.REJECTED:
+        raise ApprovalRefusedError(
+            f"{where} was rejected and the saga compensated; do not resume the {resumed} in it"
+        )
+    raise ApprovalRefusedError(f"{where} is {record.status}; nothing to approve")
 
 
 def call_record(view: SagaView, call_id: str) -> CallRecord | None:

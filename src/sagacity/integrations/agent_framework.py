@@ -47,8 +47,8 @@ import copy
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sagacity import CallStatus, Sagacity, SagaView, framework
-from sagacity.errors import ApprovalRefusedError, ConfigurationError, SagacityError, SagaNotFoundError
+from sagacity import Sagacity, SagaView, framework
+from sagacity.errors import ConfigurationError, SagacityError, SagaNotFoundError
 from sagacity.framework import CallPending, CallRefused, CallRejected
 from sagacity.integrations._adapter import Adapter, named_saga
 from sagacity.model import ApprovalGate
@@ -274,24 +274,11 @@ def approval_responses(sagacity: Sagacity, saga_id: str, requests: Sequence[Cont
             if earlier is not None:
                 responses.append(request.to_function_approval_response(approved=False))
             continue  # not a Sagacity call: the application decides it
-        unfinished = framework.unfinished_error(record)
-        if unfinished is not None:
-            raise unfinished
-        if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
-            responses.append(request.to_function_approval_response(approved=True))
-        elif record.status is CallStatus.AWAITING_APPROVAL:
+        answer = framework.awaited_answer(record)
+        if answer == "pending":
             pending = True
-        elif record.status is CallStatus.REJECTED and record.continues:
-            responses.append(request.to_function_approval_response(approved=False))
-        elif record.status is CallStatus.REJECTED:
-            raise ApprovalRefusedError(
-                f"saga {saga_id!r}: the call {call.call_id!r} ({record.tool_name}) was rejected and the "
-                "saga compensated; do not resume the run in it"
-            )
         else:
-            raise ApprovalRefusedError(
-                f"saga {saga_id!r}: call id {call.call_id!r} is {record.status}; nothing to approve"
-            )
+            responses.append(request.to_function_approval_response(approved=answer == "approved"))
     return None if pending else responses
 
 

@@ -48,7 +48,7 @@ from contextvars import ContextVar
 from typing import Any
 
 from sagacity import framework
-from sagacity.errors import ApprovalRefusedError, ConfigurationError
+from sagacity.errors import ConfigurationError
 from sagacity.framework import CallPending, CallRefused, CallRejected
 from sagacity.integrations._adapter import Adapter, named_saga
 from sagacity.tools import ToolSpec
@@ -223,24 +223,11 @@ def confirmation_message(
         record = framework.find_call(sagacity, saga, call_id)
         if record is None:
             continue  # not a Sagacity call: the application decides it (others=)
-        unfinished = framework.unfinished_error(record)
-        if unfinished is not None:
-            raise unfinished
-        if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
-            replies[request_id] = ToolConfirmation(confirmed=True)
-        elif record.status is CallStatus.AWAITING_APPROVAL:
+        answer = framework.awaited_answer(record)
+        if answer == "pending":
             pending = True
-        elif record.status is CallStatus.REJECTED and record.continues:
-            replies[request_id] = ToolConfirmation(confirmed=False)
-        elif record.status is CallStatus.REJECTED:
-            raise ApprovalRefusedError(
-                f"saga {saga!r}: the call {call_id!r} ({record.tool_name}) was rejected and the saga "
-                "compensated; do not resume the run in it"
-            )
         else:
-            raise ApprovalRefusedError(
-                f"saga {saga!r}: call id {call_id!r} is {record.status}; nothing to confirm"
-            )
+            replies[request_id] = ToolConfirmation(confirmed=answer == "approved")
     if pending or not replies:
         return None
     parts = [

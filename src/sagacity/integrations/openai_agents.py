@@ -47,7 +47,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from sagacity import framework
-from sagacity.errors import ApprovalRefusedError, ConfigurationError
+from sagacity.errors import ConfigurationError
 from sagacity.framework import CallPending, CallRefused, CallRejected
 from sagacity.integrations._adapter import Adapter, named_saga
 from sagacity.tools import ToolSpec
@@ -220,24 +220,13 @@ def approve_in_state(
         record = framework.find_call(sagacity, saga_id, call_id)
         if record is None:
             continue  # not a Sagacity call: the application decides it
-        unfinished = framework.unfinished_error(record)
-        if unfinished is not None:
-            raise unfinished
-        if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
+        answer = framework.awaited_answer(record)
+        if answer == "approved":
             state.approve(item)
-        elif record.status is CallStatus.AWAITING_APPROVAL:
+        elif answer == "pending":
             pending = True
-        elif record.status is CallStatus.REJECTED and record.continues:
+        else:
             who = f"{record.rejected_by} rejected it" if record.rejected_by else "the approval was refused"
             reason = f" ({record.reason})" if record.reason else ""
             state.reject(item, rejection_message=f"[REJECTED] {record.tool_name} did not run: {who}{reason}.")
-        elif record.status is CallStatus.REJECTED:
-            raise ApprovalRefusedError(
-                f"saga {saga_id!r}: the call {call_id!r} ({record.tool_name}) was rejected and the saga "
-                "compensated; do not resume the run in it"
-            )
-        else:
-            raise ApprovalRefusedError(
-                f"saga {saga_id!r}: call id {call_id!r} is {record.status}; nothing to approve"
-            )
     return None if pending else state

@@ -63,7 +63,7 @@ try:
 except ImportError:  # pragma: no cover - older releases
     ToolFailedError = ToolRetryError  # type: ignore[misc,assignment]
 
-from sagacity import CallStatus, Sagacity
+from sagacity import Sagacity
 
 __all__ = ["CONTROL_FLOW", "SagacityCapability", "deferred_results"]
 
@@ -186,24 +186,13 @@ def deferred_results(
                 f"saga {saga_id!r} has no gate for call id {part.tool_call_id!r} ({part.tool_name}); "
                 "pass its decision in others= if it is not a Sagacity tool"
             )
-        unfinished = framework.unfinished_error(record)
-        if unfinished is not None:
-            raise unfinished
-        if record.status in (CallStatus.APPROVED, CallStatus.EXECUTED):
+        answer = framework.awaited_answer(record)
+        if answer == "approved":
             approvals[part.tool_call_id] = ToolApproved()
-        elif record.status is CallStatus.AWAITING_APPROVAL:
+        elif answer == "pending":
             return None
-        elif record.status is CallStatus.REJECTED:
-            if not record.continues:
-                raise ApprovalRefusedError(
-                    f"saga {saga_id!r}: the call {part.tool_call_id!r} ({part.tool_name}) was rejected and "
-                    "the saga compensated; do not resume the run in it"
-                )
+        else:
             who = f"{record.rejected_by} rejected it" if record.rejected_by else "the approval was refused"
             reason = f" ({record.reason})." if record.reason else "."
             approvals[part.tool_call_id] = ToolDenied(f"The tool call was not approved: {who}{reason}")
-        else:
-            raise ApprovalRefusedError(
-                f"saga {saga_id!r}: call id {part.tool_call_id!r} is {record.status}; nothing to approve"
-            )
     return DeferredToolResults(approvals=approvals)
