@@ -205,33 +205,7 @@ def test_processes_on_three_nodes_race_appends_on_one_saga(
         sg.journal.append("shared", "tool", Phase.INTENT, '{"i":-1}', "setup")
     before = _status_sum(cluster, CONFLICTS)
     processes, appends = 6, 100
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", process_races.CHILD, urls[n % 3], "shared", str(appends), f"p{n}", "1"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for n in range(processes)
-    ]
-    try:
-        for child in children:
-            assert child.stdout is not None
-            assert child.stdout.readline().strip() == "ready"
-        for child in children:
-            assert child.stdin is not None
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        for child in children:
-            out, err = child.communicate(timeout=240)
-            assert child.returncode == 0, err
-            assert out.split()[0] == "done"
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
-                child.wait()
+    process_races.race_appends(urls, "shared", processes, appends, open_first=True, timeout=240)
     conflicts = _status_sum(cluster, CONFLICTS) - before
     print(f"wsrep_retry_autocommit={retry_autocommit}: {conflicts} certification conflicts")
     assert conflicts > 0, "no certification conflict: the appends never met on two nodes"

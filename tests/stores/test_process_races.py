@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 
 import pytest
 
@@ -30,14 +31,33 @@ print("done", started, finished, flush=True)
 """
 
 
-def _race(url: str, saga_id: str, processes: int, appends: int, *, open_first: bool) -> bool:
-    """Run ``processes`` children that open ``url`` and append ``appends`` entries each, at once.
+def race_appends(
+    url: str | Sequence[str],
+    saga_id: str,
+    processes: int,
+    appends: int,
+    *,
+    open_first: bool,
+    timeout: float = 120,
+) -> bool:
+    """Run ``processes`` children that open ``url`` (a list: child n opens ``url[n % len]``, e.g.
+    one per cluster node) and append ``appends`` entries each, at once.
 
     Returns whether every child was inside its append loop at one same moment (they overlapped).
     """
+    urls = [url] if isinstance(url, str) else list(url)
     children = [
         subprocess.Popen(
-            [sys.executable, "-c", CHILD, url, saga_id, str(appends), f"p{n}", str(int(open_first))],
+            [
+                sys.executable,
+                "-c",
+                CHILD,
+                urls[n % len(urls)],
+                saga_id,
+                str(appends),
+                f"p{n}",
+                str(int(open_first)),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -55,7 +75,7 @@ def _race(url: str, saga_id: str, processes: int, appends: int, *, open_first: b
             child.stdin.flush()
         spans: list[tuple[int, int]] = []
         for child in children:
-            out, err = child.communicate(timeout=120)
+            out, err = child.communicate(timeout=timeout)
             assert child.returncode == 0, err
             word, started, finished = out.split()
             assert word == "done"
@@ -81,7 +101,7 @@ def _assert_all_landed(url: str, saga_id: str, processes: int, appends: int) -> 
 
 def test_processes_race_appends_on_sqlite(sqlite_url: str) -> None:
     """Four processes appending to one SQLite saga all land, gap-free, each in its order, chain valid."""
-    assert _race(sqlite_url, "shared", processes=4, appends=100, open_first=True), (
+    assert race_appends(sqlite_url, "shared", processes=4, appends=100, open_first=True), (
         "the children never overlapped: no race ran"
     )
     _assert_all_landed(sqlite_url, "shared", 4, 100)
@@ -90,7 +110,7 @@ def test_processes_race_appends_on_sqlite(sqlite_url: str) -> None:
 @pytest.mark.postgres
 def test_processes_race_appends_on_postgres(postgres_url: str) -> None:
     """Four processes appending to one PostgreSQL saga all land, gap-free, each in its order, chain valid."""
-    assert _race(postgres_url, "shared", processes=4, appends=100, open_first=True), (
+    assert race_appends(postgres_url, "shared", processes=4, appends=100, open_first=True), (
         "the children never overlapped: no race ran"
     )
     _assert_all_landed(postgres_url, "shared", 4, 100)
@@ -98,21 +118,21 @@ def test_processes_race_appends_on_postgres(postgres_url: str) -> None:
 
 def test_first_append_on_brand_new_sqlite_file(sqlite_url: str) -> None:
     """Processes each creating the schema and first-appending a new saga on a new file all land."""
-    _race(sqlite_url, "newborn", processes=4, appends=3, open_first=False)
+    race_appends(sqlite_url, "newborn", processes=4, appends=3, open_first=False)
     _assert_all_landed(sqlite_url, "newborn", 4, 3)
 
 
 @pytest.mark.postgres
 def test_first_append_on_brand_new_postgres_schema(postgres_url: str) -> None:
     """Processes each creating the schema and first-appending a new saga in an empty schema all land."""
-    _race(postgres_url, "newborn", processes=4, appends=3, open_first=False)
+    race_appends(postgres_url, "newborn", processes=4, appends=3, open_first=False)
     _assert_all_landed(postgres_url, "newborn", 4, 3)
 
 
 @pytest.mark.mysql
 def test_processes_race_appends_on_mariadb(mysql_url: str) -> None:
     """Four processes appending to one MariaDB saga all land, gap-free, each in its order, chain valid."""
-    assert _race(mysql_url, "shared", processes=4, appends=100, open_first=True), (
+    assert race_appends(mysql_url, "shared", processes=4, appends=100, open_first=True), (
         "the children never overlapped: no race ran"
     )
     _assert_all_landed(mysql_url, "shared", 4, 100)
@@ -122,7 +142,7 @@ def test_processes_race_appends_on_mariadb(mysql_url: str) -> None:
 def test_first_append_on_brand_new_mariadb_database(mysql_url: str) -> None:
     """Processes each creating the schema (triggers included) and first-appending a new saga in an
     empty database all land, and the index sees every row."""
-    _race(mysql_url, "newborn", processes=4, appends=3, open_first=False)
+    race_appends(mysql_url, "newborn", processes=4, appends=3, open_first=False)
     _assert_all_landed(mysql_url, "newborn", 4, 3)
     with Sagacity(mysql_url) as sg:
         assert [(s.saga_id, s.entry_count) for s in sg.sagas()] == [("newborn", 12)]
