@@ -4,6 +4,8 @@ to the next group, and a file with a mistake refused with its line."""
 from __future__ import annotations
 
 import contextlib
+import subprocess
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -158,3 +160,36 @@ def test_config_errors_name_the_line(change: str, message: str | None) -> None:
         ConfigurationError, match=message.replace("$", r"\$").replace("{", r"\{").replace("}", r"\}")
     ):
         parse_notify_config(text, environ={"HOOK_SECRET": SECRET})
+
+
+_FORGE = "UPDATE side_effect_journal SET payload = 'sent 0' WHERE saga_id = 'forged-1' AND seq = 3"
+
+
+def test_abandoned_saga_and_broken_chain(
+    durable_url: str,
+    receiver: Receiver,
+    behind_the_library: Callable[[str, str], int],
+    lease_gone: Callable[[Sagacity, str], None],
+    live_worker: Callable[..., subprocess.Popen[str]],
+    stack: contextlib.ExitStack,
+) -> None:
+    """A saga whose process was killed between calls (SIGKILL), and a saga whose journal someone
+    edited behind the library, are each told once (the doctor's findings, read by the scan)."""
+    child = live_worker(durable_url, "left-1")
+    child.kill()
+    child.wait(timeout=30)
+    sg = stack.enter_context(Sagacity(durable_url))
+    lease_gone(sg, "left-1")
+    assert sg.run("forged-1", notify_tools.reserve, "B").status == "COMPLETED"
+    assert behind_the_library(durable_url, _FORGE) == 1
+    if durable_url.startswith("sqlite:"):
+        assert not sg.verify("forged-1").valid  # SQLite's index learns of an edit from a verification
+    config = hook_config(receiver.url, 'in_doubt_after = "0.001s"')
+    with Notifier(sg, config) as notifier:
+        notifier.run_once()
+        notifier.run_once(utc_now() + timedelta(hours=1))  # a later scan tells nothing twice
+    told = sorted(
+        (b["type"], b["sagaId"]) for b in receiver.taken.values() if b["type"] != "approval.requested"
+    )
+    assert told == [("chain.broken", "forged-1"), ("saga.abandoned", "left-1")]
+    assert receiver.dropped == []
