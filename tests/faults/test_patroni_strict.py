@@ -20,6 +20,10 @@ shown, from the leader itself rather than from timings:
 - when the standby is back the waiting appends are released, every process goes on without a
   restart, and the journal keeps every promise (invariants.py).
 
+And what docs/operations.md warns about: cancelling or terminating a backend that waits for the
+standby makes PostgreSQL keep the commit locally, so the library acknowledges entries only the
+leader has (strict mode undone by hand).
+
 The non-strict comparison (Patroni drops synchronous replication and writes go on, on the leader
 alone) is in test_patroni.py, on that file's non-strict cluster.
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+import threading
 import time
 import zlib
 from collections.abc import Iterator
@@ -40,6 +45,8 @@ from typing import Any
 
 import psycopg
 import pytest
+
+from sagacity import Sagacity, SagaStatus, tool
 
 pytestmark = [pytest.mark.postgres, pytest.mark.failover]
 
@@ -176,3 +183,56 @@ def test_strict_standby_gone_appends_wait_unacknowledged_and_go_on_when_it_retur
     assert seen["failed"] == [], seen["failed"]
     assert load.failed() == [], load.failed()
     assert seen["names"] not in ("", None), "Patroni dropped synchronous replication in strict mode"
+
+
+@pytest.mark.parametrize("how", ["pg_cancel_backend", "pg_terminate_backend"])
+def test_strict_a_waiting_commit_cancelled_by_hand_is_acknowledged_on_the_leader_alone(
+    cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, how: str
+) -> None:
+    """PostgreSQL's documented behaviour, and what the library can do with it: a commit whose
+    wait for the standby is cancelled (``pg_cancel_backend``: the statement returns with a
+    WARNING) or whose backend is terminated (``pg_terminate_backend``: the connection drops, and
+    the library's read-back finds the row) has committed on the leader. The saga completes with
+    the standby gone: its entries are acknowledged on the leader alone."""
+    database = url.rsplit("/", maxsplit=1)[-1].split("?", maxsplit=1)[0]
+    leader, standby = cluster.leader(), cluster.sync_standby()
+    assert leader is not None
+    assert standby is not None
+
+    @tool
+    def note() -> str:
+        return "noted"
+
+    outcome: dict[str, Any] = {}
+    with Sagacity(url) as sg:
+        sg.saga_ids()  # the schema, made while the standby is there
+        cluster.stop_node(standby)
+        try:
+
+            def run() -> None:
+                try:
+                    outcome["result"] = sg.run("cancelled", note)
+                except BaseException as exc:  # reported by the assertion below
+                    outcome["error"] = exc
+
+            worker = threading.Thread(target=run, daemon=True)
+            worker.start()
+            deadline = time.monotonic() + 60
+            while worker.is_alive() and time.monotonic() < deadline:
+                for (pid,) in _on(
+                    leader,
+                    "postgres",
+                    "SELECT pid FROM pg_stat_activity "
+                    f"WHERE wait_event = 'SyncRep' AND datname = '{database}'",
+                ):
+                    _on(leader, "postgres", f"SELECT {how}({int(pid)})")
+                time.sleep(0.2)
+            worker.join(10)
+            stored = {seq for saga_id, seq, _ in _visible(leader, database) if saga_id == "cancelled"}
+        finally:
+            cluster.start_node(standby)
+    assert not worker.is_alive(), f"the saga still waits after {how} of every waiting backend"
+    assert "error" not in outcome, outcome
+    assert outcome["result"].status is SagaStatus.COMPLETED, outcome
+    assert stored, "the saga's entries are not on the leader"
+    print(f"{how}: the saga completed with the standby gone; entries {sorted(stored)} on the leader alone")
