@@ -5,10 +5,11 @@ Two PostgreSQL 15 nodes under Patroni with etcd (patroni_cluster.py), ``synchron
 The load of ha_load.py (three workers, an approver, a ``recover()`` loop) runs on the multi-host
 DSN ``host=a,b target_session_attrs=read-write``; Patroni, not the test, decides the promotion.
 Afterwards every acknowledged entry is on the new leader with its hash, every chain verifies, no
-effect ran twice, and open calls are listed in doubt (invariants.py).
+effect ran twice, and open calls are listed in doubt (invariants.py). Also the comparison for
+test_patroni_strict.py: the synchronous standby gone, and writes go on on the leader alone.
 
 Runs with ``SAGACITY_TEST_PATRONI=1`` (``.ci/run`` sets it and installs Debian's ``patroni`` and
-``etcd-server``); about a minute.
+``etcd-server``); about a minute and a half.
 """
 
 from __future__ import annotations
