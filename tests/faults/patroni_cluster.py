@@ -8,13 +8,15 @@ log. Ports are free ones picked at start and written to ``cluster.json`` there, 
 
 Settings worth knowing (docs/operations.md, "PostgreSQL under Patroni"):
 ``synchronous_mode: true`` (a commit waits for the synchronous standby's flush, and only that
-standby may be promoted), ``primary_start_timeout: 0`` (a crashed primary fails over at once
+standby may be promoted), ``synchronous_mode_strict`` with ``strict=True`` (``start --strict``:
+with no synchronous standby, commits wait instead of going on unreplicated),
+``primary_start_timeout: 0`` (a crashed primary fails over at once
 instead of being restarted in place), ``ttl: 20, loop_wait: 2, retry_timeout: 5`` (detection in
 seconds, not Patroni's default tens of seconds).
 
 As a script::
 
-    python tests/faults/patroni_cluster.py start  [--dir DIR]   # prints the DSN
+    python tests/faults/patroni_cluster.py start  [--dir DIR] [--strict]   # prints the DSN
     python tests/faults/patroni_cluster.py status [--dir DIR]
     python tests/faults/patroni_cluster.py stop   [--dir DIR]
 
@@ -106,8 +108,10 @@ class State:
 class PatroniCluster:
     """Start, inspect, fault and stop the cluster in ``root``."""
 
-    def __init__(self, root: Path | None = None) -> None:
+    def __init__(self, root: Path | None = None, *, strict: bool = False) -> None:
+        """``strict``: ``synchronous_mode_strict: true`` in the configuration ``start`` writes."""
         self.root = Path(root or tempfile.mkdtemp(prefix="sagacity-patroni-"))
+        self.strict = strict
         self._as_postgres = os.geteuid() == 0
         self.state: State | None = State.load(self.root) if (self.root / "cluster.json").exists() else None
         #: The processes this object started (kept so they are reaped, not warned about).
@@ -170,6 +174,7 @@ class PatroniCluster:
                     "retry_timeout": 5,
                     "primary_start_timeout": 0,
                     "synchronous_mode": True,
+                    "synchronous_mode_strict": self.strict,
                     "maximum_lag_on_failover": 1048576,
                     "postgresql": {
                         "use_pg_rewind": True,
@@ -320,13 +325,35 @@ class PatroniCluster:
         leader = self.leader()
         if leader is None:
             raise RuntimeError("no leader to stop")
-        pid = self._state().pids.pop(leader.name)
+        return self.stop_node(leader)
+
+    def stop_node(self, node: Node) -> Node:
+        """SIGTERM ``node``'s Patroni (which stops its PostgreSQL) and wait until it has exited:
+        for the synchronous standby, the standby gone. ``start_node`` brings it back."""
+        pid = self._state().pids.pop(node.name)
         _signal(pid, signal.SIGTERM)
         deadline = time.monotonic() + 60
         while _alive(pid, self._procs) and time.monotonic() < deadline:
             time.sleep(0.1)
         self._state().save()
-        return leader
+        return node
+
+    def kill_node(self, node: Node) -> Node:
+        """SIGKILL ``node``'s Patroni, then its postmaster: the machine gone, with no goodbye to
+        etcd or the leader. ``start_node`` brings it back (PostgreSQL recovers from the crash)."""
+        pid = self._state().pids.pop(node.name)
+        _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while _alive(pid, self._procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._state().save()
+        pidfile = self.root / node.name / "postmaster.pid"
+        if pidfile.exists():
+            postmaster = int(pidfile.read_text().split()[0])
+            _signal(postmaster, signal.SIGKILL)
+            while _alive(postmaster, self._procs) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return node
 
     def pause_patroni(self, paused: bool) -> None:
         """SIGSTOP (or SIGCONT) every node's Patroni: PostgreSQL runs on, but nothing restarts
@@ -440,6 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="A two-node Patroni PostgreSQL cluster on this machine.")
     parser.add_argument("action", choices=("start", "status", "stop"))
     parser.add_argument("--dir", type=Path, default=DEFAULT_DIR, help=f"its folder (default {DEFAULT_DIR})")
+    parser.add_argument(
+        "--strict",
+        action="store_true",
+        help="start with synchronous_mode_strict: true (no synchronous standby: commits wait)",
+    )
     args = parser.parse_args(argv)
     missing = binaries_missing()
     if missing:
@@ -450,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"a cluster is already in {args.dir}; stop it first", file=sys.stderr)
             return 1
         args.dir.mkdir(parents=True, exist_ok=True)
-        cluster = PatroniCluster(args.dir)
+        cluster = PatroniCluster(args.dir, strict=args.strict)
         try:
             cluster.start()
         except BaseException:

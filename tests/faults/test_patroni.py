@@ -5,17 +5,20 @@ Two PostgreSQL 15 nodes under Patroni with etcd (patroni_cluster.py), ``synchron
 The load of ha_load.py (three workers, an approver, a ``recover()`` loop) runs on the multi-host
 DSN ``host=a,b target_session_attrs=read-write``; Patroni, not the test, decides the promotion.
 Afterwards every acknowledged entry is on the new leader with its hash, every chain verifies, no
-effect ran twice, and open calls are listed in doubt (invariants.py).
+effect ran twice, and open calls are listed in doubt (invariants.py). Also the comparison for
+test_patroni_strict.py: the synchronous standby gone, and writes go on on the leader alone.
 
 Runs with ``SAGACITY_TEST_PATRONI=1`` (``.ci/run`` sets it and installs Debian's ``patroni`` and
-``etcd-server``); about a minute.
+``etcd-server``); about a minute and a half.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +31,7 @@ pytestmark = [pytest.mark.postgres, pytest.mark.failover]
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE))
 import ha_load  # noqa: E402
+import invariants  # noqa: E402
 import patroni_cluster  # noqa: E402
 
 sys.path.remove(str(HERE))
@@ -58,7 +62,8 @@ def cluster() -> Iterator[patroni_cluster.PatroniCluster]:
 def url(cluster: patroni_cluster.PatroniCluster, request: pytest.FixtureRequest) -> str:
     """A database of this test's own on a healthy cluster: the journal holds only its sagas."""
     cluster.wait_healthy()
-    name = request.node.name.removeprefix("test_")[:40]
+    name = request.node.name.removeprefix("test_")
+    name = f"{name[:32]}_{zlib.crc32(name.encode()):08x}"  # a parametrized test's ids apart
     with psycopg.connect(cluster.url(), autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     return cluster.url(name)
@@ -136,4 +141,50 @@ def test_planned_switchover_shows_callers_no_error(
     load, summary = ha_load.through(url, tmp_path, fault)
     print(summary)
     # The library's own bounded retry (docs/operations.md) covers a planned switchover whole.
+    assert load.failed() == []
+
+
+@pytest.mark.parametrize("gone", ["stopped", "killed"])
+def test_standby_gone_without_strict_mode_writes_go_on_on_the_leader_alone(
+    cluster: patroni_cluster.PatroniCluster, url: str, workload: ModuleType, tmp_path: Path, gone: str
+) -> None:
+    """The comparison for test_patroni_strict.py: without ``synchronous_mode_strict``, Patroni
+    clears ``synchronous_standby_names`` once the synchronous standby is gone, and the leader
+    acknowledges commits that only it has. The workers carry on while the standby is away (every
+    worker runs 6 sagas then); the entries acknowledged meanwhile are on the leader alone until
+    the standby has caught up (Patroni promotes no node that was not synchronous, so what is at
+    risk is the leader's own storage). ``stopped``: SIGTERM to the standby's Patroni; ``killed``:
+    SIGKILL to its Patroni and postmaster."""
+    at: dict[str, float] = {}
+    names: list[object] = []
+
+    def fault(load: ha_load.Load) -> float:
+        leader, standby = cluster.leader(), cluster.sync_standby()
+        assert leader is not None
+        assert standby is not None
+        asked = time.time()
+        (cluster.stop_node if gone == "stopped" else cluster.kill_node)(standby)
+        at["gone"] = time.time()
+        load.carries_on(at["gone"], "with the synchronous standby gone")
+        with psycopg.connect(cluster.node_url(leader), autocommit=True) as conn:
+            names.extend(conn.execute("SHOW synchronous_standby_names").fetchone() or ())
+        print(f"standby {gone} in {at['gone'] - asked:.1f} s")
+        at["back"] = time.time()
+        cluster.start_node(standby)
+        return asked
+
+    load, summary = ha_load.through(url, tmp_path, fault)
+    acks = invariants.read_acks(load.acks.values())
+    alone = sum(1 for r in acks if "entry" in r and at["gone"] <= float(r["t"]) < at["back"])
+    longest = 0.0
+    for name in load.workers:
+        times = sorted(float(r["t"]) for r in invariants.read_acks([load.acks[name]]) if "entry" in r)
+        longest = max([longest, *(b - a for a, b in itertools.pairwise(times))])
+    print(summary)
+    print(
+        f"synchronous_standby_names with the standby gone: {names}; the longest a worker "
+        f"waited for an append: {longest:.2f} s; entries acknowledged with the standby gone, "
+        f"on the leader alone: {alone}"
+    )
+    assert names == [""], "Patroni kept synchronous replication with no standby"
     assert load.failed() == []
