@@ -126,6 +126,9 @@ class Soak:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.out = Path(args.out)
+        if self.out.exists() and any(self.out.iterdir()):
+            # A journal, ledgers or acks left by another run would be checked as this run's.
+            sys.exit(f"{self.out} is not empty: give each run a folder of its own")
         self.out.mkdir(parents=True, exist_ok=True)
         self.seed = args.seed if args.seed is not None else random.randrange(10**6)
         self.rng = random.Random(self.seed)
