@@ -470,12 +470,14 @@ class Soak:
 
     def _leader_patroni_stopped(self) -> dict[str, Any]:
         assert self.patroni is not None
-        old = self.patroni.stop_leader_patroni()
-        new_leader = self._new_leader(old)
-        down = self.rng.uniform(0, 5)
-        self._sleep(down)
+        signalled = time.monotonic()
+        old = self.patroni.stop_leader_patroni()  # returns once that Patroni has exited
+        self._new_leader(old)
+        new_leader = round(time.monotonic() - signalled, 1)  # since the SIGTERM
+        self._sleep(self.rng.uniform(0, 5))
         self.patroni.start_node(old)  # it rejoins as a replica while the load goes on
-        return {"node": old.name, "new_leader_s": new_leader, "patroni_down_s": round(new_leader + down, 1)}
+        down = round(time.monotonic() - signalled, 1)
+        return {"node": old.name, "new_leader_s": new_leader, "patroni_down_s": down}
 
     def _switchover(self) -> dict[str, Any]:
         assert self.patroni is not None
