@@ -530,6 +530,8 @@ class Soak:
     def run(self) -> int:
         self.started_at = _now()
         self.load_start = _loadavg()
+        self.commit = _git("rev-parse", "HEAD")  # the code measured: as it was at the start
+        self.dirty = _git("status", "--porcelain", "--untracked-files=no") != ""
         self.started = time.monotonic()
         with Sagacity(self.url) as sg:
             sg.saga_ids()  # the schema, before several processes race to make it
@@ -585,8 +587,8 @@ class Soak:
         label = {"postgres": " (HA pair)" if self.pair else "", "patroni": " (PostgreSQL under Patroni)"}
         result: dict[str, Any] = {
             "store": self.args.store + label.get(self.args.store, ""),
-            "commit": _git("rev-parse", "HEAD"),
-            "uncommitted_changes": _git("status", "--porcelain", "--untracked-files=no") != "",
+            "commit": self.commit,
+            "uncommitted_changes": self.dirty,
             "started": self.started_at,
             "ended": self.ended_at,
             "minutes": self.args.minutes,
