@@ -14,7 +14,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -136,17 +135,9 @@ class Load:
             for name, path in self.acks.items()
             if name != "cron"
         }
-        # The compensations this recover() runs record their effects in the same file.
-        os.environ["SAGACITY_FAULT_EFFECTS"] = str(self.effects)
-        try:
-            with Sagacity(url) as sg:
-                # What cron does next; the workers' own recoverer may not have run since. Every
-                # process has stopped, so a saga whose end could not be journaled (an outage
-                # longer than the retries) is abandoned for sure: compensated now, as cron
-                # would once ``abandoned_after`` (10 minutes) had passed.
-                sg.recover(abandoned_after=timedelta(0))
-        finally:
-            del os.environ["SAGACITY_FAULT_EFFECTS"]
+        # What cron does next (the workers' own recoverer may not have run since), with every
+        # process stopped: abandoned sagas are compensated now, their effects in the run's ledger.
+        invariants.recover_after_stop(url, self.effects)
         with Sagacity(url) as sg:
             report = invariants.check(sg, [self.effects], self.acks.values())
         summary = invariants.summary(report)

@@ -9,13 +9,15 @@ them all rather than the first.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sagacity import Entry, Phase, Sagacity, SagaStatus
+from sagacity import Entry, Phase, Sagacity, SagaResult, SagaStatus
 
 #: Tools whose executed effect a compensation must undo when their saga compensates.
 COMPENSATABLE = {"fault_reserve", "fault_charge"}
@@ -52,6 +54,26 @@ def read_acks(paths: Iterable[Path]) -> list[dict[str, Any]]:
         except ValueError:
             continue  # a line cut short by a kill mid-write (one write, so only a partial last one)
     return records
+
+
+def recover_after_stop(url: str, effects: Path) -> list[SagaResult]:
+    """What cron does next, once every workload process has stopped: one ``recover()`` on
+    ``url``, before ``check``. Every process has stopped, so a saga whose end could not be
+    journaled (an outage longer than the retries, a process killed mid-saga) is abandoned for sure:
+    it is compensated now (``abandoned_after=0``), as cron would once ``abandoned_after`` (10
+    minutes by default) had passed. The compensations it runs record their effects in ``effects``,
+    the run's ledger (workload.py's ``EFFECTS_ENV``), so ``check`` sees them; the workload's tools
+    must be imported in this process."""
+    previous = os.environ.get("SAGACITY_FAULT_EFFECTS")
+    os.environ["SAGACITY_FAULT_EFFECTS"] = str(effects)
+    try:
+        with Sagacity(url) as sg:
+            return sg.recover(abandoned_after=timedelta(0))
+    finally:
+        if previous is None:
+            del os.environ["SAGACITY_FAULT_EFFECTS"]
+        else:
+            os.environ["SAGACITY_FAULT_EFFECTS"] = previous
 
 
 def _decided_gate(entry: Entry) -> int | None:
