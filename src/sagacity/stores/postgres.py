@@ -29,6 +29,10 @@ Choices, and what breaks without each:
 - Liveness leases (a saga running in this process) are *shared* session-level advisory locks on
   that same lease connection, read back by any process from ``pg_locks``; a new lease session
   takes them again.
+- The lease session's calls are batched as appends are (``GroupCommit``), as on MariaDB: the
+  lock and unlock calls of threads that wait for the session meanwhile go as the columns of one
+  ``SELECT``, one round trip. Each call alone cost a round trip under the session's lock, so 8
+  sagas starting and ending at once queued 16 round trips behind each other.
 - A dead connection (server restart, ``pg_terminate_backend``) raises ``StoreUnavailableError``
   after the pool has been told to drop dead idle connections; the journal retries, and resolves
   an insert whose commit it never heard about by reading the row back. A batch whose statement
@@ -66,7 +70,7 @@ from sagacity.stores._dialect import (
     Cursor,
     Dialect,
 )
-from sagacity.stores._group import GroupCommit, RowWriter
+from sagacity.stores._group import GroupCommit, Pending, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
 from sagacity.stores._sql import SQLStore, load_ddl, numbered
 from sagacity.stores._url import safe_url
@@ -74,7 +78,13 @@ from sagacity.stores.base import Capability
 
 __all__ = ["PostgresStore", "safe_url"]
 
-_LIVE_LOCK = "SELECT pg_advisory_lock_shared(%s)"
+#: The lease session's calls, as ``SELECT`` columns (``_lease_batch`` sends queued ones together):
+#: a saga lease taken without waiting and given back (each says whether it did), a liveness
+#: lease taken and given back (shared, so taking never fails: it answers nothing).
+_TRY_LOCK = "pg_try_advisory_lock(%s)"
+_UNLOCK = "pg_advisory_unlock(%s)"
+_LIVE_LOCK = "pg_advisory_lock_shared(%s)"
+_LIVE_UNLOCK = "pg_advisory_unlock_shared(%s)"
 #: Which of the given liveness keys some session of this database holds (a bigint advisory
 #: lock shows in pg_locks as classid = its high 32 bits, objid = its low 32, objsubid = 1),
 #: by a session other than the given backend pid (-1: any).
@@ -161,12 +171,15 @@ class PostgresStore(SQLStore):
         self._closed = False
         self._leases = SessionLeases(
             lambda saga_id: self._try_lease(lease_key(saga_id)),
-            lambda saga_id: self._lease_call("SELECT pg_advisory_unlock(%s)", lease_key(saga_id)),
+            lambda saga_id: self._lease_call(_UNLOCK, lease_key(saga_id)),
         )
         self._lease_conn: psycopg.Connection[Any] | None = None
         #: The lease session's backend pid (0: none open), whose locks ``live_elsewhere`` skips.
         self._lease_pid = 0
         self._lease_lock = threading.Lock()
+        self._lease_calls = GroupCommit(self._lease_batch, journal=False)
+        #: Statements sent on the lease session so far (diagnostics: how well its calls batch).
+        self.lease_statements = 0
         self._live = LiveLeases(self._live_key, self._take_live, self._drop_live)
         self._live_scope: str | None = None
         try:
@@ -265,7 +278,7 @@ class PostgresStore(SQLStore):
         attempt = 0
         while True:
             try:
-                return self._lease_call("SELECT pg_try_advisory_lock(%s)", key)
+                return self._lease_call(_TRY_LOCK, key)
             except StoreUnavailableError:
                 attempt += 1
                 pause = min(2.0, 0.05 * 2**attempt)
@@ -273,26 +286,55 @@ class PostgresStore(SQLStore):
                     raise
                 time.sleep(pause)
 
-    def _lease_call(self, statement: str, key: object) -> bool:
+    def _lease_call(self, call: str, key: object) -> bool:
+        """``call`` (one of the lease session's columns above) on ``key``, sent together with the
+        calls of other threads queued meanwhile; whether it answered true."""
+        return self._lease_calls.insert(None, (call, key))
+
+    def _lease_batch(self, batch: list[Pending]) -> None:
+        """Send the queued calls as one ``SELECT`` on the lease session and set each answer.
+
+        A session that died since its last use (a failover, ``pg_terminate_backend``) took its
+        locks with it: the statement goes again once on a new session, which first takes this
+        process's liveness leases again, instead of failing the calls. Any other failure drops
+        the session and fails every call of the batch with the store's error (the group commit
+        gives each caller its own copy).
+        """
+        columns = "SELECT " + ", ".join(call for call, _ in (r.params for r in batch))
+        keys = [key for _, key in (r.params for r in batch)]
         with self._lease_lock:
             if self._closed:
                 raise StoreError(f"store {safe_url(self.url)} is closed")
-            try:
-                if self._lease_conn is None or self._lease_conn.closed:
-                    self._lease_conn = psycopg.connect(
-                        self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
-                    )
-                    self._lease_pid = self._lease_conn.info.backend_pid
-                    # A lost session took this process's liveness leases with it: take them again.
-                    for held in self._live.tokens():
-                        self._lease_conn.execute(_LIVE_LOCK, (held,))
-                row = self._lease_conn.execute(statement, (key,)).fetchone()
-            except psycopg.Error as exc:
-                if self._lease_conn is not None:
-                    self._lease_conn.close()
-                    self._lease_conn = None
-                raise self._translate(exc) from exc
-        return bool(row and row[0])
+            for retry in (True, False):
+                fresh = self._lease_conn is None or self._lease_conn.closed
+                try:
+                    if fresh:
+                        self._lease_conn = psycopg.connect(
+                            self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
+                        )
+                        self._lease_pid = self._lease_conn.info.backend_pid
+                        held = self._live.tokens()
+                        if held:
+                            self._lease_select("SELECT " + ", ".join([_LIVE_LOCK] * len(held)), held)
+                    row = self._lease_select(columns, keys)
+                    break
+                except psycopg.Error as exc:
+                    if self._lease_conn is not None:
+                        self._lease_conn.close()
+                        self._lease_conn = None
+                    if not (retry and not fresh and POSTGRES.unavailable(exc)):
+                        raise self._translate(exc) from exc
+        for request, answer in zip(batch, row, strict=True):
+            request.inserted = answer is True
+
+    def _lease_select(self, statement: str, keys: Sequence[object]) -> tuple[Any, ...]:
+        """``statement`` (a ``SELECT`` of one column per key) on the lease session: its one row."""
+        assert self._lease_conn is not None
+        self.lease_statements += 1
+        row = self._lease_conn.execute(statement, keys).fetchone()
+        if row is None or len(row) != len(keys):
+            raise StoreError(f"the lease session answered {row!r} to {len(keys)} lock calls")
+        return tuple(row)
 
     # -- liveness: shared advisory locks on the lease session, read back from pg_locks ----------
     def hold_live(self, saga_id: str) -> None:
@@ -329,7 +371,7 @@ class PostgresStore(SQLStore):
         return key
 
     def _drop_live(self, key: object) -> None:
-        self._lease_call("SELECT pg_advisory_unlock_shared(%s)", key)
+        self._lease_call(_LIVE_UNLOCK, key)
 
     _INSERT_ENTRY_PG = POSTGRES.sql(POSTGRES.insert_entry())
 
