@@ -13,7 +13,6 @@ Ordinary tool INTENT/EXECUTED appends keep the journal's fast path (``Journal.ap
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -172,7 +171,7 @@ class Engine:
         after = (state.last_seq, state.last_hash)
         try:
             carried = self.journal.draft(state.saga_id, after, held)
-            seen = copy.deepcopy(state)
+            seen = state.fork()
             for entry in carried:
                 seen.apply(entry)
             rows = choose(seen)
