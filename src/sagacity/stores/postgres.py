@@ -81,10 +81,10 @@ __all__ = ["PostgresStore", "safe_url"]
 #: The lease session's calls, as ``SELECT`` columns (``_lease_batch`` sends queued ones together):
 #: a saga lease taken without waiting and given back (each says whether it did), a liveness
 #: lease taken and given back (shared, so taking never fails: it answers nothing).
-_TRY_LOCK = "pg_try_advisory_lock(%s)"
-_UNLOCK = "pg_advisory_unlock(%s)"
-_LIVE_LOCK = "pg_advisory_lock_shared(%s)"
-_LIVE_UNLOCK = "pg_advisory_unlock_shared(%s)"
+_TRY_LOCK = "pg_try_advisory_lock(?)"
+_UNLOCK = "pg_advisory_unlock(?)"
+_LIVE_LOCK = "pg_advisory_lock_shared(?)"
+_LIVE_UNLOCK = "pg_advisory_unlock_shared(?)"
 #: Which of the given liveness keys some session of this database holds (a bigint advisory
 #: lock shows in pg_locks as classid = its high 32 bits, objid = its low 32, objsubid = 1),
 #: by a session other than the given backend pid (-1: any).
@@ -174,6 +174,9 @@ class PostgresStore(SQLStore):
             lambda saga_id: self._lease_call(_UNLOCK, lease_key(saga_id)),
         )
         self._lease_conn: psycopg.Connection[Any] | None = None
+        # The lease session's one cursor, reused, with ``$n`` placeholders, as the writer's is: a
+        # new cursor and a ``%s`` query per call cost ~20 us of client CPU each.
+        self._lease_cursor: psycopg.RawCursor[Any] | None = None
         #: The lease session's backend pid (0: none open), whose locks ``live_elsewhere`` skips.
         self._lease_pid = 0
         self._lease_lock = threading.Lock()
@@ -312,6 +315,7 @@ class PostgresStore(SQLStore):
                         self._lease_conn = psycopg.connect(
                             self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
                         )
+                        self._lease_cursor = psycopg.RawCursor(self._lease_conn)
                         self._lease_pid = self._lease_conn.info.backend_pid
                         held = self._live.tokens()
                         if held:
@@ -321,17 +325,20 @@ class PostgresStore(SQLStore):
                 except psycopg.Error as exc:
                     if self._lease_conn is not None:
                         self._lease_conn.close()
-                        self._lease_conn = None
+                        self._lease_conn = self._lease_cursor = None
                     if not (retry and not fresh and POSTGRES.unavailable(exc)):
                         raise self._translate(exc) from exc
         for request, answer in zip(batch, row, strict=True):
             request.inserted = answer is True
 
     def _lease_select(self, statement: str, keys: Sequence[object]) -> tuple[Any, ...]:
-        """``statement`` (a ``SELECT`` of one column per key) on the lease session: its one row."""
-        assert self._lease_conn is not None
+        """``statement`` (a ``SELECT`` of one column per key, ``?`` placeholders) on the lease
+        session: its one row."""
+        cur = self._lease_cursor
+        assert cur is not None
         self.lease_statements += 1
-        row = self._lease_conn.execute(statement, keys).fetchone()
+        cur.execute(numbered(statement), keys)
+        row = cur.fetchone()
         if row is None or len(row) != len(keys):
             raise StoreError(f"the lease session answered {row!r} to {len(keys)} lock calls")
         return tuple(row)
@@ -533,7 +540,7 @@ class PostgresStore(SQLStore):
         if writer is not None:
             writer.close()
         with self._lease_lock:
-            lease_conn, self._lease_conn = self._lease_conn, None
+            lease_conn, self._lease_conn, self._lease_cursor = self._lease_conn, None, None
         if lease_conn is not None:
             lease_conn.close()
         self._pool.close()
