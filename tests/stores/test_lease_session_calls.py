@@ -167,6 +167,21 @@ def test_a_batch_on_a_killed_session_is_sent_again_on_a_new_one(store: ServerSto
     assert _live_elsewhere(store.url, held + ids) == set(held)
 
 
+def test_more_leases_than_one_statement_takes_are_all_taken_again(store: ServerStore) -> None:
+    """2,000 sagas live in one process (PostgreSQL's SELECT takes at most 1,664 columns) when its
+    lease session is killed: the next call takes every one of them again."""
+    held = [f"many-{i}" for i in range(2000)]
+    _at_once(lambda i: [store.hold_live(sid) for sid in held[i::THREADS]])
+    assert _live_elsewhere(store.url, held) == set(held)
+    if isinstance(store, MySQLStore):
+        _kill_the_other_sessions(store.database, store.url)
+    else:
+        assert _terminate(store.url) > 0, "no session of the store to terminate"
+    assert _live_elsewhere(store.url, held) == set()
+    store.hold_live("one-more")
+    assert _live_elsewhere(store.url, [*held, "one-more"]) == {*held, "one-more"}
+
+
 def test_a_closed_store_fails_every_caller_with_its_own_error(store: ServerStore) -> None:
     """Calls racing on a closed store each raise a StoreError saying so: none is lost in a
     batch, none returns as if it held a lease."""

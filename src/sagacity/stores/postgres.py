@@ -70,7 +70,7 @@ from sagacity.stores._dialect import (
     Cursor,
     Dialect,
 )
-from sagacity.stores._group import GroupCommit, Pending, RowWriter
+from sagacity.stores._group import MAX_BATCH, GroupCommit, Pending, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
 from sagacity.stores._sql import SQLStore, load_ddl, numbered
 from sagacity.stores._url import safe_url
@@ -318,8 +318,9 @@ class PostgresStore(SQLStore):
                         self._lease_cursor = psycopg.RawCursor(self._lease_conn)
                         self._lease_pid = self._lease_conn.info.backend_pid
                         held = self._live.tokens()
-                        if held:
-                            self._lease_select("SELECT " + ", ".join([_LIVE_LOCK] * len(held)), held)
+                        for at in range(0, len(held), MAX_BATCH):  # a SELECT takes 1,664 columns
+                            chunk = held[at : at + MAX_BATCH]
+                            self._lease_select("SELECT " + ", ".join([_LIVE_LOCK] * len(chunk)), chunk)
                     row = self._lease_select(columns, keys)
                     break
                 except psycopg.Error as exc:
