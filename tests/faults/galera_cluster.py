@@ -171,8 +171,13 @@ class GaleraCluster:
                 "evs.inactive_timeout=PT6S",
             ]
         )
+        # A tmpdir of its own: mariadbd deletes every ``#sql*`` file in its tmpdir when it starts,
+        # so a node restarted with /tmp (the default) deleted the live temporary tables of the
+        # shared server on 3306 under other tests (seen in CI: "Error on delete of
+        # '/tmp/#sql-temptable-...MAI'" in an unrelated MariaDB test's teardown).
         config = f"""[mariadbd]
 datadir={folder / "data"}
+tmpdir={folder / "tmp"}
 socket={folder / "mysqld.sock"}
 pid-file={folder / "mysqld.pid"}
 log-error={folder / "error.log"}
@@ -238,6 +243,11 @@ wsrep_slave_threads=2
         self.state = State(str(self.root), nodes)
         self.state.save()
         template = self.root / "template"
+        # The bootstrap server mariadb-install-db runs takes its tmpdir from TMPDIR: /tmp would
+        # lose the shared server's temporary tables, as a node's would (see ``_config``).
+        scratch = self.root / "tmp"
+        scratch.mkdir(exist_ok=True)
+        self._chown(scratch)
         subprocess.run(
             [
                 INSTALL_DB,
@@ -250,10 +260,12 @@ wsrep_slave_threads=2
             check=True,
             capture_output=True,
             timeout=120,
+            env={**os.environ, "TMPDIR": str(scratch)},
         )
         for node in nodes:
             folder = self.root / node.name
             folder.mkdir(exist_ok=True)
+            (folder / "tmp").mkdir(exist_ok=True)
             if node.index == 0:
                 template.rename(folder / "data")
             else:
