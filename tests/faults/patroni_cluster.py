@@ -39,6 +39,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+import zlib
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -330,23 +332,13 @@ class PatroniCluster:
     def stop_node(self, node: Node) -> Node:
         """SIGTERM ``node``'s Patroni (which stops its PostgreSQL) and wait until it has exited:
         for the synchronous standby, the standby gone. ``start_node`` brings it back."""
-        pid = self._state().pids.pop(node.name)
-        _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while _alive(pid, self._procs) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._state().save()
+        self._end_patroni(node, signal.SIGTERM)
         return node
 
     def kill_node(self, node: Node) -> Node:
         """SIGKILL ``node``'s Patroni, then its postmaster: the machine gone, with no goodbye to
         etcd or the leader. ``start_node`` brings it back (PostgreSQL recovers from the crash)."""
-        pid = self._state().pids.pop(node.name)
-        _signal(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 60
-        while _alive(pid, self._procs) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self._state().save()
+        deadline = self._end_patroni(node, signal.SIGKILL)
         pidfile = self.root / node.name / "postmaster.pid"
         if pidfile.exists():
             postmaster = int(pidfile.read_text().split()[0])
@@ -354,6 +346,26 @@ class PatroniCluster:
             while _alive(postmaster, self._procs) and time.monotonic() < deadline:
                 time.sleep(0.1)
         return node
+
+    def take_sync_standby_away(self, how: str) -> tuple[Node, Node]:
+        """Stop (``"stopped"``: SIGTERM to its Patroni) or kill (``"killed"``: SIGKILL to its
+        Patroni and postmaster) the synchronous standby; the leader and that standby."""
+        leader, standby = self.leader(), self.sync_standby()
+        if leader is None or standby is None:
+            raise RuntimeError(f"no leader or synchronous standby to take away:\n{self.status()}")
+        (self.stop_node if how == "stopped" else self.kill_node)(standby)
+        return leader, standby
+
+    def _end_patroni(self, node: Node, sig: signal.Signals) -> float:
+        """Send ``sig`` to ``node``'s Patroni and wait (up to 60 s) until it has exited; forget
+        its pid. The deadline, for what the caller waits on next."""
+        pid = self._state().pids.pop(node.name)
+        _signal(pid, sig)
+        deadline = time.monotonic() + 60
+        while _alive(pid, self._procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self._state().save()
+        return deadline
 
     def pause_patroni(self, paused: bool) -> None:
         """SIGSTOP (or SIGCONT) every node's Patroni: PostgreSQL runs on, but nothing restarts
@@ -431,6 +443,39 @@ class PatroniCluster:
         if remove:
             shutil.rmtree(self.root, ignore_errors=True)
         self.state = None
+
+
+def for_tests(*, strict: bool = False) -> Iterator[PatroniCluster]:
+    """A test module's cluster (a fixture's body): skipped without ``SAGACITY_TEST_PATRONI=1``,
+    failed when it is set but a binary is missing, stopped and removed afterwards."""
+    import pytest
+
+    if os.environ.get("SAGACITY_TEST_PATRONI") != "1":
+        pytest.skip(
+            "set SAGACITY_TEST_PATRONI=1 to run the Patroni failover tests "
+            "(apt-get install patroni etcd-server postgresql-15)"
+        )
+    missing = binaries_missing()
+    if missing:
+        pytest.fail(f"SAGACITY_TEST_PATRONI=1 but {missing}")
+    servers = PatroniCluster(strict=strict)
+    try:
+        servers.start()
+        yield servers
+    finally:
+        servers.stop()
+
+
+def database_for(cluster: PatroniCluster, test_name: str) -> str:
+    """A database of the test's own on a healthy cluster (the journal holds only its sagas): its URL."""
+    import psycopg
+
+    cluster.wait_healthy()
+    name = test_name.removeprefix("test_")
+    name = f"{name[:32]}_{zlib.crc32(name.encode()):08x}"  # a parametrized test's ids apart
+    with psycopg.connect(cluster.url(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return cluster.url(name)
 
 
 def _get(url: str) -> int | None:

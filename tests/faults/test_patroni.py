@@ -15,10 +15,8 @@ Runs with ``SAGACITY_TEST_PATRONI=1`` (``.ci/run`` sets it and installs Debian's
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -42,31 +40,12 @@ OUTAGE = 8.0
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[patroni_cluster.PatroniCluster]:
-    if os.environ.get("SAGACITY_TEST_PATRONI") != "1":
-        pytest.skip(
-            "set SAGACITY_TEST_PATRONI=1 to run the Patroni failover tests "
-            "(apt-get install patroni etcd-server postgresql-15)"
-        )
-    missing = patroni_cluster.binaries_missing()
-    if missing:
-        pytest.fail(f"SAGACITY_TEST_PATRONI=1 but {missing}")
-    servers = patroni_cluster.PatroniCluster()
-    try:
-        servers.start()
-        yield servers
-    finally:
-        servers.stop()
+    yield from patroni_cluster.for_tests()
 
 
 @pytest.fixture
 def url(cluster: patroni_cluster.PatroniCluster, request: pytest.FixtureRequest) -> str:
-    """A database of this test's own on a healthy cluster: the journal holds only its sagas."""
-    cluster.wait_healthy()
-    name = request.node.name.removeprefix("test_")
-    name = f"{name[:32]}_{zlib.crc32(name.encode()):08x}"  # a parametrized test's ids apart
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return cluster.url(name)
+    return patroni_cluster.database_for(cluster, request.node.name)
 
 
 def _new_leader(cluster: patroni_cluster.PatroniCluster, load: ha_load.Load, old: object) -> float:
@@ -159,11 +138,8 @@ def test_standby_gone_without_strict_mode_writes_go_on_on_the_leader_alone(
     names: list[object] = []
 
     def fault(load: ha_load.Load) -> float:
-        leader, standby = cluster.leader(), cluster.sync_standby()
-        assert leader is not None
-        assert standby is not None
         asked = time.time()
-        (cluster.stop_node if gone == "stopped" else cluster.kill_node)(standby)
+        leader, standby = cluster.take_sync_standby_away(gone)
         at["gone"] = time.time()
         load.carries_on(at["gone"], "with the synchronous standby gone")
         with psycopg.connect(cluster.node_url(leader), autocommit=True) as conn:

@@ -33,11 +33,9 @@ Runs with ``SAGACITY_TEST_PATRONI=1``, as test_patroni.py; under a minute.
 from __future__ import annotations
 
 import itertools
-import os
 import sys
 import threading
 import time
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -65,31 +63,12 @@ HOLD = 5.0
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[patroni_cluster.PatroniCluster]:
-    if os.environ.get("SAGACITY_TEST_PATRONI") != "1":
-        pytest.skip(
-            "set SAGACITY_TEST_PATRONI=1 to run the Patroni failover tests "
-            "(apt-get install patroni etcd-server postgresql-15)"
-        )
-    missing = patroni_cluster.binaries_missing()
-    if missing:
-        pytest.fail(f"SAGACITY_TEST_PATRONI=1 but {missing}")
-    servers = patroni_cluster.PatroniCluster(strict=True)
-    try:
-        servers.start()
-        yield servers
-    finally:
-        servers.stop()
+    yield from patroni_cluster.for_tests(strict=True)
 
 
 @pytest.fixture
 def url(cluster: patroni_cluster.PatroniCluster, request: pytest.FixtureRequest) -> str:
-    """A database of this test's own on a healthy cluster: the journal holds only its sagas."""
-    cluster.wait_healthy()
-    name = request.node.name.removeprefix("test_")
-    name = f"{name[:32]}_{zlib.crc32(name.encode()):08x}"  # a parametrized test's ids apart
-    with psycopg.connect(cluster.url(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return cluster.url(name)
+    return patroni_cluster.database_for(cluster, request.node.name)
 
 
 def _on(node: patroni_cluster.Node, database: str, query: str) -> list[tuple[Any, ...]]:
@@ -97,7 +76,7 @@ def _on(node: patroni_cluster.Node, database: str, query: str) -> list[tuple[Any
     with psycopg.connect(
         f"postgresql://postgres@127.0.0.1:{node.pg_port}/{database}", autocommit=True, connect_timeout=5
     ) as conn:
-        return conn.execute(query).fetchall()  # type: ignore[arg-type]
+        return conn.execute(query).fetchall()
 
 
 def _visible(node: patroni_cluster.Node, database: str) -> set[tuple[str, int, str]]:
@@ -146,11 +125,8 @@ def test_strict_standby_gone_appends_wait_unacknowledged_and_go_on_when_it_retur
     seen: dict[str, Any] = {}
 
     def fault(load: ha_load.Load) -> float:
-        leader, standby = cluster.leader(), cluster.sync_standby()
-        assert leader is not None
-        assert standby is not None
         asked = time.time()
-        (cluster.stop_node if gone == "stopped" else cluster.kill_node)(standby)
+        leader, standby = cluster.take_sync_standby_away(gone)
         seen["stop"] = time.time() - asked
         load.wait(lambda: _waiting(leader, database) > 0, 60, "an append waits for the standby")
         seen["names"] = _on(leader, "postgres", "SHOW synchronous_standby_names")[0][0]
