@@ -264,13 +264,14 @@ class Guard:
             agent,
             explicit=judgement.allowed_by is not None and decided.action is Action.ALLOW,
             riders=tuple(p.rider for p in riders),
+            sums=tuple(p.sums for p in riders),
         )
 
     def settled(self, verdict: Verdict, landed: Sequence[Entry] | None) -> None:
         """The INTENT carrying ``verdict``'s planned debits landed (``landed``: what was written)
         or lost its race (None): the meters' kept tails follow (``Meter.settled``)."""
         if verdict.riders:
-            self.meter.settled(verdict.riders, landed)
+            self.meter.settled(verdict.riders, verdict.sums, landed)
 
     def judge_resume(self, saga_id: str, tool: str, input: str, principal: str | None = None) -> Verdict:
         """The verdict on an approved call about to run: the switch and the budgets, again."""

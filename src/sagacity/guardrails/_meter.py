@@ -23,11 +23,13 @@ Entry payload lines::
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import timedelta
 from decimal import Decimal
 
 from sagacity._journal import Journal, Rider
@@ -112,7 +114,7 @@ class Streaks:
 
 
 def _now_micros() -> int:
-    return int(datetime.now(UTC).timestamp() * 1_000_000)
+    return time.time_ns() // 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +145,19 @@ def read_meter(entry: Entry | None) -> MeterReading:
     return MeterReading(entry.seq, entry.hash, int(width) if width else 0, slices)
 
 
+#: A planned debit's slice width and the window's sums after it: the meter's tail once it lands.
+Sums = tuple[int, dict[int, Decimal]]
+
+
 @dataclass(frozen=True, slots=True)
 class Planned:
     """A debit decided on a meter's tail, to be written in the same insert as the call's INTENT
-    (``Journal.append_with``): it lands with the call, or neither does."""
+    (``Journal.append_with``): it lands with the call, or neither does. ``sums``: what the meter
+    holds after it, kept as the meter's tail when it lands (its payload is not parsed back)."""
 
     rider: Rider
     debit: Debit
+    sums: Sums
 
 
 class Meter:
@@ -199,18 +207,19 @@ class Meter:
         after = total + amount
         row = _row({**about, "amount": str(amount)}, f"debit={amount}", current, width, after, slices)
         rider: Rider = (meter, (reading.seq, reading.hash), row)
-        return Planned(rider, Debit(meter, reading.seq + 1, amount)), after
+        return Planned(rider, Debit(meter, reading.seq + 1, amount), (width, slices)), after
 
-    def settled(self, riders: Sequence[Rider], landed: Sequence[Entry] | None) -> None:
-        """The planned debits ``riders`` landed as ``landed`` (kept as their meters' tails), or
-        lost their race (None: the kept tails are dropped, so the next plan reads them)."""
+    def settled(self, riders: Sequence[Rider], sums: Sequence[Sums], landed: Sequence[Entry] | None) -> None:
+        """The planned debits ``riders`` (``sums``: each one's, from :meth:`plan`) landed as the
+        first entries of ``landed``, kept as their meters' tails, or lost their race (None: the
+        kept tails are dropped, so the next plan reads them)."""
         if landed is None:
             for meter, _, _ in riders:
                 self._known.pop(meter, None)
             return
-        for entry in landed:
-            if entry.saga_id.startswith(METER_PREFIX):
-                self._known[entry.saga_id] = read_meter(entry)
+        for (meter, _, _), (width, slices), entry in zip(riders, sums, landed, strict=False):
+            assert entry.saga_id == meter, "append_with writes the riders first, in order"
+            self._known[meter] = MeterReading(entry.seq, entry.hash, width, slices)
 
     def _check(self, tail: Entry) -> None:
         """Refuse a tail whose hash does not follow from its predecessor's: its sums may have been
@@ -295,16 +304,28 @@ class Meter:
 
 
 def _width(budget: Budget) -> int:
-    micros = int(budget.window.total_seconds() * 1_000_000)
+    return _slice_width(budget.window)
+
+
+@functools.lru_cache(maxsize=256)
+def _slice_width(window: timedelta) -> int:
+    micros = int(window.total_seconds() * 1_000_000)
     return max(1, micros // SLICES)
+
+
+#: ``json.dumps(about, separators=(",", ":"), sort_keys=True)`` without a new encoder per call.
+_about_json = json.JSONEncoder(separators=(",", ":"), sort_keys=True).encode
 
 
 def _row(
     about: dict[str, str], first: str, current: int, width: int, total: Decimal, slices: dict[int, Decimal]
 ) -> tuple[str, Phase, str, str]:
-    sums = json.dumps({str(k): str(v) for k, v in sorted(slices.items()) if v}, separators=(",", ":"))
+    # The JSON of {"<slice>": "<sum>"} written out: a slice is an int and a Decimal's str is
+    # digits, sign, point and exponent, so neither needs escaping (test_meter_kept_tail.py reads
+    # them back).
+    sums = "{" + ",".join(f'"{k}":"{v}"' for k, v in sorted(slices.items()) if v) + "}"
     payload = f"{first}\nslice={current}\nwidth={width}\ntotal={total}\nslices={sums}"
-    return (SAGA_TOOL, Phase.EXECUTED, json.dumps(about, separators=(",", ":"), sort_keys=True), payload)
+    return (SAGA_TOOL, Phase.EXECUTED, _about_json(about), payload)
 
 
 def give_back_call(journal: Journal, intent: Entry, executed_seq: int) -> None:

@@ -95,6 +95,8 @@ class Verdict:
     lines: str = field(default="", compare=False)
     #: The planned debits' rows (``Guard.judge(with_intent=True)``), to insert with the INTENT.
     riders: tuple[Rider, ...] = field(default=(), compare=False)
+    #: Each rider's slice width and the meter's sums after it (``Planned.sums``), in order.
+    sums: tuple[tuple[int, dict[int, Decimal]], ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         lines = f"{POLICY}{self.policy}\n{self.decision.line(VERDICT)}"
