@@ -80,8 +80,9 @@ from sagacity.stores._dialect import (
     Cursor,
     Dialect,
 )
-from sagacity.stores._group import GroupCommit, Pending, RowWriter
+from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases
+from sagacity.stores._lease_session import LeaseSession
 from sagacity.stores._sql import SQLStore, load_ddl, split_statements
 from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
@@ -247,11 +248,15 @@ class MySQLStore(SQLStore):
             lambda saga_id: self._lease_call(_TRY_LOCK, self._lock_name("lease:" + saga_id)),
             lambda saga_id: self._lease_call(_UNLOCK, self._lock_name("lease:" + saga_id)),
         )
-        self._lease_conn: Connection[DriverCursor] | None = None
-        self._lease_lock = threading.Lock()
-        self._lease_calls = GroupCommit(self._lease_batch, journal=False)
-        #: Statements sent on the lease session so far (diagnostics: how well its calls batch).
-        self.lease_statements = 0
+        self._lease_session: LeaseSession[Connection[DriverCursor]] = LeaseSession(
+            MYSQL,
+            self._connect,
+            _lease_select,
+            _close,
+            retake=lambda: (_TRY_LOCK, [token for token in self._live.tokens() if isinstance(token, str)]),
+            translate=self._translate,
+            refuse_if_closed=self._refuse_if_closed,
+        )
         self._live = LiveLeases(str, self._take_live, self._drop_live)
 
     # -- connections -----------------------------------------------------------------------------
@@ -508,51 +513,14 @@ class MySQLStore(SQLStore):
         return self._leases.hold(saga_id, wait=wait)
 
     def _lease_call(self, call: str, name: str) -> bool:
-        """``call`` (``_TRY_LOCK`` or ``_UNLOCK``) on ``name`` on the lease session, sent together
-        with the calls of other threads queued meanwhile; whether it answered 1."""
-        return self._lease_calls.insert(None, (call, name))
+        """``call`` (``_TRY_LOCK`` or ``_UNLOCK``) on ``name`` on the lease session: whether it
+        answered 1."""
+        return self._lease_session.call(call, name)
 
-    def _lease_batch(self, batch: list[Pending]) -> None:
-        """Send the queued calls as one ``SELECT`` on the lease session and set each answer.
-
-        A session that died since its last use (a restart, KILL) took its locks with it: the
-        statement goes again once on a new session, which first takes this process's liveness
-        leases again, instead of failing the calls. Any other failure fails every call of the
-        batch with the store's error (the group commit gives each caller its own copy).
-        """
-        columns = ", ".join(call for call, _ in (r.params for r in batch))
-        names = [name for _, name in (r.params for r in batch)]
-        with self._lease_lock:
-            self._refuse_if_closed()
-            for retry in (True, False):
-                fresh = self._lease_conn is None
-                try:
-                    if self._lease_conn is None:
-                        self._lease_conn = self._connect()
-                        held = [token for token in self._live.tokens() if isinstance(token, str)]
-                        if held:
-                            self._lease_select(", ".join([_TRY_LOCK] * len(held)), held)
-                    row = self._lease_select(columns, names)
-                    break
-                except pymysql.err.MySQLError as exc:
-                    if self._lease_conn is not None:
-                        _close(self._lease_conn)
-                        self._lease_conn = None
-                    if not (retry and not fresh and _unavailable(exc)):
-                        raise self._translate(exc) from exc
-        for request, answer in zip(batch, row, strict=True):
-            request.inserted = answer == 1
-
-    def _lease_select(self, columns: str, names: Sequence[str]) -> tuple[Any, ...]:
-        """``SELECT columns`` on the lease session: its one row."""
-        assert self._lease_conn is not None
-        self.lease_statements += 1
-        with self._lease_conn.cursor() as cur:
-            cur.execute("SELECT " + columns, names)
-            row = cur.fetchone()
-        if row is None or len(row) != len(names):
-            raise StoreError(f"the lease session answered {row!r} to {len(names)} lock calls")
-        return tuple(row)
+    @property
+    def lease_statements(self) -> int:
+        """Statements sent on the lease session so far (diagnostics: how well its calls batch)."""
+        return self._lease_session.statements
 
     # -- liveness: GET_LOCK slots on the lease session, read back with IS_USED_LOCK --------------
     def hold_live(self, saga_id: str) -> None:
@@ -612,11 +580,19 @@ class MySQLStore(SQLStore):
             idle, self._idle = self._idle, []
         with self._writer_lock:
             writer, self._writer = self._writer, None
-        with self._lease_lock:
-            lease_conn, self._lease_conn = self._lease_conn, None
-        for conn in (*idle, writer, lease_conn):
+        self._lease_session.close()
+        for conn in (*idle, writer):
             if conn is not None:
                 _close(conn)
 
     def __repr__(self) -> str:
         return f"MySQLStore({safe_url(self.url)!r})"
+
+
+def _lease_select(
+    conn: Connection[DriverCursor], columns: str, names: Sequence[object]
+) -> tuple[Any, ...] | None:
+    with conn.cursor() as cur:
+        cur.execute("SELECT " + columns, names)
+        row = cur.fetchone()
+    return None if row is None else tuple(row)

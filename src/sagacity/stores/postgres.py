@@ -70,15 +70,16 @@ from sagacity.stores._dialect import (
     Cursor,
     Dialect,
 )
-from sagacity.stores._group import MAX_BATCH, GroupCommit, Pending, RowWriter
+from sagacity.stores._group import GroupCommit, RowWriter
 from sagacity.stores._lease import LiveLeases, SessionLeases, lease_key, live_key
+from sagacity.stores._lease_session import LeaseSession
 from sagacity.stores._sql import SQLStore, load_ddl, numbered
 from sagacity.stores._url import safe_url
 from sagacity.stores.base import Capability
 
 __all__ = ["PostgresStore", "safe_url"]
 
-#: The lease session's calls, as ``SELECT`` columns (``_lease_batch`` sends queued ones together):
+#: The lease session's calls, as ``SELECT`` columns (``LeaseSession`` sends queued ones together):
 #: a saga lease taken without waiting and given back (each says whether it did), a liveness
 #: lease taken and given back (shared, so taking never fails: it answers nothing).
 _TRY_LOCK = "pg_try_advisory_lock(?)"
@@ -173,16 +174,20 @@ class PostgresStore(SQLStore):
             lambda saga_id: self._try_lease(lease_key(saga_id)),
             lambda saga_id: self._lease_call(_UNLOCK, lease_key(saga_id)),
         )
-        self._lease_conn: psycopg.Connection[Any] | None = None
-        # The lease session's one cursor, reused, with ``$n`` placeholders, as the writer's is: a
+        # The lease session is one reused cursor with ``$n`` placeholders, as the writer's is: a
         # new cursor and a ``%s`` query per call cost ~20 us of client CPU each.
-        self._lease_cursor: psycopg.RawCursor[Any] | None = None
-        #: The lease session's backend pid (0: none open), whose locks ``live_elsewhere`` skips.
+        self._lease_session: LeaseSession[psycopg.RawCursor[Any]] = LeaseSession(
+            POSTGRES,
+            self._open_lease_session,
+            _lease_select,
+            lambda cur: cur.connection.close(),
+            retake=lambda: (_LIVE_LOCK, self._live.tokens()),
+            translate=self._translate,
+            refuse_if_closed=self._refuse_if_closed,
+            alive=lambda cur: not cur.connection.closed,
+        )
+        #: The lease session's backend pid (0: none open yet), whose locks ``live_elsewhere`` skips.
         self._lease_pid = 0
-        self._lease_lock = threading.Lock()
-        self._lease_calls = GroupCommit(self._lease_batch, journal=False)
-        #: Statements sent on the lease session so far (diagnostics: how well its calls batch).
-        self.lease_statements = 0
         self._live = LiveLeases(self._live_key, self._take_live, self._drop_live)
         self._live_scope: str | None = None
         try:
@@ -290,59 +295,24 @@ class PostgresStore(SQLStore):
                 time.sleep(pause)
 
     def _lease_call(self, call: str, key: object) -> bool:
-        """``call`` (one of the lease session's columns above) on ``key``, sent together with the
-        calls of other threads queued meanwhile; whether it answered true."""
-        return self._lease_calls.insert(None, (call, key))
+        """``call`` (one of the lease session's columns above) on ``key``: whether it answered true."""
+        return self._lease_session.call(call, key)
 
-    def _lease_batch(self, batch: list[Pending]) -> None:
-        """Send the queued calls as one ``SELECT`` on the lease session and set each answer.
+    def _open_lease_session(self) -> psycopg.RawCursor[Any]:
+        conn = psycopg.connect(
+            self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
+        )
+        self._lease_pid = conn.info.backend_pid
+        return psycopg.RawCursor(conn)
 
-        A session that died since its last use (a failover, ``pg_terminate_backend``) took its
-        locks with it: the statement goes again once on a new session, which first takes this
-        process's liveness leases again, instead of failing the calls. Any other failure drops
-        the session and fails every call of the batch with the store's error (the group commit
-        gives each caller its own copy).
-        """
-        columns = "SELECT " + ", ".join(call for call, _ in (r.params for r in batch))
-        keys = [key for _, key in (r.params for r in batch)]
-        with self._lease_lock:
-            if self._closed:
-                raise StoreError(f"store {safe_url(self.url)} is closed")
-            for retry in (True, False):
-                fresh = self._lease_conn is None or self._lease_conn.closed
-                try:
-                    if fresh:
-                        self._lease_conn = psycopg.connect(
-                            self.url, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
-                        )
-                        self._lease_cursor = psycopg.RawCursor(self._lease_conn)
-                        self._lease_pid = self._lease_conn.info.backend_pid
-                        held = self._live.tokens()
-                        for at in range(0, len(held), MAX_BATCH):  # a SELECT takes 1,664 columns
-                            chunk = held[at : at + MAX_BATCH]
-                            self._lease_select("SELECT " + ", ".join([_LIVE_LOCK] * len(chunk)), chunk)
-                    row = self._lease_select(columns, keys)
-                    break
-                except psycopg.Error as exc:
-                    if self._lease_conn is not None:
-                        self._lease_conn.close()
-                        self._lease_conn = self._lease_cursor = None
-                    if not (retry and not fresh and POSTGRES.unavailable(exc)):
-                        raise self._translate(exc) from exc
-        for request, answer in zip(batch, row, strict=True):
-            request.inserted = answer is True
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise StoreError(f"store {safe_url(self.url)} is closed")
 
-    def _lease_select(self, statement: str, keys: Sequence[object]) -> tuple[Any, ...]:
-        """``statement`` (a ``SELECT`` of one column per key, ``?`` placeholders) on the lease
-        session: its one row."""
-        cur = self._lease_cursor
-        assert cur is not None
-        self.lease_statements += 1
-        cur.execute(numbered(statement), keys)
-        row = cur.fetchone()
-        if row is None or len(row) != len(keys):
-            raise StoreError(f"the lease session answered {row!r} to {len(keys)} lock calls")
-        return tuple(row)
+    @property
+    def lease_statements(self) -> int:
+        """Statements sent on the lease session so far (diagnostics: how well its calls batch)."""
+        return self._lease_session.statements
 
     # -- liveness: shared advisory locks on the lease session, read back from pg_locks ----------
     def hold_live(self, saga_id: str) -> None:
@@ -410,8 +380,7 @@ class PostgresStore(SQLStore):
         if cur is not None:
             return cur
         with self._writer_lock:
-            if self._closed:
-                raise StoreError(f"store {safe_url(self.url)} is closed")
+            self._refuse_if_closed()
             try:
                 conn = psycopg.connect(self.url, autocommit=True, **self._connect_kwargs)
             except psycopg.Error as exc:
@@ -540,11 +509,15 @@ class PostgresStore(SQLStore):
             self._writer_cursor = None
         if writer is not None:
             writer.close()
-        with self._lease_lock:
-            lease_conn, self._lease_conn, self._lease_cursor = self._lease_conn, None, None
-        if lease_conn is not None:
-            lease_conn.close()
+        self._lease_session.close()
         self._pool.close()
 
     def __repr__(self) -> str:
         return f"PostgresStore({safe_url(self.url)!r})"
+
+
+def _lease_select(
+    cur: psycopg.RawCursor[Any], columns: str, keys: Sequence[object]
+) -> tuple[Any, ...] | None:
+    cur.execute(numbered("SELECT " + columns), keys)
+    return cur.fetchone()
