@@ -9,8 +9,8 @@
 SDK's ``function_tool``) or ``FunctionTool`` s of them, and returns ``FunctionTool`` s whose calls
 are journaled under the model's ``call_id``. The journal sits *inside* the SDK's failure handler:
 the tool's exception is journaled FAILED (the saga compensates) before the handler — the SDK's
-default one included, which turns it into "An error occurred ... Please try again." — makes text
-of it for the model.
+default one included, which turns it into a fixed "An error occurred while running the tool" —
+makes text of it for the model.
 
 An IRREVERSIBLE tool gets a ``needs_approval`` of Sagacity's: the call's gate (AWAITING_APPROVAL)
 is journaled and the run pauses with an interruption (``result.interruptions``). A named human
