@@ -216,11 +216,12 @@ class Journal:
     def hold(self, saga_id: str, tool_name: str, phase: Phase, input: str, payload: str) -> None:
         """Keep a call's outcome to be written with the saga's next entry from this process
         (``append`` or ``commit``), or by ``release``. Checked now, so bad input fails here."""
-        require_storable("saga_id", saga_id)
-        require_storable("tool_name", tool_name)
-        require_storable("input", input)
+        _require_row(saga_id, tool_name, input)
+        if type(phase) is not Phase:
+            phase = Phase(phase)
+        row = (tool_name, phase, input, escape_text(payload))
         with self._held_lock:
-            self._held.setdefault(saga_id, []).append((tool_name, Phase(phase), input, escape_text(payload)))
+            self._held.setdefault(saga_id, []).append(row)
 
     def take_held(self, saga_id: str) -> list[Row]:
         """The saga's held outcomes, now this caller's to write (or to ``restore_held``)."""

@@ -179,3 +179,23 @@ def test_async_calls_defer_the_same_way(durable_url: str, observer: Sagacity) ->
         "fetch EXECUTED",
         "LIFE",
     ]
+
+
+def test_a_held_outcome_with_nul_and_non_ascii_lands_as_written(durable_url: str, observer: Sagacity) -> None:
+    """A deferred outcome is checked and escaped when it is held, as an immediate one is when it
+    is appended: a result with a NUL, a lone surrogate and non-ASCII text lands with the next
+    entry, reads back as it would in the default mode, and the chain verifies."""
+
+    @tool(name="echo-ü")
+    def echo(text: str) -> str:
+        return text + "\x00\ud800 ü"
+
+    payloads = {}
+    for mode in ("immediate", "deferred"):
+        with Sagacity(durable_url) as sg:
+            with sg.saga(f"odd-{mode}", durability=mode):
+                assert echo(text="Grüße") == "Grüße\x00\ud800 ü"
+            payloads[mode] = [e.payload for e in observer.entries(f"odd-{mode}") if e.tool_name == "echo-ü"]
+            assert observer.verify(f"odd-{mode}").valid
+    assert payloads["deferred"] == payloads["immediate"]
+    assert len(payloads["deferred"]) == 2  # INTENT and EXECUTED
