@@ -100,13 +100,25 @@ FIGURES = {
     "8 at once": ("call", 1, 0.80, ("postgres", "mysql")),
     "64 at once": ("call", 1, 0.80, ("postgres", "mysql")),
 }
-#: The commits one unit of a figure makes, one after another, when nothing else is writing
-#: (``tests/sagas/test_round_trips.py`` holds the stores to them): with the library's own CPU on
-#: ``memory://`` they give the figure's least (``Row.least``). Sagas at once
-#: share commits, so they have none.
-COMMITS = {"long saga": 2, "short saga": 5}
 CONCURRENCY = (8, 64)
 SHORT_CALLS = 2
+
+
+def durability_commits(mode: str, shape: str, short_calls: int) -> int:
+    """Commits of a unit: a short saga's START rides with its first INTENT; a deferred outcome
+    rides with the next INTENT or the END, so a deferred call costs one commit, not two."""
+    per_call = 1 if mode == "deferred" else 2
+    return per_call * short_calls + 1 if shape == "short" else per_call
+
+
+#: The commits one unit of a figure makes, one after another, when nothing else is writing
+#: (``tests/sagas/test_round_trips.py`` holds the stores to them): with the library's own CPU on
+#: ``memory://`` they give the figure's least (``Row.least``). Sagas at once share commits, so
+#: they have none.
+COMMITS = {
+    "long saga": durability_commits("immediate", "long", SHORT_CALLS),
+    "short saga": durability_commits("immediate", "short", SHORT_CALLS),
+}
 
 
 @tool
@@ -590,13 +602,6 @@ def main_telemetry(args: argparse.Namespace) -> int:
 
 #: ``--durability`` targets for the deferred mode: (short saga / 4 floors, long saga / 2 floors).
 DURABILITY_TARGETS = {"short": 0.80, "long": 0.60}
-
-
-def durability_commits(mode: str, shape: str, short_calls: int) -> int:
-    """Commits of a unit: a short saga's START rides with its first INTENT; a deferred outcome
-    rides with the next INTENT or the END, so a deferred call costs one commit, not two."""
-    per_call = 1 if mode == "deferred" else 2
-    return per_call * short_calls + 1 if shape == "short" else per_call
 
 
 DURABILITY_HEADER = (

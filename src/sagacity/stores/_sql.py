@@ -34,6 +34,7 @@ from sagacity.stores._dialect import (
     Cursor,
     Dialect,
 )
+from sagacity.stores._url import safe_url
 from sagacity.stores.base import ANY_SAGA, Capability, Folder, IndexRow, LogRow, SagaFilter, Watch
 
 if TYPE_CHECKING:
@@ -103,6 +104,13 @@ class SQLStore(ABC):
     capabilities: frozenset[Capability] = frozenset(
         {Capability.TRACE_CONTEXT, Capability.SAGA_INDEX, Capability.ENTRY_LOG}
     )
+    #: Set by ``close``: every operation after it is refused.
+    _closed: bool = False
+
+    def _refuse_if_closed(self) -> None:
+        """Refuse an operation on a closed store (not unavailable: retrying cannot help)."""
+        if self._closed:
+            raise StoreError(f"store {safe_url(self.url)} is closed")
 
     # -- dialect hooks -----------------------------------------------------------------------
     @abstractmethod

@@ -302,10 +302,6 @@ class MySQLStore(SQLStore):
             self._drop_idle()  # a server restart killed them too
         return MYSQL.translate(exc, safe_url(self.url))
 
-    def _refuse_if_closed(self) -> None:
-        if self._closed:
-            raise StoreError(f"store {safe_url(self.url)} is closed")
-
     def _drop_idle(self) -> None:
         with self._idle_lock:
             idle, self._idle = self._idle, []

@@ -305,10 +305,6 @@ class PostgresStore(SQLStore):
         self._lease_pid = conn.info.backend_pid
         return psycopg.RawCursor(conn)
 
-    def _refuse_if_closed(self) -> None:
-        if self._closed:
-            raise StoreError(f"store {safe_url(self.url)} is closed")
-
     @property
     def lease_statements(self) -> int:
         """Statements sent on the lease session so far (diagnostics: how well its calls batch)."""

@@ -259,10 +259,6 @@ class SQLiteStore(SQLStore):
             return _read_only(self.path, str(exc))
         return SQLITE.translate(exc)
 
-    def _refuse_if_closed(self) -> None:
-        if self._closed:
-            raise StoreError(f"store {self.url} is closed")
-
     def _borrow(self, busy_timeout_ms: int | None = None) -> sqlite3.Connection:
         """An idle connection, or a new one (waiting ``busy_timeout_ms`` for locks if given)."""
         with self._connections_lock:
